@@ -1,0 +1,1 @@
+"""The mathematics of the strategies as pure numpy functions (no Flower imports)."""

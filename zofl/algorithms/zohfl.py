@@ -1,0 +1,165 @@
+"""ZO-HFL (paper 003, Algorithms 1 and 2) as pure functions: no Flower here.
+
+Problem (1):  min_x f(x) = f1(x) + (1/m) sum_i f2(x, y_i(x)),
+              y_i(x) = argmin_{y in Y_i(x)} h_i(x, y).
+
+Names, defined once:
+
+* ``x``      -- the server's global model (flattened, length n).
+* ``f1``     -- the server's loss on the server's own data.
+* ``f2``     -- the server/client gap penalty, f2(x, y) = (lambda / 2) ||x - y||^2 (Sec. IV).
+* ``lam``    -- lambda, the weight of that penalty.
+* ``h_i``    -- client i's lower-level objective, loss_i(y) + (mu / 2) ||x - y||^2.
+* ``mu``     -- the proximal weight of the lower level (strong convexity of h_i).
+* ``eta``    -- smoothing radius of the zeroth-order estimate.
+* ``gamma``  -- server step; gamma_r = gamma / sqrt(r + 1) in the experiments.
+* ``lr0``    -- g~ (gamma tilde), the client's step lr0 / (t + 1).
+* ``H``      -- local steps H_{i,r} of one lower-level solve.
+* ``k``      -- directions per client per round (the paper uses one; more average the estimate).
+
+Round r: the server sends x_r; client i solves the lower level at x_r + eta v and at
+x_r - eta v (``client_solve``), giving y+ and y-; the server forms
+g = grad f1~(x_r) + sum_i w_i (n / (2 eta)) (f2(x_r + eta v, y+) - f2(x_r - eta v, y-)) v
+and steps x_{r+1} = x_r - gamma_r g (``server_update``). Weights w_i: see ``client_weights``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .lower_level import GradFn, minibatch_indices, projected_sgd
+from .smoothing import seed_sequence, sphere_directions, two_point_coefficients
+
+# Streams of the per-(seed, round, client) seed sequences; fixed so runs are reproducible.
+STREAM_DIRECTIONS = 1
+STREAM_BATCHES = 2
+STREAM_SAMPLING = 3
+STREAM_SERVER_BATCH = 4
+
+
+def f2_penalty(x: np.ndarray, y: np.ndarray, lam: float) -> float:
+    """f2(x, y) = (lambda / 2) ||x - y||^2 (Sec. IV, per client; weights are applied by the server)."""
+    d = x - y
+    return 0.5 * lam * float(d @ d)
+
+
+def client_directions(seed: int, round_idx: int, pid: int, k: int, n: int) -> np.ndarray:
+    """v_{i,r}: the k unit directions of client ``pid`` at round ``round_idx``, from seeds alone."""
+    return sphere_directions(seed_sequence(seed, round_idx, pid, STREAM_DIRECTIONS), k, n)
+
+
+@dataclass(frozen=True)
+class SolveSpec:
+    """What one client needs to run Algorithm 2 twice per direction."""
+
+    eta: float
+    lam: float
+    mu: float
+    lr0: float
+    batch_size: int
+    radius: float = 0.0  # ball Y_i(x) radius; 0 = unconstrained
+    crn: bool = True  # common random numbers: the + and - solves share their minibatches
+
+
+@dataclass
+class ClientResult:
+    f_plus: np.ndarray  # (k,) f2(x + eta v_j, y+_j)
+    f_minus: np.ndarray  # (k,) f2(x - eta v_j, y-_j)
+    y_plus: np.ndarray  # (k, n)
+    y_minus: np.ndarray  # (k, n)
+    steps: int  # SGD steps taken in all
+
+
+def client_solve(
+    grad: GradFn,
+    num_examples: int,
+    x: np.ndarray,
+    directions: np.ndarray,
+    H: int,
+    spec: SolveSpec,
+    batch_seed: tuple[int, ...],
+) -> ClientResult:
+    """Algorithm 2, called twice per direction v_j: at x + eta v_j and at x - eta v_j.
+
+    The start point y_0 is the query point itself (our choice; the paper leaves y_0
+    open), so H = 0 returns y = x +- eta v and both f2 values are 0: a straggler adds
+    nothing to the server's estimate. ``batch_seed`` words seed the minibatch draws;
+    with ``spec.crn`` both solves of a direction use the same draws.
+    """
+    k, n = directions.shape
+    f_plus = np.zeros(k)
+    f_minus = np.zeros(k)
+    y_plus = np.empty((k, n))
+    y_minus = np.empty((k, n))
+    for j in range(k):
+        x_p = x + spec.eta * directions[j]
+        x_m = x - spec.eta * directions[j]
+        b_p = minibatch_indices(seed_sequence(*batch_seed, j, 0), num_examples, H, spec.batch_size)
+        b_m = b_p if spec.crn else minibatch_indices(seed_sequence(*batch_seed, j, 1), num_examples, H, spec.batch_size)
+        y_plus[j] = projected_sgd(grad, x_p, x_p, b_p, spec.lr0, spec.mu, spec.radius)
+        y_minus[j] = projected_sgd(grad, x_m, x_m, b_m, spec.lr0, spec.mu, spec.radius)
+        f_plus[j] = f2_penalty(x_p, y_plus[j], spec.lam)
+        f_minus[j] = f2_penalty(x_m, y_minus[j], spec.lam)
+    return ClientResult(f_plus, f_minus, y_plus, y_minus, steps=2 * k * H)
+
+
+def f2_values_from_vectors(
+    x: np.ndarray, directions: np.ndarray, y_plus: np.ndarray, y_minus: np.ndarray, eta: float, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The server's side of the paper's uplink: f2(x +- eta v_j, y+-_j) from the uploaded y vectors.
+
+    Uses the same arithmetic as ``client_solve``, so both uplink modes give identical numbers.
+    """
+    k = directions.shape[0]
+    f_plus = np.array([f2_penalty(x + eta * directions[j], y_plus[j], lam) for j in range(k)])
+    f_minus = np.array([f2_penalty(x - eta * directions[j], y_minus[j], lam) for j in range(k)])
+    return f_plus, f_minus
+
+
+WEIGHTINGS = ("uniform", "participants", "rho")
+
+
+def client_weights(mode: str, pids: list[int], m: int, num_examples: Mapping[int, int], n_train: int) -> dict[int, float]:
+    """w_i for the clients ``pids`` that reported this round.
+
+    * ``uniform``      -- 1/m, Algorithm 1's (1/m) sum_i; a client not sampled counts as H = 0,
+      which adds 0 (y_0 is the query point), so the reporting clients just get 1/m.
+    * ``participants`` -- 1/|S_r|: the average over the clients that reported (our option).
+    * ``rho``          -- rho_i = N_i / N_train, the experiments' f2 = (lambda/2) sum_i rho_i ||x - y_i||^2.
+    """
+    if mode == "uniform":
+        return {p: 1.0 / m for p in pids}
+    if mode == "participants":
+        return {p: 1.0 / len(pids) for p in pids} if pids else {}
+    if mode == "rho":
+        return {p: num_examples[p] / n_train for p in pids}
+    raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {mode!r}")
+
+
+def zo_estimate(
+    weights: Mapping[int, float],
+    f_values: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    directions: Mapping[int, np.ndarray],
+    eta: float,
+    n: int,
+) -> np.ndarray:
+    """sum_i w_i * mean_j (n / (2 eta)) (f+_{ij} - f-_{ij}) v_{ij}: the f2 part of g (Alg. 1, line 7)."""
+    g = np.zeros(n)
+    for pid, w in weights.items():
+        f_p, f_m = f_values[pid]
+        v = directions[pid]
+        g += w * (two_point_coefficients(f_p, f_m, n, eta) @ v) / v.shape[0]
+    return g
+
+
+def server_step_size(gamma: float, round_idx: int) -> float:
+    """gamma_r = gamma / sqrt(r + 1) (Theorem 1(ii); experiments: gamma = 0.01)."""
+    return gamma / math.sqrt(round_idx + 1)
+
+
+def server_update(x: np.ndarray, grad_f1: np.ndarray, g_f2: np.ndarray, gamma_r: float) -> np.ndarray:
+    """x_{r+1} = x_r - gamma_r (grad f1~(x_r, xi_r) + g_f2) (Alg. 1, line 8)."""
+    return x - gamma_r * (grad_f1 + g_f2)

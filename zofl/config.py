@@ -1,0 +1,150 @@
+"""Run-config keys: defaults, documentation and validation, in one table.
+
+Every key of ``[tool.flwr.app.config]`` in pyproject.toml is declared here with its type,
+allowed values, default and where the default comes from ("paper" = the ZO-HFL paper's
+experiments, "ours" = a choice the paper leaves open). ``parse_config`` checks a whole
+run-config before any work starts and raises ``ConfigError`` naming the key and what is
+allowed. A test keeps pyproject.toml and this table in step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+STRATEGIES = ("zohfl",)
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
+
+
+class ConfigError(ValueError):
+    """A run-config value is not allowed; the message names the key and the allowed values."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: type
+    default: Any
+    allowed: str  # human-readable rule, shown in errors
+    doc: str
+    source: str = "ours"  # "paper", "ours" or "run"
+    check: Callable[[Any], bool] = lambda v: True
+
+
+def _pos(v) -> bool:
+    return v > 0 and math.isfinite(v)
+
+
+def _nonneg(v) -> bool:
+    return v >= 0 and math.isfinite(v)
+
+
+def _choice(*options: str) -> Callable[[Any], bool]:
+    return lambda v: v in options
+
+
+KEYS: tuple[Key, ...] = (
+    # --- what runs -------------------------------------------------------------------------
+    Key("strategy", str, "zohfl", f"one of {STRATEGIES}", "the aggregation scheme", "run", _choice(*STRATEGIES)),
+    Key("task", str, "softmax", "a built-in task name (softmax) or 'package.module:attr'",
+        "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: bool(v)),
+    Key("dataset", str, "digits", f"one of {DATASETS}",
+        "dataset of the built-in tasks; digits ships with scikit-learn (offline default)", "run", _choice(*DATASETS)),
+    Key("data-dir", str, "~/.cache/zofl/data", "an absolute path (~ allowed)",
+        "where <dataset>.npz files are read from (and downloaded to)", "run",
+        lambda v: Path(v).expanduser().is_absolute()),
+    Key("download", bool, False, "true or false", "fetch a missing dataset with torchvision (needs a network)", "run"),
+    Key("seed", int, 0, "an integer >= 0", "seed of the splits, directions, minibatches and sampling", "run",
+        lambda v: v >= 0),
+    Key("num-rounds", int, 20, "an integer >= 0", "R, communication rounds", "run", lambda v: v >= 0),
+    Key("output-dir", str, "~/zofl-results", "an absolute path (~ allowed)",
+        "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute()),
+    Key("run-name", str, "", "a name without '/' (empty: <strategy>-<dataset>-<time>)", "results folder name", "run",
+        lambda v: "/" not in v and v not in (".", "..")),
+    Key("client-wait-s", float, 60.0, "a number > 0", "how long the server waits for num-clients SuperNodes", "run",
+        _pos),
+    # --- heterogeneity ---------------------------------------------------------------------
+    Key("num-clients", int, 10, "an integer >= 1 (= num-supernodes)", "m, the number of clients", "paper",
+        lambda v: v >= 1),
+    Key("alpha", float, 1.0, "a number > 0", "Dirichlet concentration of the client split (large = iid)", "paper",
+        _pos),
+    Key("beta", float, 0.5, "a number in (0, 1]", "fraction of the m clients sampled each round", "paper",
+        lambda v: 0 < v <= 1),
+    Key("server-fraction", float, 0.3, "a number in [0, 1)", "share of the training data held by the server",
+        "paper", lambda v: 0 <= v < 1),
+    Key("min-partition-size", int, 10, "an integer >= 1", "smallest client partition the Dirichlet draw accepts",
+        "ours", lambda v: v >= 1),
+    Key("straggler-prob", float, 0.0, "a number in [0, 1]",
+        "probability that a sampled client is a straggler this round (H = 0)", "ours", lambda v: 0 <= v <= 1),
+    Key("tau", float, 20.0, "a number >= 0", "H_{i,r} = ceil(tau * sqrt(r + 1)) local steps", "paper", _nonneg),
+    Key("local-steps", int, 0, "an integer >= 0", "a fixed H for every round; 0 = use tau", "ours",
+        lambda v: v >= 0),
+    # --- ZO-HFL ----------------------------------------------------------------------------
+    Key("eta", float, 0.1, "a number > 0", "smoothing radius of the zeroth-order estimate", "paper", _pos),
+    Key("gamma", float, 0.01, "a number > 0", "server step gamma_r = gamma / sqrt(r + 1)", "paper", _pos),
+    Key("client-lr", float, 0.1, "a number > 0", "g~: client step g~ / (t + 1)", "paper", _pos),
+    Key("lambda", float, 10.0, "a number >= 0", "weight of f2 = (lambda/2)||x - y_i||^2", "ours", _nonneg),
+    Key("mu", float, 1.0, "a number > 0", "proximal weight of h_i = loss_i(y) + (mu/2)||x - y||^2", "ours", _pos),
+    Key("batch-size", int, 32, "an integer >= 1", "client minibatch size", "ours", lambda v: v >= 1),
+    Key("server-batch-size", int, 32, "an integer >= 1", "server minibatch size for grad f1", "ours",
+        lambda v: v >= 1),
+    Key("directions", int, 1, "an integer >= 1", "sphere directions per client per round (paper: 1)", "paper",
+        lambda v: v >= 1),
+    Key("crn", bool, True, "true or false", "common random numbers: the two solves share their minibatches",
+        "ours"),
+    Key("uplink", str, "scalars", "'scalars' or 'vectors'",
+        "vectors: clients send y+ and y- (the paper); scalars: the two f2 values (same iterates)", "ours",
+        _choice("scalars", "vectors")),
+    Key("weighting", str, "uniform", "'uniform', 'participants' or 'rho'",
+        "w_i of a client's estimate: 1/m (Alg. 1), 1/|S_r|, or rho_i = N_i/N_train", "paper",
+        _choice("uniform", "participants", "rho")),
+    Key("ball-radius", float, 0.0, "a number >= 0", "radius of Y_i(x) = {||y - x|| <= radius}; 0 = R^n", "ours",
+        _nonneg),
+    Key("x0", str, "pretrained", "'zeros' or 'pretrained'", "x_0: zeros, or SGD epochs on the server's data",
+        "ours", _choice("zeros", "pretrained")),
+    Key("x0-epochs", int, 1, "an integer >= 0", "epochs of server SGD for x0 = pretrained", "ours",
+        lambda v: v >= 0),
+    Key("x0-lr", float, 0.1, "a number > 0", "step of that server SGD", "ours", _pos),
+)
+KEY_BY_NAME = {k.name: k for k in KEYS}
+
+
+class Config(dict):
+    """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            return self[attr.replace("_", "-")]
+        except KeyError as exc:
+            raise AttributeError(attr) from exc
+
+
+def defaults() -> dict[str, Any]:
+    return {k.name: k.default for k in KEYS}
+
+
+def _coerce(key: Key, value: Any) -> Any:
+    if key.type is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if key.type is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, key.type) or (key.type is not bool and isinstance(value, bool)):
+        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed}, got {value!r} "
+                          f"({type(value).__name__})")
+    return value
+
+
+def parse_config(run_config: Mapping[str, Any]) -> Config:
+    """Validate ``run_config`` (missing keys take their defaults); raise ConfigError on the first bad key."""
+    unknown = sorted(set(run_config) - set(KEY_BY_NAME))
+    if unknown:
+        raise ConfigError(f"unknown run-config key(s) {unknown}; known keys: {sorted(KEY_BY_NAME)}")
+    cfg = Config(defaults())
+    for name, value in run_config.items():
+        key = KEY_BY_NAME[name]
+        value = _coerce(key, value)
+        if not key.check(value):
+            raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {value!r}")
+        cfg[name] = value
+    return cfg

@@ -1,0 +1,126 @@
+"""Start a Flower SuperLink of our own and submit runs to it with ``flwr run`` (used by tests,
+benchmarks and scripts; users can just call ``flwr run``).
+
+``flwr run`` on its own starts a background SuperLink that never stops and, by default,
+reinstalls the App's dependencies with uv for every run (gigabytes with torch). Here we start
+``flower-superlink --simulation --disable-runtime-dependency-installation`` on a free port,
+declare it in a temporary FLWR_HOME, run, and stop every process we started.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+QUIET_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+}
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _bin(name: str) -> str:
+    """A console script of this Python environment (falls back to PATH)."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with code {proc.returncode} before port {port} opened")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """SIGTERM the process group of ``proc`` (it was started in a new session), then SIGKILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group (Ray workers, serverapp)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(v)
+
+
+def run_config_arg(run_config: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={toml_value(v)}" for k, v in run_config.items())
+
+
+@dataclass
+class SuperLink:
+    port: int
+    home: Path  # FLWR_HOME holding config.toml with a connection named "zofl"
+    env: dict[str, str]
+    proc: subprocess.Popen
+    log_path: Path
+
+    def run(self, run_config: Mapping[str, Any], num_supernodes: int, app_dir: str | os.PathLike = PROJECT_DIR,
+            cpus_per_client: int = 1, timeout: float = 1800.0) -> subprocess.CompletedProcess:
+        """``flwr run APP zofl --stream`` with this run-config and federation size; returns its output."""
+        cmd = [_bin("flwr"), "run", str(app_dir), "zofl", "--stream",
+               "--federation-config", f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"]
+        if run_config:
+            cmd += ["--run-config", run_config_arg(run_config)]
+        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0) -> Iterator[SuperLink]:
+    """A simulation SuperLink on a free port for the duration of the ``with`` block."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="zofl-superlink-"))
+        work = Path(workdir)
+        home = work / "flwr-home"
+        home.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "zofl"\n\n[superlink.zofl]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
+        log_path = work / "superlink.log"
+        log = stack.enter_context(open(log_path, "w"))
+        proc = subprocess.Popen(
+            [_bin("flower-superlink"), "--insecure", "--simulation", "--disable-runtime-dependency-installation",
+             "--port", str(port), "--database", str(work / "state.db")],
+            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for_port(port, startup_timeout, proc)
+            yield SuperLink(port, home, env, proc, log_path)
+        finally:
+            stop_process(proc)

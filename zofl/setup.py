@@ -1,0 +1,30 @@
+"""Shared start-up of the ServerApp and ClientApp: a run-config becomes (cfg, task, spec), checked."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from .config import Config, ConfigError, parse_config
+from .tasks import DataError, DataSpec, Task, TaskError, load_task
+
+
+def data_spec(cfg: Config) -> DataSpec:
+    return DataSpec(dataset=cfg.dataset, data_dir=os.path.expanduser(cfg.data_dir),
+                    download=cfg.download, num_clients=cfg.num_clients, alpha=cfg.alpha,
+                    server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size)
+
+
+def prepare(run_config: Mapping[str, Any], check_data: bool = True) -> tuple[Config, Task, DataSpec]:
+    """Validate the run-config, load the task and check its data; raise ConfigError naming the key."""
+    cfg = parse_config(run_config)
+    try:
+        task = load_task(cfg.task)
+    except TaskError as exc:
+        raise ConfigError(f"run-config key 'task': {exc}") from exc
+    spec = data_spec(cfg)
+    if check_data:
+        try:
+            task.check(spec)
+        except (DataError, ValueError) as exc:
+            raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
+    return cfg, task, spec

@@ -1,0 +1,18 @@
+"""Strategies, one module each. A strategy module provides a Flower ``Strategy`` subclass (server)
+and a ``client_fit`` function (the client's work in a round); ``STRATEGIES`` names them for the
+run-config key ``strategy``. See docs/architecture.md, "Add a strategy"."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import zohfl
+
+
+@dataclass(frozen=True)
+class StrategyEntry:
+    server: type  # Strategy subclass: (cfg, task, spec, writer) -> Strategy
+    client_fit: Callable  # (cfg, task, spec, pid, parameters, config) -> (ndarrays, num_examples, metrics)
+
+
+STRATEGIES = {"zohfl": StrategyEntry(zohfl.ZOHFL, zohfl.client_fit)}

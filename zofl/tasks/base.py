@@ -1,0 +1,99 @@
+"""The task protocol: what a strategy needs from data, model and loss.
+
+A task is any object with the methods below (duck typing; ``Task`` is a ``typing.Protocol``).
+Parameters are always one flat float64 numpy vector (the paper's x in R^n), so strategies
+never look inside a model. Built-in tasks are chosen by the run-config key ``task``; any
+``package.module:attr`` path works too, where ``attr`` is a task object or a zero-argument
+callable (e.g. a class) that returns one. See docs/architecture.md, "Add a task".
+
+Data: ``SplitTask`` implements the data methods with the paper's splits of the dataset named
+by the run-config key ``dataset`` (see ``zofl.tasks.data``); subclass it to reuse them, or
+implement ``server_data``/``client_data``/``test_data`` yourself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .data import ArrayData, check_available, load_pooled, make_splits, take
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Everything that fixes the data of a run; splits are a pure function of it."""
+
+    dataset: str = "digits"
+    data_dir: str = ""
+    download: bool = False
+    num_clients: int = 10  # m
+    alpha: float = 1.0  # Dirichlet concentration: large = near-iid, small = skewed
+    server_fraction: float = 0.3
+    seed: int = 0
+    min_partition_size: int = 10
+
+
+@runtime_checkable
+class Task(Protocol):
+    """Data, model and loss/gradient oracles of one learning problem."""
+
+    def check(self, spec: DataSpec) -> None:
+        """Raise ValueError (naming the key) if the data cannot be had; called before round 1."""
+
+    def server_data(self, spec: DataSpec) -> ArrayData:
+        """The server's own training data (the f1 data of ZO-HFL)."""
+
+    def client_data(self, spec: DataSpec, pid: int) -> ArrayData:
+        """Client ``pid``'s data (0 <= pid < spec.num_clients)."""
+
+    def test_data(self, spec: DataSpec) -> ArrayData:
+        """Held-out data for the global test accuracy and loss."""
+
+    def num_train(self, spec: DataSpec) -> int:
+        """N_train: server plus clients' training examples (for rho_i = N_i / N_train)."""
+
+    def init_params(self, num_features: int, num_classes: int) -> np.ndarray:
+        """The initial flat parameter vector x_0 (float64)."""
+
+    def loss(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+        """Mean loss of the model ``params`` on examples (x, y)."""
+
+    def grad(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Gradient of ``loss`` with respect to ``params`` (flat, float64, a fresh array)."""
+
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Predicted labels for the rows of x."""
+
+
+class SplitTask:
+    """Data methods from the paper's splits of ``spec.dataset`` (see ``zofl.tasks.data``)."""
+
+    def check(self, spec: DataSpec) -> None:
+        check_available(spec.dataset, spec.data_dir, spec.download)
+
+    def _splits(self, spec: DataSpec):
+        return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
+                           spec.data_dir, spec.download, spec.min_partition_size)
+
+    def _pooled(self, spec: DataSpec):
+        return load_pooled(spec.dataset, spec.data_dir, spec.download)
+
+    def server_data(self, spec: DataSpec) -> ArrayData:
+        return take(self._pooled(spec), self._splits(spec).server)
+
+    def client_data(self, spec: DataSpec, pid: int) -> ArrayData:
+        return take(self._pooled(spec), self._splits(spec).clients[pid])
+
+    def test_data(self, spec: DataSpec) -> ArrayData:
+        return take(self._pooled(spec), self._splits(spec).test)
+
+    def num_train(self, spec: DataSpec) -> int:
+        return self._splits(spec).num_train
+
+
+def evaluate(task: Task, params: np.ndarray, data: ArrayData) -> tuple[float, float]:
+    """(mean loss, accuracy) of ``params`` on ``data``."""
+    if len(data) == 0:
+        return float("nan"), float("nan")
+    return float(task.loss(params, data.x, data.y)), float(np.mean(task.predict(params, data.x) == data.y))

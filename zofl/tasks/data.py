@@ -1,0 +1,176 @@
+"""The data layer: datasets and the paper's splits, as pure functions of their arguments.
+
+Datasets (``DATASETS``):
+
+* ``digits``        -- scikit-learn's 8x8 digits (1,797 images), shipped inside scikit-learn:
+  the embedded default, so a run works offline with nothing to fetch.
+* ``mnist``, ``fashion_mnist``, ``cifar10`` -- read from ``<data-dir>/<name>.npz`` with
+  Keras-style keys ``x_train, y_train, x_test, y_test`` (uint8), as written by
+  ``shared/datasets/prepare.py``; or, with ``download = true`` and a network, fetched once by
+  torchvision into data-dir and saved as that .npz.
+
+Splits (ZO-HFL paper, Sec. IV): the train and test parts are pooled, shuffled and split
+90/10 into train/test; a ``server_fraction`` of the training part goes to the server (f1);
+the rest is split over ``m`` clients by Dirichlet(``alpha``) over labels, with
+flwr-datasets' ``DirichletPartitioner``. Everything is a pure function of
+(dataset, m, alpha, server_fraction, seed), so every strategy sees the same data.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
+FILE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
+TEST_FRACTION = 0.1
+
+
+class DataError(ValueError):
+    """A dataset cannot be found or built; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """All examples of a dataset: features in [0, 1] as float32 rows, integer labels."""
+
+    x: np.ndarray  # (N, d) float32
+    y: np.ndarray  # (N,) int64
+    num_classes: int
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Index arrays into ``Pooled`` rows: the test set, the server's data, one array per client."""
+
+    test: np.ndarray
+    server: np.ndarray
+    clients: tuple[np.ndarray, ...]
+
+    @property
+    def num_train(self) -> int:
+        """N_train: the server's plus all clients' examples."""
+        return len(self.server) + sum(len(c) for c in self.clients)
+
+
+def npz_path(data_dir: str | os.PathLike, name: str) -> Path:
+    return Path(data_dir).expanduser() / f"{name}.npz"
+
+
+def missing_file_message(data_dir: str | os.PathLike, name: str) -> str:
+    path = npz_path(data_dir, name)
+    return (
+        f"dataset {name!r}: file {path} not found. Get it either way:\n"
+        f"  1) offline: python <path-to>/shared/datasets/prepare.py {path.parent} {name}\n"
+        f"     (any Keras-style .npz with x_train, y_train, x_test, y_test works), or\n"
+        f"  2) with a network: set run-config download=true to fetch it with torchvision into data-dir."
+    )
+
+
+def check_available(name: str, data_dir: str, download: bool) -> None:
+    """Raise ``DataError`` before any work if ``name`` cannot be loaded from ``data_dir``."""
+    if name not in DATASETS:
+        raise DataError(f"dataset must be one of {DATASETS}, got {name!r}")
+    if name in FILE_DATASETS and not download and not npz_path(data_dir, name).is_file():
+        raise DataError(missing_file_message(data_dir, name))
+
+
+def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
+    """Fetch ``name`` with torchvision into ``data_dir`` and write ``<name>.npz`` (needs a network)."""
+    import torchvision  # imported lazily: only this path needs it
+
+    cls = {"mnist": torchvision.datasets.MNIST, "fashion_mnist": torchvision.datasets.FashionMNIST,
+           "cifar10": torchvision.datasets.CIFAR10}[name]
+    root = Path(data_dir).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    arrays = {}
+    for part, train in (("train", True), ("test", False)):
+        ds = cls(root=str(root / "torchvision"), train=train, download=True)
+        arrays[f"x_{part}"] = np.asarray(ds.data, dtype=np.uint8)
+        arrays[f"y_{part}"] = np.asarray(ds.targets, dtype=np.uint8)
+    out = npz_path(root, name)
+    tmp = out.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled:
+    """All examples of ``name`` (train then test, in file order), features scaled to [0, 1].
+
+    Cached per process: a Ray actor or SuperNode loads a dataset once for all its clients.
+    """
+    check_available(name, data_dir, download)
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        return Pooled((d.data / 16.0).astype(np.float32), d.target.astype(np.int64), 10)
+    path = npz_path(data_dir, name)
+    if not path.is_file():
+        download_npz(name, data_dir)
+    with np.load(path) as f:
+        missing = {"x_train", "y_train", "x_test", "y_test"} - set(f.files)
+        if missing:
+            raise DataError(f"{path} lacks the keys {sorted(missing)} (Keras-style .npz expected)")
+        x = np.concatenate([f["x_train"], f["x_test"]])
+        y = np.concatenate([f["y_train"], f["y_test"]]).reshape(-1)
+    x = x.reshape(len(x), -1).astype(np.float32) / np.float32(255.0)
+    return Pooled(np.ascontiguousarray(x), y.astype(np.int64), int(y.max()) + 1)
+
+
+def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min_size: int) -> list[np.ndarray]:
+    """Split positions 0..len(labels)-1 over ``m`` clients by Dirichlet(alpha) per label.
+
+    flwr-datasets' DirichletPartitioner does the draw; it retries until every client holds at
+    least ``min_size`` examples and raises ValueError after 10 tries.
+    """
+    import warnings
+
+    from datasets import Dataset
+    from flwr_datasets.partitioner import DirichletPartitioner
+
+    part = DirichletPartitioner(num_partitions=m, partition_by="label", alpha=float(alpha),
+                                min_partition_size=min_size, self_balancing=False, shuffle=True, seed=seed)
+    part.dataset = Dataset.from_dict({"label": labels.tolist(), "pos": np.arange(len(labels)).tolist()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [np.asarray(part.load_partition(i)["pos"], dtype=np.int64) for i in range(m)]
+
+
+@functools.lru_cache(maxsize=8)
+def make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: int,
+                data_dir: str = "", download: bool = False, min_partition_size: int = 10) -> Splits:
+    """The paper's split of ``name``; a pure function of its arguments (cached per process)."""
+    pooled = load_pooled(name, data_dir, download)
+    n = len(pooled.y)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5E1]))
+    order = rng.permutation(n)
+    n_test = int(round(TEST_FRACTION * n))
+    test, train = order[:n_test], order[n_test:]
+    n_server = int(round(server_fraction * len(train)))
+    server, rest = train[:n_server], train[n_server:]
+    if len(rest) < m:
+        raise DataError(f"num-clients={m} exceeds the {len(rest)} client examples of {name!r}")
+    parts = dirichlet_partition(pooled.y[rest], m, alpha, seed, min(min_partition_size, len(rest) // m))
+    return Splits(np.sort(test), np.sort(server), tuple(rest[p] for p in parts))
+
+
+@dataclass(frozen=True)
+class ArrayData:
+    """A ready-to-use slice of a dataset: contiguous float32 features and int64 labels."""
+
+    x: np.ndarray
+    y: np.ndarray
+    num_classes: int
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+def take(pooled: Pooled, idx: np.ndarray) -> ArrayData:
+    return ArrayData(np.ascontiguousarray(pooled.x[idx]), pooled.y[idx], pooled.num_classes)
