@@ -1,0 +1,45 @@
+"""User tasks living outside the package, loaded by import path in tests."""
+import functools
+
+import numpy as np
+
+from zofl.tasks import ArrayData, SoftmaxTask
+
+TASK = SoftmaxTask()
+
+
+class BlobsTask(SoftmaxTask):
+    """Two Gaussian classes in 4 dimensions (n = 8 parameters): data this test module makes."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=4)
+    def _make(seed: int, m: int):
+        rng = np.random.default_rng(seed)
+
+        def blob(n):
+            y = rng.integers(0, 2, n)
+            x = (rng.standard_normal((n, 4)) + np.where(y[:, None] == 1, 1.0, -1.0)).astype(np.float32)
+            return ArrayData(x, y, 2)
+
+        return blob(200), [blob(100) for _ in range(m)], blob(400)
+
+    def check(self, spec):
+        pass
+
+    def server_data(self, spec):
+        return self._make(spec.seed, spec.num_clients)[0] if spec.server_fraction > 0 else ArrayData(
+            np.zeros((0, 4), np.float32), np.zeros(0, np.int64), 2)
+
+    def client_data(self, spec, pid):
+        return self._make(spec.seed, spec.num_clients)[1][pid]
+
+    def test_data(self, spec):
+        return self._make(spec.seed, spec.num_clients)[2]
+
+    def num_train(self, spec):
+        return len(self.server_data(spec)) + 100 * spec.num_clients
+
+    def init_params(self, num_features, num_classes):
+        w = np.zeros((num_features, num_classes))
+        w[:, 0] = 0.5  # starts out predicting the wrong class for nearly every example
+        return w.reshape(-1)

@@ -1,0 +1,62 @@
+"""Run-config validation: every bad input is refused before any work, naming the key."""
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from zofl.config import KEYS, ConfigError, defaults, parse_config
+from zofl.setup import prepare
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_pyproject_config_matches_the_key_table():
+    app_cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
+    assert app_cfg == defaults()
+    assert parse_config(app_cfg) == defaults()
+    assert all(k.doc and k.allowed for k in KEYS)
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("strategy", "fedfoo", "one of"),
+    ("dataset", "imagenet", "one of"),
+    ("alpha", 0.0, "> 0"),
+    ("alpha", -1.0, "> 0"),
+    ("beta", 0.0, "(0, 1]"),
+    ("beta", 1.5, "(0, 1]"),
+    ("eta", 0.0, "> 0"),
+    ("eta", -0.1, "> 0"),
+    ("tau", -1.0, ">= 0"),
+    ("num-rounds", -1, ">= 0"),
+    ("num-clients", 0, ">= 1"),
+    ("gamma", float("nan"), "> 0"),
+    ("batch-size", 0, ">= 1"),
+    ("uplink", "floats", "'scalars' or 'vectors'"),
+    ("x0", "random", "'zeros' or 'pretrained'"),
+    ("straggler-prob", 1.5, "[0, 1]"),
+    ("data-dir", "relative/path", "absolute path"),
+    ("crn", "yes", "true or false"),
+    ("num-clients", 2.5, ">= 1"),
+    ("weighting", "sum", "'uniform', 'participants' or 'rho'"),
+])
+def test_bad_values_name_the_key_and_the_rule(key, value, allowed):
+    with pytest.raises(ConfigError) as e:
+        parse_config({key: value})
+    assert repr(key) in str(e.value) and allowed in str(e.value)
+
+
+def test_unknown_key():
+    with pytest.raises(ConfigError, match="unknown run-config key"):
+        parse_config({"num_rounds": 3})
+
+
+def test_ints_are_accepted_for_floats():
+    assert parse_config({"alpha": 1000, "beta": 1})["alpha"] == 1000.0
+
+
+def test_unknown_task_and_missing_file_fail_in_prepare(tmp_path):
+    with pytest.raises(ConfigError, match="'task'.*must be one of"):
+        prepare({"task": "transformer"})
+    with pytest.raises(ConfigError) as e:
+        prepare({"dataset": "cifar10", "data-dir": str(tmp_path)})
+    assert str(tmp_path / "cifar10.npz") in str(e.value) and "'dataset'" in str(e.value)

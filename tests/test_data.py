@@ -1,0 +1,62 @@
+"""The data layer: loading, the paper's splits, Dirichlet partitions."""
+import numpy as np
+import pytest
+
+from zofl.tasks.data import DataError, check_available, dirichlet_partition, load_pooled, make_splits
+
+
+def _label_dists(labels, parts, C=10):
+    return np.array([np.bincount(labels[p], minlength=C) / max(len(p), 1) for p in parts])
+
+
+def test_splits_add_up_and_are_disjoint():
+    s = make_splits("digits", 7, 1.0, 0.3, 0)
+    everything = np.concatenate([s.test, s.server, *s.clients])
+    n = len(load_pooled("digits").y)
+    assert len(everything) == n and len(np.unique(everything)) == n  # a partition of all examples
+    assert len(s.test) == round(0.1 * n)
+    assert len(s.server) == round(0.3 * (n - len(s.test)))
+    assert s.num_train == n - len(s.test)
+    assert len(s.clients) == 7 and min(len(c) for c in s.clients) >= 10
+
+
+def test_splits_are_deterministic():
+    a = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3)
+    b = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3)
+    c = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 4)
+    for u, v in zip((a.test, a.server, *a.clients), (b.test, b.server, *b.clients)):
+        np.testing.assert_array_equal(u, v)
+    assert not np.array_equal(a.server, c.server)
+
+
+def test_large_alpha_is_near_iid_and_small_alpha_is_skewed():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 20_000)
+    glob = np.bincount(labels, minlength=10) / len(labels)
+    iid = _label_dists(labels, dirichlet_partition(labels, 10, 1000.0, 0, 10))
+    skew = _label_dists(labels, dirichlet_partition(labels, 10, 0.1, 0, 10))
+    tv = lambda d: 0.5 * np.abs(d - glob).sum(axis=1)  # noqa: E731  total variation to the global mix
+    assert tv(iid).max() < 0.05
+    assert tv(skew).mean() > 0.4
+    sizes = [len(p) for p in dirichlet_partition(labels, 10, 0.1, 0, 10)]
+    assert sum(sizes) == len(labels)
+
+
+def test_npz_loading(fake_npz_dir):
+    p = load_pooled("mnist", str(fake_npz_dir))
+    assert p.x.shape == (1000, 784) and p.x.dtype == np.float32
+    assert 0.0 <= p.x.min() and p.x.max() <= 1.0
+    assert p.num_classes == 10
+
+
+def test_missing_file_names_the_file_and_both_ways(tmp_path):
+    with pytest.raises(DataError) as e:
+        check_available("fashion_mnist", str(tmp_path), download=False)
+    msg = str(e.value)
+    assert str(tmp_path / "fashion_mnist.npz") in msg
+    assert "prepare.py" in msg and "download=true" in msg
+
+
+def test_unknown_dataset():
+    with pytest.raises(DataError, match="dataset must be one of"):
+        check_available("imagenet", "/tmp", False)

@@ -1,0 +1,126 @@
+"""ZO-HFL logic: the pure functions, and the strategy driven in-process (no Ray, no SuperLink)."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.zohfl import (SolveSpec, client_solve, client_weights, f2_penalty, f2_values_from_vectors,
+                                   server_update, zo_estimate)
+from zofl.algorithms.smoothing import sphere_directions
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.strategies.zohfl import sample_round
+
+SMALL = {"num-rounds": 4, "num-clients": 5, "tau": 3.0, "beta": 0.6, "seed": 7}
+
+
+def _quad_grad(n=6, N=50, seed=0):
+    c = np.random.default_rng(seed).standard_normal((N, n))
+    return c, (lambda y, idx: y - c[idx].mean(axis=0))
+
+
+def test_uplink_modes_give_identical_iterates(tmp_path):
+    x = {}
+    for mode in ("scalars", "vectors"):
+        d, x[mode] = run_inprocess({**SMALL, "uplink": mode, "output-dir": str(tmp_path), "run-name": mode},
+                                   workers=0)
+        rec = read_rounds(d)
+        assert len(rec) == SMALL["num-rounds"] + 1
+        x[mode + "_rec"] = rec
+    np.testing.assert_array_equal(x["scalars"], x["vectors"])
+    for a, b in zip(x["scalars_rec"], x["vectors_rec"]):
+        assert a["test_loss"] == b["test_loss"] and a["f2_est"] == b["f2_est"]
+    # the paper's uplink sends 2 model-sized vectors per client, ours 2 floats
+    n, k = x["scalars"].size, x["scalars_rec"][2]["participants"]
+    assert x["vectors_rec"][2]["uplink_bytes"] >= k * 2 * n * 8
+    assert x["scalars_rec"][2]["uplink_bytes"] < k * 200
+
+
+def test_same_seed_same_run_other_seed_other_run(tmp_path):
+    _, a = run_inprocess({**SMALL, "output-dir": str(tmp_path), "run-name": "a"}, workers=0)
+    _, b = run_inprocess({**SMALL, "output-dir": str(tmp_path), "run-name": "b"}, workers=2)  # processes
+    _, c = run_inprocess({**SMALL, "seed": 8, "output-dir": str(tmp_path), "run-name": "c"}, workers=0)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_round_records(tmp_path):
+    d, _ = run_inprocess({**SMALL, "straggler-prob": 0.5, "output-dir": str(tmp_path), "run-name": "r"}, workers=0)
+    rec = read_rounds(d)
+    assert [r["round"] for r in rec] == [0, 1, 2, 3, 4]
+    for r in rec[1:]:
+        assert len(r["sampled"]) == 3 and r["participants"] == 3  # round(0.6 * 5)
+        assert r["H"] == int(np.ceil(3.0 * np.sqrt(r["round"])))
+        assert r["local_steps"] == 2 * r["H"] * (3 - r["stragglers"])  # stragglers take H = 0
+        assert r["uplink_bytes"] > 0 and r["downlink_bytes"] > 0 and r["wall_s"] > 0
+        assert 0 <= r["test_acc"] <= 1 and np.isfinite(r["f1"])
+    assert sum(r["stragglers"] for r in rec) > 0
+    assert (d / "summary.json").exists() and (d / "config.json").exists()
+
+
+def test_zeroth_order_part_alone_learns(tmp_path):
+    # server-fraction = 0: no f1, the model moves only by the two-point estimates of grad f2.
+    d, _ = run_inprocess({"task": "tests.plugin_task:BlobsTask", "server-fraction": 0.0, "x0": "zeros",
+                          "num-rounds": 25, "num-clients": 5, "beta": 1.0, "gamma": 0.05, "lambda": 10.0,
+                          "output-dir": str(tmp_path), "run-name": "zo"}, workers=0)
+    rec = read_rounds(d)
+    assert rec[0]["test_acc"] < 0.1 and rec[-1]["test_acc"] > 0.9
+    assert rec[-1]["test_loss"] < rec[0]["test_loss"] / 3
+
+
+def test_default_run_improves_on_digits(tmp_path):
+    d, _ = run_inprocess({"num-rounds": 20, "output-dir": str(tmp_path), "run-name": "digits"}, workers=0)
+    rec = read_rounds(d)
+    assert rec[-1]["test_acc"] > rec[0]["test_acc"] and rec[-1]["test_loss"] < rec[0]["test_loss"]
+    assert rec[-1]["f1"] < rec[0]["f1"]
+
+
+def test_sample_round():
+    s, st = sample_round(0, 3, 10, 0.5, 0.0)
+    assert len(s) == 5 and len(set(s)) == 5 and st == [] and all(0 <= i < 10 for i in s)
+    assert sample_round(0, 3, 10, 0.5, 0.0) == (s, st)
+    assert sample_round(0, 4, 10, 0.5, 0.0)[0] != s or sample_round(0, 5, 10, 0.5, 0.0)[0] != s
+    assert sample_round(0, 0, 10, 0.01, 0.0)[0].__len__() == 1  # at least one client
+    s, st = sample_round(1, 0, 10, 1.0, 1.0)
+    assert st == s == list(range(10))
+
+
+def test_straggler_contributes_nothing():
+    c, grad = _quad_grad()
+    v = sphere_directions(0, 2, 6)
+    res = client_solve(grad, len(c), np.ones(6), v, 0, SolveSpec(eta=0.1, lam=5.0, mu=1.0, lr0=0.1, batch_size=4), (0,))
+    assert np.all(res.f_plus == 0) and np.all(res.f_minus == 0) and res.steps == 0
+
+
+def test_common_random_numbers_reduce_estimator_variance():
+    c, grad = _quad_grad()
+    x, v = np.zeros(6), sphere_directions(0, 1, 6)
+    diffs = {}
+    for crn in (True, False):
+        spec = SolveSpec(eta=0.01, lam=10.0, mu=1.0, lr0=0.5, batch_size=2, crn=crn)
+        d = [np.diff(np.r_[r.f_minus, r.f_plus])[0] for r in
+             (client_solve(grad, len(c), x, v, 20, spec, (s,)) for s in range(200))]
+        diffs[crn] = np.var(d)
+    assert diffs[True] < diffs[False] / 10, diffs
+
+
+def test_vectors_and_scalars_agree_on_f2():
+    c, grad = _quad_grad()
+    x, v = np.arange(6.0), sphere_directions(3, 3, 6)
+    spec = SolveSpec(eta=0.1, lam=2.0, mu=1.0, lr0=0.1, batch_size=4)
+    r = client_solve(grad, len(c), x, v, 10, spec, (1,))
+    fp, fm = f2_values_from_vectors(x, v, r.y_plus, r.y_minus, spec.eta, spec.lam)
+    np.testing.assert_array_equal(fp, r.f_plus)
+    np.testing.assert_array_equal(fm, r.f_minus)
+    assert f2_penalty(np.ones(3), np.zeros(3), 2.0) == pytest.approx(3.0)
+
+
+def test_weights_and_server_update():
+    assert client_weights("uniform", [1, 4], 10, {}, 0) == {1: 0.1, 4: 0.1}
+    assert client_weights("participants", [1, 4], 10, {}, 0) == {1: 0.5, 4: 0.5}
+    assert client_weights("rho", [1, 4], 10, {1: 30, 4: 10}, 100) == {1: 0.3, 4: 0.1}
+    n, eta = 4, 0.5
+    v = {0: np.eye(n)[:1], 1: np.eye(n)[1:2]}
+    f = {0: (np.array([3.0]), np.array([1.0])), 1: (np.array([0.0]), np.array([2.0]))}
+    g = zo_estimate({0: 0.5, 1: 0.5}, f, v, eta, n)
+    # (n / (2 eta)) (f+ - f-) v = 4 * 2 e0 and 4 * (-2) e1, each weighted 1/2
+    np.testing.assert_allclose(g, [4.0, -4.0, 0.0, 0.0])
+    np.testing.assert_allclose(server_update(np.ones(n), np.ones(n), g, 0.1), 1 - 0.1 * (1 + g))
