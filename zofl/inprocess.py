@@ -59,8 +59,11 @@ class _PoolProxy(ClientProxy):
         raise NotImplementedError
 
 
-def run_inprocess(run_config: Mapping[str, Any], workers: int = 1) -> tuple[Path, np.ndarray]:
-    """Run ``run_config`` in-process with ``workers`` client processes (0 = threads in this process).
+def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork") -> tuple[Path, np.ndarray]:
+    """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
+
+    ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
+    does (the fair reference for benchmarks); "fork" shares what this process already loaded.
 
     Returns (results directory, final global model).
     """
@@ -79,7 +82,7 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1) -> tuple[Path
     strategy.aggregate_fit = aggregate_fit
     pool: Executor
     if workers > 0:
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method))
     else:
         pool = ThreadPoolExecutor(1)
     with pool:

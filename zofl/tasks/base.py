@@ -12,6 +12,7 @@ implement ``server_data``/``client_data``/``test_data`` yourself.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -66,30 +67,38 @@ class Task(Protocol):
         """Predicted labels for the rows of x."""
 
 
+def pooled_of(spec: DataSpec):
+    return load_pooled(spec.dataset, spec.data_dir, spec.download)
+
+
+def splits_of(spec: DataSpec):
+    return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
+                       spec.data_dir, spec.download, spec.min_partition_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _client_slice(spec: DataSpec, pid: int) -> ArrayData:
+    """Client ``pid``'s rows, copied once per process (Flower rebuilds clients every round)."""
+    return take(pooled_of(spec), splits_of(spec).clients[pid])
+
+
 class SplitTask:
     """Data methods from the paper's splits of ``spec.dataset`` (see ``zofl.tasks.data``)."""
 
     def check(self, spec: DataSpec) -> None:
         check_available(spec.dataset, spec.data_dir, spec.download)
 
-    def _splits(self, spec: DataSpec):
-        return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
-                           spec.data_dir, spec.download, spec.min_partition_size)
-
-    def _pooled(self, spec: DataSpec):
-        return load_pooled(spec.dataset, spec.data_dir, spec.download)
-
     def server_data(self, spec: DataSpec) -> ArrayData:
-        return take(self._pooled(spec), self._splits(spec).server)
+        return take(pooled_of(spec), splits_of(spec).server)
 
     def client_data(self, spec: DataSpec, pid: int) -> ArrayData:
-        return take(self._pooled(spec), self._splits(spec).clients[pid])
+        return _client_slice(spec, pid)
 
     def test_data(self, spec: DataSpec) -> ArrayData:
-        return take(self._pooled(spec), self._splits(spec).test)
+        return take(pooled_of(spec), splits_of(spec).test)
 
     def num_train(self, spec: DataSpec) -> int:
-        return self._splits(spec).num_train
+        return splits_of(spec).num_train
 
 
 def evaluate(task: Task, params: np.ndarray, data: ArrayData) -> tuple[float, float]:
