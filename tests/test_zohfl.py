@@ -124,3 +124,30 @@ def test_weights_and_server_update():
     # (n / (2 eta)) (f+ - f-) v = 4 * 2 e0 and 4 * (-2) e1, each weighted 1/2
     np.testing.assert_allclose(g, [4.0, -4.0, 0.0, 0.0])
     np.testing.assert_allclose(server_update(np.ones(n), np.ones(n), g, 0.1), 1 - 0.1 * (1 + g))
+
+
+def test_a_faulty_client_is_dropped_and_the_model_stays_finite(tmp_path, monkeypatch):
+    from zofl import strategies
+    from zofl.strategies import StrategyEntry, zohfl
+
+    def nan_for_client_0(cfg, task, spec, pid, parameters, config):
+        out, n, metrics = zohfl.client_fit(cfg, task, spec, pid, parameters, config)
+        if pid == 0 and metrics["sampled"]:
+            out = [np.full_like(out[0], np.nan)]
+        return out, n, metrics
+
+    monkeypatch.setitem(strategies.STRATEGIES, "zohfl", StrategyEntry(zohfl.ZOHFL, nan_for_client_0))
+    d, x = run_inprocess({**SMALL, "beta": 1.0, "output-dir": str(tmp_path), "run-name": "nan"}, workers=0)
+    rec = read_rounds(d)
+    assert np.isfinite(x).all()
+    assert all(r["failures"] == 1 and r["participants"] == 4 for r in rec[1:])
+
+
+def test_results_are_never_overwritten(tmp_path):
+    from zofl.config import ConfigError
+
+    run_inprocess({**SMALL, "num-rounds": 1, "output-dir": str(tmp_path), "run-name": "once"}, workers=0)
+    before = (tmp_path / "once" / "rounds.jsonl").read_text()
+    with pytest.raises(ConfigError, match="'run-name'"):
+        run_inprocess({**SMALL, "num-rounds": 1, "output-dir": str(tmp_path), "run-name": "once"}, workers=0)
+    assert (tmp_path / "once" / "rounds.jsonl").read_text() == before

@@ -20,9 +20,7 @@ from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from .client_app import ZOFLClient
-from .results import ResultsWriter, default_run_name
-from .setup import prepare
-from .strategies import STRATEGIES
+from .server_app import make_strategy
 
 _clients: dict[int, ZOFLClient] = {}
 
@@ -68,9 +66,7 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     Returns (results directory, final global model).
     """
     run_config = dict(run_config)
-    cfg, task, spec = prepare(run_config)
-    writer = ResultsWriter(Path(cfg.output_dir).expanduser() / (cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)), cfg)
-    strategy = STRATEGIES[cfg.strategy].server(cfg, task, spec, writer)
+    cfg, strategy = make_strategy(run_config)
     final: dict[str, Any] = {}
     inner_aggregate = strategy.aggregate_fit
 
@@ -92,4 +88,4 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
         server = Server(client_manager=manager, strategy=strategy)
         server.set_max_workers(max(1, cfg.num_clients))
         server.fit(num_rounds=cfg.num_rounds, timeout=None)
-    return writer.dir, final.get("x")
+    return strategy.writer.dir, final.get("x")

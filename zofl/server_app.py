@@ -2,25 +2,35 @@
 from __future__ import annotations
 
 from logging import ERROR
+from pathlib import Path
 
 from flwr.common import Context, log
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+from flwr.server.strategy import Strategy
 
-from .config import ConfigError
+from .config import Config, ConfigError
 from .results import ResultsWriter, default_run_name
 from .setup import prepare
 from .strategies import STRATEGIES
 
 
+def make_strategy(run_config) -> tuple[Config, Strategy]:
+    """Validate the run-config, open the results folder and build the configured strategy."""
+    cfg, task, spec = prepare(run_config)  # every error before round 1
+    run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
+    try:
+        writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg)
+    except FileExistsError as exc:
+        raise ConfigError(f"run-config key 'run-name': {exc}") from exc
+    return cfg, STRATEGIES[cfg.strategy].server(cfg, task, spec, writer)
+
+
 def server_fn(context: Context) -> ServerAppComponents:
     try:
-        cfg, task, spec = prepare(context.run_config)  # every error before round 1
+        cfg, strategy = make_strategy(context.run_config)
     except ConfigError as exc:
         log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
-    run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
-    writer = ResultsWriter(f"{cfg.output_dir}/{run_name}", cfg)
-    strategy = STRATEGIES[cfg.strategy].server(cfg, task, spec, writer)
     return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=cfg.num_rounds))
 
 

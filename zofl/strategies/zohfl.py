@@ -76,6 +76,12 @@ def pretrain(task: Task, x: np.ndarray, data, epochs: int, lr: float, batch_size
     return x
 
 
+def _well_formed(arrays: list[np.ndarray], uplink: str, k: int, n: int) -> bool:
+    """A reply the server can use: the expected shapes, all finite."""
+    shapes = [(k, n), (k, n)] if uplink == "vectors" else [(2, k)]
+    return [a.shape for a in arrays] == shapes and all(np.isfinite(a).all() for a in arrays)
+
+
 def solve_spec(cfg: Config) -> SolveSpec:
     return SolveSpec(eta=cfg.eta, lam=cfg["lambda"], mu=cfg.mu, lr0=cfg.client_lr, batch_size=cfg.batch_size,
                      radius=cfg.ball_radius, crn=cfg.crn)
@@ -137,7 +143,7 @@ class ZOHFL(Strategy):
         info, cfg = self.round_info, self.cfg
         r, x, n = info["r"], self.x, self.x.size
         f_values, dirs, num_examples, computes, steps = {}, {}, {}, [], 0
-        uplink = 0
+        uplink, dropped = 0, 0
         for proxy, res in results:
             uplink += _nbytes(res.parameters)
             pid = int(res.metrics["pid"])
@@ -145,6 +151,10 @@ class ZOHFL(Strategy):
             if not res.metrics.get("sampled") or pid not in info["sampled"]:
                 continue
             arrays = parameters_to_ndarrays(res.parameters)
+            if not _well_formed(arrays, cfg.uplink, cfg.directions, n):
+                log.warning("round %d: dropped client %d: malformed or non-finite reply", server_round, pid)
+                dropped += 1
+                continue
             v = client_directions(cfg.seed, r, pid, cfg.directions, n)
             if cfg.uplink == "vectors":
                 f_values[pid] = f2_values_from_vectors(x, v, arrays[0], arrays[1], cfg.eta, cfg["lambda"])
@@ -165,7 +175,7 @@ class ZOHFL(Strategy):
         gamma_r = server_step_size(cfg.gamma, r)
         x_new = server_update(x, grad_f1, g_f2, gamma_r)
         f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) if pids else float("nan")
-        info.update(participants=len(pids), failures=len(failures), uplink_bytes=uplink, f2_est=f2_est,
+        info.update(participants=len(pids), failures=len(failures) + dropped, uplink_bytes=uplink, f2_est=f2_est,
                     client_compute_s=float(sum(computes)), client_compute_max_s=max(computes, default=0.0),
                     local_steps=steps, gamma_r=gamma_r)
         return ndarrays_to_parameters([x_new]), {}
