@@ -108,7 +108,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="zofl-bench-") as tmp:
         out = Path(tmp)
         t = time.perf_counter()
-        d_ip, _ = run_inprocess({**cfg, "output-dir": str(out), "run-name": "inprocess"}, workers=2, start_method="spawn")
+        d_ip, _ = run_inprocess({**cfg, "output-dir": str(out), "run-name": "inprocess"}, workers=2,
+                                start_method="spawn")
         wall_ip = time.perf_counter() - t
         ip = summarize(d_ip, 2)
         print(f"[in-process] {wall_ip:.2f}s wall, {ip['steps_per_s_per_client']:.0f} steps/s per client", flush=True)
@@ -136,7 +137,8 @@ def main() -> None:
         ("wall, in-process, ServerApp part (s)", f"{ip_summary['total_wall_s']:.2f}"),
         ("wall, `flwr run` command incl. Ray start (s)", f"{wall_cmd:.2f}"),
         ("wall, Flower ServerApp part (s)", f"{fl_summary['total_wall_s']:.2f}"),
-        ("ratio Flower / in-process, ServerApp parts", f"{fl_summary['total_wall_s'] / ip_summary['total_wall_s']:.2f}"),
+        ("ratio Flower / in-process, ServerApp parts",
+         f"{fl_summary['total_wall_s'] / ip_summary['total_wall_s']:.2f}"),
         ("ratio `flwr run` command / in-process run", f"{wall_cmd / wall_ip:.2f}"),
         ("Flower overhead per round, median (s)", f"{fl['overhead_per_round_s']:.3f}"),
         ("Flower overhead per round, median after round 1 (s)", f"{fl['overhead_per_round_s_after_r1']:.3f}"),

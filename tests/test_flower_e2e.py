@@ -1,7 +1,6 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks."""
 import json
-import os
 import subprocess
 
 import pytest

@@ -57,7 +57,8 @@ class _PoolProxy(ClientProxy):
         raise NotImplementedError
 
 
-def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork") -> tuple[Path, np.ndarray]:
+def run_inprocess(run_config: Mapping[str, Any], workers: int = 1,
+                  start_method: str = "fork") -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor

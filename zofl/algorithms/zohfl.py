@@ -122,7 +122,8 @@ def f2_values_from_vectors(
 WEIGHTINGS = ("uniform", "participants", "rho")
 
 
-def client_weights(mode: str, pids: list[int], m: int, num_examples: Mapping[int, int], n_train: int) -> dict[int, float]:
+def client_weights(mode: str, pids: list[int], m: int, num_examples: Mapping[int, int],
+                   n_train: int) -> dict[int, float]:
     """w_i for the clients ``pids`` that reported this round.
 
     * ``uniform``      -- 1/m, Algorithm 1's (1/m) sum_i; a client not sampled counts as H = 0,

@@ -174,7 +174,8 @@ class ZOHFL(Strategy):
             grad_f1 = self.task.grad(x, self.server_data.x[idx], self.server_data.y[idx])
         gamma_r = server_step_size(cfg.gamma, r)
         x_new = server_update(x, grad_f1, g_f2, gamma_r)
-        f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) if pids else float("nan")
+        f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) \
+            if pids else float("nan")
         info.update(participants=len(pids), failures=len(failures) + dropped, uplink_bytes=uplink, f2_est=f2_est,
                     client_compute_s=float(sum(computes)), client_compute_max_s=max(computes, default=0.0),
                     local_steps=steps, gamma_r=gamma_r)
