@@ -60,3 +60,36 @@ def test_missing_file_names_the_file_and_both_ways(tmp_path):
 def test_unknown_dataset():
     with pytest.raises(DataError, match="dataset must be one of"):
         check_available("imagenet", "/tmp", False)
+
+
+def test_download_writes_a_keras_style_npz(tmp_path, monkeypatch):
+    """The torchvision path, with torchvision's dataset class replaced (no network here)."""
+    import torchvision
+
+    from zofl.tasks import data
+
+    calls = []
+
+    class FakeMNIST:
+        def __init__(self, root, train, download):
+            calls.append((root, train, download))
+            n = 30 if train else 10
+            self.data = np.full((n, 28, 28), 7, np.uint8)
+            self.targets = np.arange(n) % 10
+
+    monkeypatch.setattr(torchvision.datasets, "MNIST", FakeMNIST)
+    out = data.download_npz("mnist", tmp_path)
+    assert out == tmp_path / "mnist.npz" and all(c[2] for c in calls) and len(calls) == 2
+    with np.load(out) as f:
+        assert f["x_train"].shape == (30, 28, 28) and f["y_test"].shape == (10,) and f["x_test"].dtype == np.uint8
+    check_available("mnist", str(tmp_path), download=False)  # now found
+
+
+def test_cifar_shaped_npz_is_flattened(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "cifar10.npz", x_train=rng.integers(0, 255, (50, 32, 32, 3), dtype=np.uint8),
+             y_train=rng.integers(0, 10, (50, 1)).astype(np.uint8),
+             x_test=rng.integers(0, 255, (10, 32, 32, 3), dtype=np.uint8),
+             y_test=rng.integers(0, 10, (10, 1)).astype(np.uint8))
+    p = load_pooled("cifar10", str(tmp_path))
+    assert p.x.shape == (60, 3072) and p.y.shape == (60,)
