@@ -60,3 +60,10 @@ def test_unknown_task_and_missing_file_fail_in_prepare(tmp_path):
     with pytest.raises(ConfigError) as e:
         prepare({"dataset": "cifar10", "data-dir": str(tmp_path)})
     assert str(tmp_path / "cifar10.npz") in str(e.value) and "'dataset'" in str(e.value)
+
+
+def test_config_knows_every_registered_strategy():
+    from zofl.config import STRATEGIES as names
+    from zofl.strategies import STRATEGIES
+
+    assert set(names) == set(STRATEGIES)

@@ -41,6 +41,17 @@ def test_zohfl_runs_through_flower_and_matches_in_process(superlink, tmp_path):
         assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
 
 
+def test_scaffold_state_survives_flower_rounds(superlink, tmp_path):
+    # Simulated clients are rebuilt every round; SCAFFOLD's c_i must come back from context.state,
+    # so the Flower run matches the in-process run (which keeps the state itself) number for number.
+    cfg = {"strategy": "scaffold", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
+           "output-dir": str(tmp_path), "run-name": "scaffold"}
+    res = superlink.run(cfg, num_supernodes=4)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    d, _ = run_inprocess({**cfg, "run-name": "scaffold-inprocess"}, workers=0)
+    assert [r["test_loss"] for r in read_rounds(tmp_path / "scaffold")] == [r["test_loss"] for r in read_rounds(d)]
+
+
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
     res = superlink.run({"alpha": 0.0, "output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
     out = res.stdout + res.stderr

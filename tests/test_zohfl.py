@@ -7,7 +7,7 @@ from zofl.algorithms.zohfl import (SolveSpec, client_solve, client_weights, f2_p
 from zofl.algorithms.smoothing import sphere_directions
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
-from zofl.strategies.zohfl import sample_round
+from zofl.strategies.base import sample_round
 
 SMALL = {"num-rounds": 4, "num-clients": 5, "tau": 3.0, "beta": 0.6, "seed": 7}
 
@@ -130,8 +130,8 @@ def test_a_faulty_client_is_dropped_and_the_model_stays_finite(tmp_path, monkeyp
     from zofl import strategies
     from zofl.strategies import StrategyEntry, zohfl
 
-    def nan_for_client_0(cfg, task, spec, pid, parameters, config):
-        out, n, metrics = zohfl.client_fit(cfg, task, spec, pid, parameters, config)
+    def nan_for_client_0(cfg, task, spec, pid, parameters, config, state):
+        out, n, metrics = zohfl.client_fit(cfg, task, spec, pid, parameters, config, state)
         if pid == 0 and metrics["sampled"]:
             out = [np.full_like(out[0], np.nan)]
         return out, n, metrics

@@ -2,17 +2,36 @@
 from __future__ import annotations
 
 from flwr.client import ClientApp, NumPyClient
-from flwr.common import Context
+import numpy as np
+from flwr.common import Array, ArrayRecord, Context
 
 from .config import ConfigError
 from .setup import prepare
 from .strategies import STRATEGIES
 
 
+STATE_KEY = "zofl"
+
+
+def load_state(context: Context) -> dict[str, np.ndarray]:
+    """The client's arrays kept across rounds (e.g. SCAFFOLD's control variate) from its Context."""
+    rec = context.state.array_records.get(STATE_KEY)
+    return {k: v.numpy() for k, v in rec.items()} if rec is not None else {}
+
+
+def save_state(context: Context, state: dict[str, np.ndarray]) -> None:
+    if state:
+        context.state.array_records[STATE_KEY] = ArrayRecord({k: Array(v) for k, v in state.items()})
+
+
 class ZOFLClient(NumPyClient):
-    """Thin adapter: Flower in, ``STRATEGIES[strategy].client_fit`` (pure numpy) out."""
+    """Thin adapter: Flower in, ``STRATEGIES[strategy].client_fit`` (pure numpy) out.
+
+    Flower rebuilds the client every round; what must persist lives in ``context.state``.
+    """
 
     def __init__(self, context: Context):
+        self.context = context
         self.cfg, self.task, self.spec = prepare(context.run_config)
         node = context.node_config
         self.pid = int(node.get("partition-id", 0))
@@ -23,7 +42,10 @@ class ZOFLClient(NumPyClient):
         self.fit_fn = STRATEGIES[self.cfg.strategy].client_fit
 
     def fit(self, parameters, config):
-        return self.fit_fn(self.cfg, self.task, self.spec, self.pid, parameters, config)
+        state = load_state(self.context)
+        out = self.fit_fn(self.cfg, self.task, self.spec, self.pid, parameters, config, state)
+        save_state(self.context, state)
+        return out
 
 
 def client_fn(context: Context):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl",)
+STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
 
 
@@ -106,6 +106,13 @@ KEYS: tuple[Key, ...] = (
     Key("x0-epochs", int, 1, "an integer >= 0", "epochs of server SGD for x0 = pretrained", "ours",
         lambda v: v >= 0),
     Key("x0-lr", float, 0.1, "a number > 0", "step of that server SGD", "ours", _pos),
+    # --- baselines (FedAvg, FedProx, SCAFFOLD): K = 2 H_{i,r} local steps, as ZO-HFL's two solves ---
+    Key("local-lr", float, 0.1, "a number > 0", "baselines' client step", "ours", _pos),
+    Key("local-lr-schedule", str, "round-sqrt", "'constant', 'round-sqrt' or 'step'",
+        "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round", "ours",
+        _choice("constant", "round-sqrt", "step")),
+    Key("server-lr", float, 1.0, "a number > 0", "baselines' server step on the averaged update", "ours", _pos),
+    Key("prox-mu", float, 0.01, "a number >= 0", "FedProx proximal weight", "ours", _nonneg),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 

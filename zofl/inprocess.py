@@ -25,11 +25,13 @@ from .server_app import make_strategy
 _clients: dict[int, ZOFLClient] = {}
 
 
-def _fit(run_config: dict, pid: int, m: int, arrays: list[np.ndarray], config: dict):
-    """One client's fit in a worker process (its data stay cached there between rounds)."""
+def _fit(run_config: dict, pid: int, m: int, arrays: list[np.ndarray], config: dict, state: RecordDict):
+    """One client's fit in a worker process (its data stay cached there between rounds).
+
+    Like Flower's simulation, the client's Context state travels with the call and comes back."""
     ctx = Context(run_id=0, node_id=pid, node_config={"partition-id": pid, "num-partitions": m},
-                  state=RecordDict(), run_config=run_config)
-    return ZOFLClient(ctx).fit(arrays, config)
+                  state=state, run_config=run_config)
+    return ZOFLClient(ctx).fit(arrays, config), ctx.state
 
 
 class _PoolProxy(ClientProxy):
@@ -38,10 +40,12 @@ class _PoolProxy(ClientProxy):
     def __init__(self, pid: int, pool: Executor, run_config: dict, m: int):
         super().__init__(cid=str(10_000 + pid))
         self.pid, self.pool, self.run_config, self.m = pid, pool, run_config, m
+        self.state = RecordDict()
 
     def fit(self, ins: FitIns, timeout, group_id) -> FitRes:
-        arrays, n, metrics = self.pool.submit(_fit, self.run_config, self.pid, self.m,
-                                              parameters_to_ndarrays(ins.parameters), dict(ins.config)).result()
+        (arrays, n, metrics), self.state = self.pool.submit(
+            _fit, self.run_config, self.pid, self.m, parameters_to_ndarrays(ins.parameters), dict(ins.config),
+            self.state).result()
         return FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), n, metrics)
 
     def get_properties(self, ins, timeout, group_id):

@@ -6,13 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import zohfl
+from . import fedavg, fedprox, flwr_fedavg, scaffold, zohfl
 
 
 @dataclass(frozen=True)
 class StrategyEntry:
     server: type  # Strategy subclass: (cfg, task, spec, writer) -> Strategy
-    client_fit: Callable  # (cfg, task, spec, pid, parameters, config) -> (ndarrays, num_examples, metrics)
+    client_fit: Callable  # (cfg, task, spec, pid, parameters, config, state) -> (ndarrays, num_examples, metrics)
 
 
-STRATEGIES = {"zohfl": StrategyEntry(zohfl.ZOHFL, zohfl.client_fit)}
+STRATEGIES = {
+    "zohfl": StrategyEntry(zohfl.ZOHFL, zohfl.client_fit),
+    "fedavg": StrategyEntry(fedavg.FedAvg, fedavg.client_fit),
+    "fedprox": StrategyEntry(fedprox.FedProx, fedprox.client_fit),
+    "scaffold": StrategyEntry(scaffold.Scaffold, scaffold.client_fit),
+    "flwr-fedavg": StrategyEntry(flwr_fedavg.FlowerFedAvg, flwr_fedavg.client_fit),
+}

@@ -1,0 +1,222 @@
+"""What every strategy of the App shares: sampling, messaging, evaluation and records.
+
+``RoundStrategy`` is a ``flwr.server.strategy.Strategy`` that
+* samples S_r (round(beta m) clients) and stragglers from (seed, round) (``sample_round``),
+* learns which SuperNode holds which partition from the replies, so later rounds contact only S_r,
+* sends x_r plus ``downlink_extra()`` arrays and a config {round, H, sampled, stragglers, ...},
+* checks every reply (shapes, finiteness) before the subclass sees it, dropping and logging bad ones,
+* evaluates x on the server's test set and data after every round and writes the round record.
+A subclass implements ``aggregate(r, x, replies) -> (x_new, info)`` and ``reply_shapes``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from flwr.common import FitIns, FitRes, Parameters, Scalar, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import Strategy
+
+from ..algorithms.lower_level import local_steps
+from ..algorithms.smoothing import seed_sequence
+from ..algorithms.zohfl import STREAM_SAMPLING
+from ..config import Config
+from ..results import ResultsWriter
+from ..tasks import DataSpec, Task, evaluate
+
+log = logging.getLogger("zofl")
+
+
+def sample_round(seed: int, round_idx: int, m: int, beta: float, straggler_prob: float) -> tuple[list[int], list[int]]:
+    """(S_r, stragglers): max(1, round(beta m)) client ids drawn without replacement, and the
+    subset marked as stragglers (each with probability ``straggler_prob``). Pure; from seeds."""
+    rng = np.random.default_rng(seed_sequence(seed, round_idx, STREAM_SAMPLING))
+    k = max(1, int(round(beta * m)))
+    sampled = sorted(int(i) for i in rng.choice(m, size=k, replace=False))
+    stragglers = [i for i in sampled if rng.random() < straggler_prob]
+    return sampled, stragglers
+
+
+def pretrain(task: Task, x: np.ndarray, data, epochs: int, lr: float, batch_size: int, seed: int) -> np.ndarray:
+    """x_0 = ``epochs`` epochs of plain SGD on the server's data (x0 = pretrained; our choice)."""
+    rng = np.random.default_rng(seed_sequence(seed, 0x0))
+    x = x.copy()
+    for _ in range(epochs):
+        order = rng.permutation(len(data))
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            x -= lr * task.grad(x, data.x[idx], data.y[idx])
+    return x
+
+
+def ids_of(text: str) -> list[int]:
+    return [int(t) for t in str(text).split(",") if t]
+
+
+def _nbytes(parameters: Parameters) -> int:
+    return sum(len(t) for t in parameters.tensors)
+
+
+@dataclass
+class Reply:
+    """A checked client reply."""
+
+    pid: int
+    arrays: list[np.ndarray]
+    num_examples: int
+    metrics: dict[str, Scalar]
+
+
+class RoundStrategy(Strategy):
+    """Shared server side of all strategies (see the module docstring)."""
+
+    name = "base"  # the run-config value of ``strategy``
+    title = "base"  # for printed summaries
+
+    def __init__(self, cfg: Config, task: Task, spec: DataSpec, writer: ResultsWriter):
+        super().__init__()
+        self.cfg, self.task, self.spec, self.writer = cfg, task, spec, writer
+        self.server_data = task.server_data(spec)
+        self.test_data = task.test_data(spec)
+        self.n_train = task.num_train(spec)
+        self.num_features = self.test_data.x.shape[1]
+        self.num_classes = self.test_data.num_classes
+        self.m = cfg.num_clients
+        self.cid_to_pid: dict[str, int] = {}
+        self.x: np.ndarray | None = None
+        self.round_info: dict[str, Any] = {}
+        self.t_start = time.perf_counter()
+
+    # -- for subclasses -------------------------------------------------------------------
+    def downlink_extra(self) -> list[np.ndarray]:
+        """Arrays sent after x_r (e.g. SCAFFOLD's server control variate)."""
+        return []
+
+    def reply_shapes(self, n: int) -> list[tuple[int, ...]]:
+        """The shapes of a sampled client's reply arrays."""
+        raise NotImplementedError
+
+    def aggregate(self, r: int, x: np.ndarray, replies: list[Reply]) -> tuple[np.ndarray, dict[str, Any]]:
+        """x_{r+1} from x_r and the checked replies of the clients in S_r; info goes to the record."""
+        raise NotImplementedError
+
+    # -- Flower Strategy interface --------------------------------------------------------
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters:
+        x0 = np.asarray(self.task.init_params(self.num_features, self.num_classes), dtype=np.float64)
+        if self.cfg.x0 == "pretrained" and len(self.server_data):
+            x0 = pretrain(self.task, x0, self.server_data, self.cfg.x0_epochs, self.cfg.x0_lr,
+                          self.cfg.batch_size, self.cfg.seed)
+        return ndarrays_to_parameters([x0])
+
+    def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+        t0 = time.perf_counter()
+        if server_round == 1 and not client_manager.wait_for(self.m, timeout=int(self.cfg.client_wait_s)):
+            raise RuntimeError(
+                f"run-config num-clients={self.m} but only {client_manager.num_available()} SuperNodes connected "
+                f"after {self.cfg.client_wait_s:.0f}s (client-wait-s): start the simulation with "
+                f"--federation-config 'num-supernodes={self.m}', or set num-clients to the number of SuperNodes")
+        r = server_round - 1  # the papers' 0-based round index
+        self.x = parameters_to_ndarrays(parameters)[0]
+        sampled, stragglers = sample_round(self.cfg.seed, r, self.m, self.cfg.beta, self.cfg.straggler_prob)
+        H = local_steps(r, self.cfg.tau, self.cfg.local_steps)
+        config: dict[str, Scalar] = {"round": r, "H": H, "sampled": ",".join(map(str, sampled)),
+                                     "stragglers": ",".join(map(str, stragglers))}
+        extra = self.downlink_extra()
+        if extra:
+            parameters = ndarrays_to_parameters([self.x, *extra])
+        fit_ins = FitIns(parameters, config)
+        clients = client_manager.all()
+        known = {self.cid_to_pid[c]: c for c in clients if c in self.cid_to_pid}
+        targets = [clients[known[p]] for p in sampled if p in known]
+        if any(p not in known for p in sampled):  # the mapping is learned from the replies
+            targets += [proxy for cid, proxy in clients.items() if cid not in self.cid_to_pid]
+        self.round_info = {"t0": t0, "r": r, "H": H, "sampled": sampled, "stragglers": stragglers,
+                           "downlink_bytes": _nbytes(parameters) * len(targets)}
+        return [(proxy, fit_ins) for proxy in targets]
+
+    def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]], failures):
+        info, x = self.round_info, self.x
+        replies: list[Reply] = []
+        uplink, dropped = 0, 0
+        shapes = self.reply_shapes(x.size)
+        for proxy, res in results:
+            uplink += _nbytes(res.parameters)
+            pid = int(res.metrics["pid"])
+            self.cid_to_pid[proxy.cid] = pid
+            if not res.metrics.get("sampled") or pid not in info["sampled"]:
+                continue
+            arrays = parameters_to_ndarrays(res.parameters)
+            if [a.shape for a in arrays] != shapes or not all(np.isfinite(a).all() for a in arrays):
+                log.warning("round %d: dropped client %d: malformed or non-finite reply", server_round, pid)
+                dropped += 1
+                continue
+            replies.append(Reply(pid, arrays, res.num_examples, dict(res.metrics)))
+        replies.sort(key=lambda rep: rep.pid)
+        x_new, extra_info = self.aggregate(info["r"], x, replies)
+        computes = [float(rep.metrics["compute_s"]) for rep in replies]
+        info.update(participants=len(replies), failures=len(failures) + dropped, uplink_bytes=uplink,
+                    client_compute_s=float(sum(computes)), client_compute_max_s=max(computes, default=0.0),
+                    local_steps=sum(int(rep.metrics["steps"]) for rep in replies), **extra_info)
+        return ndarrays_to_parameters([x_new]), {}
+
+    def configure_evaluate(self, server_round, parameters, client_manager):
+        return []  # evaluation is centralised (``evaluate``)
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return None, {}
+
+    def evaluate(self, server_round: int, parameters: Parameters):
+        x = parameters_to_ndarrays(parameters)[0]
+        test_loss, test_acc = evaluate(self.task, x, self.test_data)
+        f1 = float(self.task.loss(x, self.server_data.x, self.server_data.y)) if len(self.server_data) else 0.0
+        info = self.round_info if server_round > 0 else {}
+        f2_est = info.get("f2_est", float("nan"))
+        record = {
+            "round": server_round, "test_acc": test_acc, "test_loss": test_loss, "f1": f1, "f2_est": f2_est,
+            "objective": f1 + f2_est, "sampled": info.get("sampled", []),
+            "participants": info.get("participants", 0), "stragglers": len(info.get("stragglers", [])),
+            "failures": info.get("failures", 0), "uplink_bytes": info.get("uplink_bytes", 0),
+            "downlink_bytes": info.get("downlink_bytes", 0),
+            "wall_s": time.perf_counter() - info["t0"] if info else 0.0,
+            "client_compute_s": info.get("client_compute_s", 0.0),
+            "client_compute_max_s": info.get("client_compute_max_s", 0.0),
+            "local_steps": info.get("local_steps", 0), "H": info.get("H", 0), "gamma_r": info.get("gamma_r", 0.0),
+        }
+        self.writer.write_round(record)
+        log.info("round %d: test acc %.4f, test loss %.4f, f1 %.4f", server_round, test_acc, test_loss, f1)
+        if server_round == self.cfg.num_rounds:
+            self.finish()
+        return test_loss, {"test_acc": test_acc, "f1": f1}
+
+    def finish(self) -> None:
+        recs = self.writer.records
+        summary = {
+            "strategy": self.name, "dataset": self.spec.dataset, "rounds": self.cfg.num_rounds,
+            "final_test_acc": recs[-1]["test_acc"], "final_test_loss": recs[-1]["test_loss"],
+            "initial_test_acc": recs[0]["test_acc"], "best_test_acc": max(r["test_acc"] or 0 for r in recs),
+            "total_wall_s": time.perf_counter() - self.t_start,
+            "total_client_compute_s": sum(r["client_compute_s"] or 0 for r in recs),
+            "total_local_steps": sum(r["local_steps"] or 0 for r in recs),
+            "total_uplink_bytes": sum(r["uplink_bytes"] or 0 for r in recs),
+            "total_downlink_bytes": sum(r["downlink_bytes"] or 0 for r in recs),
+            "results_dir": str(self.writer.dir),
+        }
+        self.writer.write_summary(summary)
+        lines = [f"{self.title} on {self.spec.dataset}: {self.cfg.num_rounds} rounds, m={self.m}, "
+                 f"alpha={self.spec.alpha}, beta={self.cfg.beta}",
+                 f"  test accuracy {summary['initial_test_acc']:.4f} -> {summary['final_test_acc']:.4f} "
+                 f"(best {summary['best_test_acc']:.4f}), test loss {summary['final_test_loss']:.4f}",
+                 f"  {summary['total_local_steps']} local SGD steps, {summary['total_client_compute_s']:.1f}s client "
+                 f"compute, {summary['total_wall_s']:.1f}s wall",
+                 f"  results: {self.writer.dir}"]
+        print("\n".join(lines), flush=True)
+        log.info("\n".join(lines))
+
+
+def not_sampled(pid: int, config: dict[str, Scalar]) -> bool:
+    """True if this client is outside S_r this round (it then replies at once with no work)."""
+    return "sampled" in config and pid not in ids_of(str(config["sampled"]))
