@@ -90,10 +90,14 @@ class SuperLink:
     log_path: Path
 
     def run(self, run_config: Mapping[str, Any], num_supernodes: int, app_dir: str | os.PathLike = PROJECT_DIR,
-            cpus_per_client: int = 1, timeout: float = 1800.0) -> subprocess.CompletedProcess:
-        """``flwr run APP zofl --stream`` with this run-config and federation size; returns its output."""
+            cpus_per_client: int = 1, timeout: float = 6 * 3600.0,
+            extra_federation_config: str = "") -> subprocess.CompletedProcess:
+        """``flwr run APP zofl --stream`` with this run-config and federation size; returns its output.
+
+        ``extra_federation_config``: more simulation settings, e.g. "init-args-num-cpus=1" (Ray's CPUs)."""
+        federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
         cmd = [_bin("flwr"), "run", str(app_dir), "zofl", "--stream",
-               "--federation-config", f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"]
+               "--federation-config", f"{federation} {extra_federation_config}".strip()]
         if run_config:
             cmd += ["--run-config", run_config_arg(run_config)]
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,288 @@
+"""The strategy-comparison runner: a grid of runs through the Flower simulation, resumable.
+
+    python -m zofl.compare GRID.toml --out DIR [--parallel 2] [--engine flower|inprocess] [--set key=value ...]
+
+GRID.toml:
+
+    [fixed]                       # run-config keys for every cell
+    num-rounds = 500
+    data-dir = "~/data"
+    [grid]                        # each list is a dimension of the grid (any run-config key)
+    strategy = ["zohfl", "fedavg"]
+    dataset = ["mnist", "fashion_mnist"]
+    seed = [0, 1]
+    settings = [{alpha = 1000.0, beta = 0.9}, {alpha = 1.0, beta = 0.5}]   # keys that vary together
+    [strategy.fedavg]             # keys for the cells of one strategy only (e.g. tuned steps)
+    local-lr = 0.05
+    [report]                      # optional: the keys that make the table's columns / plot panels
+    columns = ["dataset", "alpha", "beta"]
+
+Every cell is one run; its folder DIR/cells/<id> (id = a hash of its run-config) holds the usual
+config.json, rounds.jsonl, summary.json. A cell with a summary.json is finished and skipped, so an
+interrupted grid continues where it stopped (an unfinished cell starts again). After each cell
+DIR/results.csv (one row per cell, final figures), DIR/rounds.csv (every round of every cell),
+DIR/table.md (final test accuracy, mean +- std over seeds) and DIR/plots/*.png (test accuracy and
+loss per round, one plot per dataset and setting) are rewritten. ``--parallel 2`` runs two cells at
+once, each on its own SuperLink with one Ray CPU, so both cores stay busy.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import itertools
+import json
+import shutil
+import sys
+import threading
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, parse_config
+from .results import ROUND_FIELDS, read_rounds
+
+CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are grouped and labelled
+
+
+def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """All cells (run-configs) of a grid spec, validated, in a stable order."""
+    fixed = dict(spec.get("fixed", {}))
+    grid = dict(spec.get("grid", {}))
+    per_strategy = spec.get("strategy", {})
+    unknown = set(spec) - {"fixed", "grid", "strategy", "report"}
+    if unknown:
+        raise ConfigError(f"grid file: unknown sections {sorted(unknown)}; allowed: fixed, grid, strategy, report")
+    dims = []
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"grid file: [grid] {key} must be a non-empty list")
+        if key == "settings":
+            dims.append([dict(v) for v in values])
+        else:
+            dims.append([{key: v} for v in values])
+    cells = []
+    for combo in itertools.product(*dims):
+        cell = dict(fixed)
+        for part in combo:
+            cell.update(part)
+        cell.update(per_strategy.get(cell.get("strategy", "zohfl"), {}))
+        cell.update(overrides or {})
+        parse_config({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})  # fail early
+        cells.append(cell)
+    return cells
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    full = _full(cell)
+    label = f"{full['strategy']}-{full['dataset']}"
+    digest = hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{label}-{digest}"
+
+
+def _full(cell: dict[str, Any]) -> dict[str, Any]:
+    return parse_config({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})
+
+
+def report_columns(spec: dict[str, Any]) -> list[str]:
+    """Keys whose values make the table's columns and the plots' panels ([report] columns)."""
+    return list(spec.get("report", {}).get("columns", ["dataset", "alpha", "beta"]))
+
+
+def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str] | None = None) -> None:
+    """results.csv, rounds.csv, table.md and plots/ from the finished cells.
+
+    Table columns and plot panels are the grid's settings (``column_keys``, besides strategy and
+    seed); rows and plot lines are the strategy with any other key that varies (e.g. a tuned step)."""
+    finished = []
+    for cell in cells:
+        d = out / "cells" / cell_id(cell)
+        if (d / "summary.json").exists():
+            finished.append((cell, d, json.loads((d / "summary.json").read_text()), read_rounds(d)))
+    varying = sorted({k for c in cells for k in c if len({json.dumps(x.get(k)) for x in cells}) > 1} - {"seed"})
+    keys = list(dict.fromkeys([*CELL_KEYS, *varying]))
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["cell", *keys, "rounds", "final_test_acc", "best_test_acc", "final_test_loss", "final_f1",
+                    "wall_s", "local_steps"])
+        for cell, d, s, rec in finished:
+            full = _full(cell)
+            w.writerow([d.name, *[full[k] for k in keys], s["rounds"], s["final_test_acc"], s["best_test_acc"],
+                        s["final_test_loss"], rec[-1]["f1"], round(s["total_wall_s"], 2), s["total_local_steps"]])
+    with open(out / "rounds.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        fields = [k for k in ROUND_FIELDS if k != "sampled"]
+        w.writerow(["cell", *keys, *fields])
+        for cell, d, _, rec in finished:
+            full = _full(cell)
+            for r in rec:
+                w.writerow([d.name, *[full[k] for k in keys], *[r[k] for k in fields]])
+    cols = [k for k in keys if k in (column_keys or ["dataset", "alpha", "beta"]) and k not in ("strategy", "seed")]
+    rows = ["strategy", *[k for k in varying if k not in cols and k != "strategy"]]
+    _table(out, finished, rows, cols)
+    _plots(out, finished, rows, cols)
+
+
+def _group_label(full: dict[str, Any], keys: list[str]) -> str:
+    return ", ".join(f"{k}={full[k]}" for k in keys)
+
+
+def _row_label(cell: dict[str, Any], row_keys: list[str]) -> str:
+    """strategy plus the row keys this cell sets itself (not the defaults it inherits)."""
+    return ", ".join([f"strategy={_full(cell)['strategy']}", *[f"{k}={cell[k]}" for k in row_keys[1:] if k in cell]])
+
+
+def _table(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
+    import numpy as np
+
+    rows: dict[str, dict[str, list[float]]] = {}
+    cols: list[str] = []
+    for cell, _, s, _ in finished:
+        full = _full(cell)
+        col = _group_label(full, col_keys)
+        row = _row_label(cell, row_keys)
+        cols.append(col) if col not in cols else None
+        rows.setdefault(row, {}).setdefault(col, []).append(100 * s["final_test_acc"])
+    lines = ["Final test accuracy (%), mean +- std over seeds (n = number of seeds).", "",
+             "| strategy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for row, vals in rows.items():
+        cells = []
+        for col in cols:
+            v = vals.get(col)
+            cells.append("" if not v else f"{np.mean(v):.2f} +- {np.std(v):.2f} (n={len(v)})")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    groups: dict[str, dict[str, list[list[dict]]]] = {}
+    for cell, _, _, rec in finished:
+        full = _full(cell)
+        panel = _group_label(full, col_keys)
+        line = _row_label(cell, row_keys)
+        groups.setdefault(panel, {}).setdefault(line, []).append(rec)
+    (out / "plots").mkdir(exist_ok=True)
+    for panel, lines in groups.items():
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for line, runs in sorted(lines.items()):
+            n = min(len(r) for r in runs)
+            rounds = [r["round"] for r in runs[0][:n]]
+            for ax, key in zip(axes, ("test_acc", "test_loss")):
+                vals = np.array([[r[key] if r[key] is not None else np.nan for r in run[:n]] for run in runs])
+                ax.plot(rounds, np.nanmean(vals, axis=0), label=line)
+        for ax, title in zip(axes, ("test accuracy", "test loss")):
+            ax.set_xlabel("round")
+            ax.set_title(f"{title} ({panel})", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        name = panel.replace(", ", "_").replace("=", "")
+        fig.savefig(out / "plots" / f"{name}.png", dpi=110)
+        plt.close(fig)
+
+
+def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: str = "flower",
+             progress: bool = True, column_keys: list[str] | None = None) -> None:
+    """Run every unfinished cell; write the reports after each cell."""
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    todo = []
+    for cell in cells:
+        d = out / "cells" / cell_id(cell)
+        if (d / "summary.json").exists():
+            continue
+        if d.exists():
+            shutil.rmtree(d)  # an interrupted cell starts again
+        todo.append(cell)
+    print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
+    lock = threading.Lock()
+    bar = tqdm(total=len(todo), disable=not progress, desc="cells", file=sys.stdout)
+    slots: list[Any] = []
+
+    def run_cell(cell: dict[str, Any]) -> tuple[str, float, str]:
+        cfg = {**cell, "output-dir": str(out / "cells"), "run-name": cell_id(cell)}
+        t = time.perf_counter()
+        if engine == "inprocess":
+            from .inprocess import run_inprocess
+
+            run_inprocess(cfg, workers=max(1, 2 // parallel), start_method="fork")
+            return cell_id(cell), time.perf_counter() - t, ""
+        with lock:
+            sl = slots.pop()
+        try:
+            res = sl.run(cfg, num_supernodes=_full(cell)["num-clients"], cpus_per_client=1,
+                         extra_federation_config=f"init-args-num-cpus={max(1, 2 // parallel)}")
+        finally:
+            with lock:
+                slots.append(sl)
+        ok = (out / "cells" / cell_id(cell) / "summary.json").exists()
+        return cell_id(cell), time.perf_counter() - t, "" if ok else (res.stdout + res.stderr)[-2000:]
+
+    from contextlib import ExitStack
+
+    from .launch import local_superlink
+
+    with ExitStack() as stack:
+        if engine == "flower":
+            for i in range(parallel):
+                slots.append(stack.enter_context(local_superlink(out / f".superlink-{i}")))
+        with ThreadPoolExecutor(parallel) as pool:
+            futures = [pool.submit(run_cell, c) for c in todo]
+            for fut in as_completed(futures):
+                cid, secs, err = fut.result()
+                with lock:
+                    bar.update(1)
+                    bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
+                    write_reports(out, cells, column_keys)
+    bar.close()
+    write_reports(out, cells, column_keys)
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m zofl.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("grid", help="grid file (TOML)")
+    ap.add_argument("--out", required=True, help="results folder (reused to resume)")
+    ap.add_argument("--parallel", type=int, default=2, help="cells run at once (default 2: one per core)")
+    ap.add_argument("--engine", choices=("flower", "inprocess"), default="flower",
+                    help="flower: flwr run on a local simulation SuperLink (default); inprocess: same code and "
+                         "numbers without Ray/SuperLink, for quick studies")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="run-config keys for every cell")
+    ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the reports from finished cells")
+    args = ap.parse_args(argv)
+    spec = tomllib.loads(Path(args.grid).read_text())
+    try:
+        cells = expand_grid(spec, _parse_set(args.set))
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")
+    out = Path(args.out).expanduser().resolve()
+    if args.dry_run:
+        for c in cells:
+            print(cell_id(c), json.dumps(c, sort_keys=True))
+        return
+    if args.report_only:
+        write_reports(out, cells, report_columns(spec))
+        return
+    run_grid(cells, out, max(1, args.parallel), args.engine, column_keys=report_columns(spec))
+
+
+if __name__ == "__main__":
+    main()
