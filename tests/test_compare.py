@@ -54,3 +54,8 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     main([str(grid), "--out", str(out), "--engine", "inprocess", "--parallel", "1"])
     assert "7 already finished, 1 to run" in capsys.readouterr().out
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 8
+
+
+def test_cell_id_ignores_paths():
+    a = {"strategy": "fedavg", "alpha": 0.1, "data-dir": "/a"}
+    assert cell_id(a) == cell_id({**a, "data-dir": "/elsewhere"}) != cell_id({**a, "alpha": 0.2})

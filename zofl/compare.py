@@ -37,7 +37,8 @@ import sys
 import threading
 import time
 import tomllib
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,15 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     return cells
 
 
+NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s")  # keys that change no number
+
+
 def cell_id(cell: dict[str, Any]) -> str:
+    """<strategy>-<dataset>-<hash of the keys that change results>: the same on every machine."""
     full = _full(cell)
     label = f"{full['strategy']}-{full['dataset']}"
-    digest = hashlib.sha1(json.dumps(cell, sort_keys=True).encode()).hexdigest()[:10]
+    key = {k: v for k, v in cell.items() if k not in NOT_RESULTS}
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     return f"{label}-{digest}"
 
 
@@ -211,11 +217,6 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
     def run_cell(cell: dict[str, Any]) -> tuple[str, float, str]:
         cfg = {**cell, "output-dir": str(out / "cells"), "run-name": cell_id(cell)}
         t = time.perf_counter()
-        if engine == "inprocess":
-            from .inprocess import run_inprocess
-
-            run_inprocess(cfg, workers=max(1, 2 // parallel), start_method="fork")
-            return cell_id(cell), time.perf_counter() - t, ""
         with lock:
             sl = slots.pop()
         try:
@@ -235,16 +236,35 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
         if engine == "flower":
             for i in range(parallel):
                 slots.append(stack.enter_context(local_superlink(out / f".superlink-{i}")))
-        with ThreadPoolExecutor(parallel) as pool:
+            pool = stack.enter_context(ThreadPoolExecutor(parallel))
             futures = [pool.submit(run_cell, c) for c in todo]
-            for fut in as_completed(futures):
-                cid, secs, err = fut.result()
-                with lock:
-                    bar.update(1)
-                    bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
-                    write_reports(out, cells, column_keys)
+        else:  # one spawned process per core, each running whole cells (reused: data stay loaded)
+            pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn")))
+            futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
+                       for c in todo]
+        for fut in as_completed(futures):
+            cid, secs, err = fut.result()
+            with lock:
+                bar.update(1)
+                bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
+                write_reports(out, cells, column_keys)
     bar.close()
     write_reports(out, cells, column_keys)
+
+
+def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
+    """One cell with the in-process engine, inside a runner worker process."""
+    import logging
+
+    from .inprocess import run_inprocess
+
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    t = time.perf_counter()
+    try:
+        run_inprocess(cfg, workers=0)
+        return cfg["run-name"], time.perf_counter() - t, ""
+    except Exception as exc:  # reported, the grid goes on
+        return cfg["run-name"], time.perf_counter() - t, repr(exc)
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
