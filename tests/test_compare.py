@@ -59,3 +59,12 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
 def test_cell_id_ignores_paths():
     a = {"strategy": "fedavg", "alpha": 0.1, "data-dir": "/a"}
     assert cell_id(a) == cell_id({**a, "data-dir": "/elsewhere"}) != cell_id({**a, "alpha": 0.2})
+
+
+def test_cell_id_changes_with_defaults(monkeypatch):
+    from zofl import config
+
+    a = cell_id({"strategy": "fedavg"})
+    changed = {**config.defaults(), "local-lr": 0.123}
+    monkeypatch.setattr(config, "defaults", lambda: dict(changed))
+    assert cell_id({"strategy": "fedavg"}) != a

@@ -80,10 +80,11 @@ NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s"
 
 
 def cell_id(cell: dict[str, Any]) -> str:
-    """<strategy>-<dataset>-<hash of the keys that change results>: the same on every machine."""
+    """<strategy>-<dataset>-<hash of the whole run-config but for paths>: the same on every machine,
+    and new whenever a default changes, so a cell is never taken as finished under other settings."""
     full = _full(cell)
     label = f"{full['strategy']}-{full['dataset']}"
-    key = {k: v for k, v in cell.items() if k not in NOT_RESULTS}
+    key = {k: v for k, v in full.items() if k not in NOT_RESULTS}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     return f"{label}-{digest}"
 

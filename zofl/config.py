@@ -107,7 +107,7 @@ KEYS: tuple[Key, ...] = (
         lambda v: v >= 0),
     Key("x0-lr", float, 0.1, "a number > 0", "step of that server SGD", "ours", _pos),
     # --- baselines (FedAvg, FedProx, SCAFFOLD): K = 2 H_{i,r} local steps, as ZO-HFL's two solves ---
-    Key("local-lr", float, 0.1, "a number > 0", "baselines' client step", "ours", _pos),
+    Key("local-lr", float, 0.3, "a number > 0", "baselines' client step (docs/results/study.md)", "ours", _pos),
     Key("local-lr-schedule", str, "round-sqrt", "'constant', 'round-sqrt' or 'step'",
         "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round", "ours",
         _choice("constant", "round-sqrt", "step")),

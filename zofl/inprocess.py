@@ -1,7 +1,8 @@
 """Run a strategy in one process tree, without Ray, SuperLink or gRPC.
 
 Flower's own round loop (``flwr.server.Server``) drives the same Strategy object, and each
-client's ``fit`` runs the same ``ZOFLClient`` code in a pool of ``workers`` processes. This is
+client's ``fit`` runs the same ``ZOFLClient`` code in a pool of ``workers`` processes (or, with
+workers = 0, in one thread of this process). This is
 the "same computation, same parallelism" reference that benchmarks/bench_zohfl.py compares the
 real ``flwr run`` simulation against, and a fast harness for tests of the strategy logic.
 """
@@ -21,8 +22,6 @@ from flwr.server.client_proxy import ClientProxy
 
 from .client_app import ZOFLClient
 from .server_app import make_strategy
-
-_clients: dict[int, ZOFLClient] = {}
 
 
 def _fit(run_config: dict, pid: int, m: int, arrays: list[np.ndarray], config: dict, state: RecordDict):
