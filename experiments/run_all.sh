@@ -8,3 +8,4 @@ python -m zofl.compare experiments/crosscheck.toml --out docs/results/crosscheck
 python -m zofl.compare experiments/table1.toml --out docs/results/table1 --set "data-dir=\"$data\""
 python experiments/table1_report.py docs/results/table1 > docs/results/table1.md
 python -m zofl.compare experiments/fig2.toml --out docs/results/fig2 --set "data-dir=\"$data\""
+python experiments/fig2_plot.py docs/results/fig2
