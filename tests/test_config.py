@@ -67,3 +67,8 @@ def test_config_knows_every_registered_strategy():
     from zofl.strategies import STRATEGIES
 
     assert set(names) == set(STRATEGIES)
+
+
+def test_impossible_split_is_refused_before_round_one():
+    with pytest.raises(ConfigError, match="min-partition-size=100"):
+        prepare({"num-clients": 20, "alpha": 0.05, "min-partition-size": 100})

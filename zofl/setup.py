@@ -26,5 +26,5 @@ def prepare(run_config: Mapping[str, Any], check_data: bool = True) -> tuple[Con
         try:
             task.check(spec)
         except (DataError, ValueError) as exc:
-            raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
+            raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
     return cfg, task, spec

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .data import ArrayData, check_available, load_pooled, make_splits, take
+from .data import ArrayData, DataError, check_available, load_pooled, make_splits, take
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,13 @@ class SplitTask:
 
     def check(self, spec: DataSpec) -> None:
         check_available(spec.dataset, spec.data_dir, spec.download)
+        try:
+            splits_of(spec)  # cached: the split is made once per process anyway
+        except ValueError as exc:
+            raise DataError(
+                f"cannot split {spec.dataset!r} over num-clients={spec.num_clients} with alpha={spec.alpha} so that "
+                f"every client holds min-partition-size={spec.min_partition_size} examples ({exc}); lower "
+                f"min-partition-size or num-clients, or raise alpha") from exc
 
     def server_data(self, spec: DataSpec) -> ArrayData:
         return take(pooled_of(spec), splits_of(spec).server)
