@@ -38,6 +38,7 @@ import threading
 import time
 import tomllib
 import multiprocessing as mp
+import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
     lock = threading.Lock()
     bar = tqdm(total=len(todo), disable=not progress, desc="cells", file=sys.stdout)
     slots: list[Any] = []
+    ray_cpus = max(1, (os.cpu_count() or 2) // parallel)  # each cell's Ray gets its share of the cores
 
     def run_cell(cell: dict[str, Any]) -> tuple[str, float, str]:
         cfg = {**cell, "output-dir": str(out / "cells"), "run-name": cell_id(cell)}
@@ -222,7 +224,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
             sl = slots.pop()
         try:
             res = sl.run(cfg, num_supernodes=_full(cell)["num-clients"], cpus_per_client=1,
-                         extra_federation_config=f"init-args-num-cpus={max(1, 2 // parallel)}")
+                         extra_federation_config=f"init-args-num-cpus={ray_cpus}")
         finally:
             with lock:
                 slots.append(sl)
