@@ -80,7 +80,8 @@ def main() -> None:
         rec = read_rounds(Path(tmp) / "scale")
         summary = json.loads((Path(tmp) / "scale" / "summary.json").read_text())
     rounds = ", ".join(f"{r['wall_s']:.2f}" for r in rec[1:])
-    lines = [f"clients (SuperNodes): {args.clients}; rounds: {args.rounds}; clients per round: {rec[-1]['participants']}",
+    lines = [f"clients (SuperNodes): {args.clients}; rounds: {args.rounds}; "
+             f"clients per round: {rec[-1]['participants']}",
              f"peak memory, all processes of the run (up to {procs[0]} at once): {peak[0] / 2**30:.2f} GiB",
              f"wall, whole `flwr run`: {wall:.1f} s; ServerApp part: {summary['total_wall_s']:.1f} s",
              f"round wall times (s): {rounds}",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

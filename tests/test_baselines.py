@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from zofl.algorithms.fedavg import (local_lrs, local_sgd, scaffold_client_control, scaffold_server_update,
-                                    weighted_mean)
+from zofl.algorithms.fedavg import local_lrs, local_sgd, scaffold_client_control, scaffold_server_update, weighted_mean
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
 

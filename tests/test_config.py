@@ -1,8 +1,8 @@
 """Run-config validation: every bad input is refused before any work, naming the key."""
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from zofl.config import KEYS, ConfigError, defaults, parse_config
 from zofl.setup import prepare

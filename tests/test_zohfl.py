@@ -2,9 +2,16 @@
 import numpy as np
 import pytest
 
-from zofl.algorithms.zohfl import (SolveSpec, client_solve, client_weights, f2_penalty, f2_values_from_vectors,
-                                   server_update, zo_estimate)
 from zofl.algorithms.smoothing import sphere_directions
+from zofl.algorithms.zohfl import (
+    SolveSpec,
+    client_solve,
+    client_weights,
+    f2_penalty,
+    f2_values_from_vectors,
+    server_update,
+    zo_estimate,
+)
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
 from zofl.strategies.base import sample_round

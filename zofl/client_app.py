@@ -1,14 +1,13 @@
 """The ClientApp: one NumPyClient that runs the configured strategy's client work on its partition."""
 from __future__ import annotations
 
-from flwr.client import ClientApp, NumPyClient
 import numpy as np
+from flwr.client import ClientApp, NumPyClient
 from flwr.common import Array, ArrayRecord, Context
 
 from .config import ConfigError
 from .setup import prepare
 from .strategies import STRATEGIES
-
 
 STATE_KEY = "zofl"
 

@@ -32,16 +32,17 @@ import csv
 import hashlib
 import itertools
 import json
+import multiprocessing as mp
+import os
 import shutil
 import sys
 import threading
 import time
-import tomllib
-import multiprocessing as mp
-import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .config import ConfigError, parse_config
 from .results import ROUND_FIELDS, read_rounds

@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.common import Code, Context, FitIns, FitRes, RecordDict, Status, ndarrays_to_parameters, \
-    parameters_to_ndarrays
+from flwr.common import (
+    Code,
+    Context,
+    FitIns,
+    FitRes,
+    RecordDict,
+    Status,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
 from flwr.server import Server
 from flwr.server.client_manager import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy

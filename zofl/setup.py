@@ -14,7 +14,7 @@ def data_spec(cfg: Config) -> DataSpec:
                     server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size)
 
 
-def prepare(run_config: Mapping[str, Any], check_data: bool = True) -> tuple[Config, Task, DataSpec]:
+def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     """Validate the run-config, load the task and check its data; raise ConfigError naming the key."""
     cfg = parse_config(run_config)
     try:
@@ -22,9 +22,8 @@ def prepare(run_config: Mapping[str, Any], check_data: bool = True) -> tuple[Con
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
     spec = data_spec(cfg)
-    if check_data:
-        try:
-            task.check(spec)
-        except (DataError, ValueError) as exc:
-            raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
+    try:
+        task.check(spec)
+    except (DataError, ValueError) as exc:
+        raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
     return cfg, task, spec

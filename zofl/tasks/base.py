@@ -89,7 +89,9 @@ class SplitTask:
         check_available(spec.dataset, spec.data_dir, spec.download)
         try:
             splits_of(spec)  # cached: the split is made once per process anyway
-        except ValueError as exc:
+        except DataError:
+            raise
+        except ValueError as exc:  # the Dirichlet draw gave up
             raise DataError(
                 f"cannot split {spec.dataset!r} over num-clients={spec.num_clients} with alpha={spec.alpha} so that "
                 f"every client holds min-partition-size={spec.min_partition_size} examples ({exc}); lower "
