@@ -52,6 +52,15 @@ def test_scaffold_state_survives_flower_rounds(superlink, tmp_path):
     assert [r["test_loss"] for r in read_rounds(tmp_path / "scaffold")] == [r["test_loss"] for r in read_rounds(d)]
 
 
+def test_fedrzo_nn_runs_through_flower(superlink, tmp_path):
+    cfg = {"strategy": "fedrzo-nn", "task": "relu-net", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
+           "local-steps": 5, "zo-lr": 1e-4, "output-dir": str(tmp_path), "run-name": "rzo"}
+    res = superlink.run(cfg, num_supernodes=3)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    d, _ = run_inprocess({**cfg, "run-name": "rzo-inprocess"}, workers=0)
+    assert [r["test_loss"] for r in read_rounds(tmp_path / "rzo")] == [r["test_loss"] for r in read_rounds(d)]
+
+
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
     res = superlink.run({"alpha": 0.0, "output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
     out = res.stdout + res.stderr

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg")
+STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
 
 
@@ -101,7 +101,8 @@ KEYS: tuple[Key, ...] = (
         _choice("uniform", "participants", "rho")),
     Key("ball-radius", float, 0.0, "a number >= 0", "radius of Y_i(x) = {||y - x|| <= radius}; 0 = R^n", "ours",
         _nonneg),
-    Key("x0", str, "pretrained", "'zeros' or 'pretrained'", "x_0: zeros, or SGD epochs on the server's data",
+    Key("x0", str, "pretrained", "'zeros' or 'pretrained'",
+        "x_0: the task's initial parameters (zeros for softmax), or that plus SGD epochs on the server's data",
         "ours", _choice("zeros", "pretrained")),
     Key("x0-epochs", int, 1, "an integer >= 0", "epochs of server SGD for x0 = pretrained", "ours",
         lambda v: v >= 0),
@@ -113,6 +114,17 @@ KEYS: tuple[Key, ...] = (
         _choice("constant", "round-sqrt", "step")),
     Key("server-lr", float, 1.0, "a number > 0", "baselines' server step on the averaged update", "ours", _pos),
     Key("prox-mu", float, 0.01, "a number >= 0", "FedProx proximal weight", "ours", _nonneg),
+    # --- FedRZO_nn (paper 001, Algorithm 1) ----------------------------------------------------
+    Key("zo-lr", float, 1e-5, "a number > 0", "FedRZO local step gamma (paper 001: 1e-5)", "paper", _pos),
+    Key("l2", float, 0.01, "a number >= 0", "FedRZO (lambda/2)||x||^2 weight (paper 001: 0.01)", "paper", _nonneg),
+    Key("loss-scale", str, "sum", "'sum' or 'mean'",
+        "FedRZO client objective: the paper's sum over the client's examples, or their mean", "paper",
+        _choice("sum", "mean")),
+    Key("local-sets", str, "box,ball", "a comma list of box, ball, none",
+        "FedRZO local sets X_i: client i takes entry i mod k", "ours",
+        lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(","))),
+    Key("box-bound", float, 1.0, "a number > 0", "X_i = [-b, b]^n for a box client", "ours", _pos),
+    Key("set-radius", float, 10.0, "a number > 0", "X_i = {||x|| <= radius} for a ball client", "ours", _pos),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import fedavg, fedprox, flwr_fedavg, scaffold, zohfl
+from . import fedavg, fedprox, fedrzo_nn, flwr_fedavg, scaffold, zohfl
 
 
 @dataclass(frozen=True)
@@ -21,4 +21,5 @@ STRATEGIES = {
     "fedprox": StrategyEntry(fedprox.FedProx, fedprox.client_fit),
     "scaffold": StrategyEntry(scaffold.Scaffold, scaffold.client_fit),
     "flwr-fedavg": StrategyEntry(flwr_fedavg.FlowerFedAvg, flwr_fedavg.client_fit),
+    "fedrzo-nn": StrategyEntry(fedrzo_nn.FedRZOnn, fedrzo_nn.client_fit),
 }

@@ -9,9 +9,10 @@ import importlib
 
 from .base import DataSpec, SplitTask, Task, evaluate
 from .data import ArrayData, DataError
+from .relunet import ReluNetTask
 from .softmax import SoftmaxTask
 
-TASKS = {"softmax": SoftmaxTask}
+TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask}
 REQUIRED = ("check", "server_data", "client_data", "test_data", "num_train", "init_params", "loss", "grad", "predict")
 
 
@@ -38,5 +39,5 @@ def load_task(name: str) -> Task:
     return task
 
 
-__all__ = ["ArrayData", "DataError", "DataSpec", "SoftmaxTask", "SplitTask", "Task", "TaskError", "TASKS",
-           "evaluate", "load_task"]
+__all__ = ["ArrayData", "DataError", "DataSpec", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task", "TaskError",
+           "TASKS", "evaluate", "load_task"]

@@ -1,0 +1,64 @@
+"""FedRZO_nn (paper 001, Algorithm 1): pure functions, the ReLU task, the strategy in-process."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.fedrzo import local_zo_steps, moreau_gradient, project_ball0, project_box, zo_gradient
+from zofl.algorithms.smoothing import sphere_directions
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.tasks import ReluNetTask
+
+
+def test_projections_and_moreau_term():
+    x = np.array([3.0, -0.5, -4.0])
+    np.testing.assert_array_equal(project_box(x, 1.0), [1.0, -0.5, -1.0])
+    p = project_ball0(x, 2.0)
+    assert np.linalg.norm(p) == pytest.approx(2.0) and np.allclose(p / 2.0, x / np.linalg.norm(x))
+    np.testing.assert_array_equal(project_ball0(x / 10, 2.0), x / 10)
+    np.testing.assert_allclose(moreau_gradient(x, lambda z: project_box(z, 1.0), 0.5), [4.0, 0.0, -6.0])
+    np.testing.assert_array_equal(moreau_gradient(x / 10, lambda z: project_box(z, 1.0), 0.5), 0.0)
+
+
+def test_one_sided_estimator_is_unbiased_for_a_quadratic():
+    # Lemma 1(i): E[(n / eta^2) f(x + v) v] = grad f^eta(x) = grad f(x) for a quadratic, v ~ unif(eta S)
+    rng = np.random.default_rng(1)
+    n, N, eta = 4, 100_000, 0.2
+    M = rng.standard_normal((n, n))
+    A, b, x = M @ M.T + np.eye(n), rng.standard_normal(n), rng.standard_normal(n)
+    f = lambda z: 0.5 * z @ A @ z + b @ z  # noqa: E731
+    V = eta * sphere_directions(2, N, n)
+    samples = np.array([zo_gradient(f(x + v), f(x), v, eta) for v in V])
+    mean, se = samples.mean(axis=0), samples.std(axis=0) / np.sqrt(N)
+    assert np.all(np.abs(mean - (A @ x + b)) < 5 * se)
+
+
+def test_local_steps_descend_and_respect_the_moreau_pull():
+    c = np.array([2.0, -1.0, 0.5])
+    loss = lambda p, idx: 0.5 * float((p - c) @ (p - c))  # noqa: E731
+    dirs = sphere_directions(0, 3000, 3)
+    batches = np.zeros((3000, 1), dtype=np.int64)
+    free = local_zo_steps(loss, np.zeros(3), batches, dirs, 0.01, 0.01, lambda z: z)
+    assert np.linalg.norm(free - c) < 0.2
+    boxed = local_zo_steps(loss, np.zeros(3), batches, dirs, 0.001, 0.01, lambda z: project_box(z, 1.0))
+    # the minimiser of 0.5||x - c||^2 + (1/(2 eta)) dist^2(x, box) is close to the box's projection of c
+    assert np.abs(boxed).max() < 1.1 and np.linalg.norm(boxed - project_box(c, 1.0)) < 0.1
+
+
+def test_relu_task_gradient_and_labels():
+    rng = np.random.default_rng(0)
+    task, x, y = ReluNetTask(), rng.random((30, 5)), rng.integers(0, 2, 30)
+    w = task.init_params(5, 2)
+    assert w.size == 4 * 5 + 4
+    eps = 1e-6
+    fd = np.array([(task.loss(w + eps * e, x, y) - task.loss(w - eps * e, x, y)) / (2 * eps) for e in np.eye(w.size)])
+    np.testing.assert_allclose(task.grad(w, x, y), fd, rtol=1e-4, atol=1e-7)
+    assert set(np.unique(task.predict(w, x))) <= {0, 1}
+
+
+def test_fedrzo_nn_learns_on_digits(tmp_path):
+    d, x = run_inprocess({"strategy": "fedrzo-nn", "task": "relu-net", "num-clients": 5, "beta": 1.0,
+                          "local-steps": 10, "num-rounds": 30, "zo-lr": 1e-4, "x0": "zeros",
+                          "output-dir": str(tmp_path), "run-name": "rzo"}, workers=0)
+    rec = read_rounds(d)
+    assert rec[-1]["test_loss"] < 0.95 * rec[0]["test_loss"] and rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.1
+    assert all(r["local_steps"] == 5 * 10 for r in rec[1:]) and np.isfinite(x).all()

@@ -1,0 +1,71 @@
+"""FedRZO_nn (paper 001, Algorithm 1) on Flower: a thin adapter over ``zofl.algorithms.fedrzo``.
+
+Server: sends x_r to the sampled clients and averages the x_{i,T_{r+1}} they return (1/|S_r|; the
+paper's 1/m with every client taking part). Client i: H local zeroth-order steps with its own
+sphere samples v in eta S and the Moreau term of its local set X_i (a box, a ball or none, chosen
+per client by ``local-sets``), step ``zo-lr``.
+
+Choices (run-config keys): the client objective is the paper's f_i = (1/2) sum over the client's
+examples of the squared loss + (lambda/2)||x||^2 (``loss-scale = sum``; its stochastic version
+scales a minibatch mean by N_i) or the mean instead (``loss-scale = mean``); lambda = ``l2``;
+both function values of a step use the same minibatch; H = ``local-steps`` (or the tau schedule).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+from flwr.common import Scalar
+
+from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
+from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.smoothing import seed_sequence, sphere_directions
+from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
+from ..config import Config
+from ..tasks import DataSpec, Task
+from .base import Reply, RoundStrategy, ids_of, not_sampled
+
+
+def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
+    """P_{X_i}: client ``pid`` takes the (pid mod k)-th entry of ``local-sets``."""
+    kinds = cfg.local_sets.split(",")
+    kind = kinds[pid % len(kinds)]
+    if kind == "box":
+        return lambda x: project_box(x, cfg.box_bound)
+    if kind == "ball":
+        return lambda x: project_ball0(x, cfg.set_radius)
+    return lambda x: x
+
+
+class FedRZOnn(RoundStrategy):
+    name, title = "fedrzo-nn", "FedRZO_nn"
+
+    def reply_shapes(self, n: int) -> list[tuple[int, ...]]:
+        return [(n,)]
+
+    def aggregate(self, r: int, x: np.ndarray, replies: list[Reply]) -> tuple[np.ndarray, dict[str, Any]]:
+        if not replies:
+            return x.copy(), {}
+        return np.mean([rep.arrays[0] for rep in replies], axis=0), {}
+
+
+def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
+               config: dict[str, Scalar], state: dict[str, np.ndarray]):
+    if not_sampled(pid, config):
+        return [], 0, {"pid": pid, "sampled": False}
+    t0 = time.perf_counter()
+    r = int(config["round"])
+    H = 0 if pid in ids_of(config.get("stragglers", "")) else int(config["H"])
+    data = task.client_data(spec, pid)
+    x = parameters[0]
+    scale = float(len(data)) if cfg.loss_scale == "sum" else 1.0
+    lam = cfg.l2
+
+    def loss(p: np.ndarray, idx: np.ndarray) -> float:
+        return scale * task.loss(p, data.x[idx], data.y[idx]) + 0.5 * lam * float(p @ p)
+
+    batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), H, cfg.batch_size)
+    dirs = sphere_directions(seed_sequence(cfg.seed, r, pid, STREAM_DIRECTIONS), H, x.size)
+    y = local_zo_steps(loss, x, batches, dirs, cfg.zo_lr, cfg.eta, local_set(cfg, pid))
+    return [y], len(data), {"pid": pid, "sampled": True, "steps": H, "compute_s": time.perf_counter() - t0}
