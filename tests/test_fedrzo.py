@@ -57,7 +57,7 @@ def test_relu_task_gradient_and_labels():
 
 def test_fedrzo_nn_learns_on_digits(tmp_path):
     d, x = run_inprocess({"strategy": "fedrzo-nn", "task": "relu-net", "num-clients": 5, "beta": 1.0,
-                          "local-steps": 10, "num-rounds": 30, "zo-lr": 1e-4, "x0": "zeros",
+                          "local-steps": 10, "num-rounds": 30, "zo-lr": 1e-4, "loss-scale": "sum", "x0": "zeros",
                           "output-dir": str(tmp_path), "run-name": "rzo"}, workers=0)
     rec = read_rounds(d)
     assert rec[-1]["test_loss"] < 0.95 * rec[0]["test_loss"] and rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.1

@@ -54,7 +54,8 @@ def test_scaffold_state_survives_flower_rounds(superlink, tmp_path):
 
 def test_fedrzo_nn_runs_through_flower(superlink, tmp_path):
     cfg = {"strategy": "fedrzo-nn", "task": "relu-net", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
-           "local-steps": 5, "zo-lr": 1e-4, "output-dir": str(tmp_path), "run-name": "rzo"}
+           "local-steps": 5, "zo-lr": 1e-4, "loss-scale": "sum", "output-dir": str(tmp_path),
+           "run-name": "rzo"}
     res = superlink.run(cfg, num_supernodes=3)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     d, _ = run_inprocess({**cfg, "run-name": "rzo-inprocess"}, workers=0)

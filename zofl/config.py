@@ -117,8 +117,9 @@ KEYS: tuple[Key, ...] = (
     # --- FedRZO_nn (paper 001, Algorithm 1) ----------------------------------------------------
     Key("zo-lr", float, 1e-5, "a number > 0", "FedRZO local step gamma (paper 001: 1e-5)", "paper", _pos),
     Key("l2", float, 0.01, "a number >= 0", "FedRZO (lambda/2)||x||^2 weight (paper 001: 0.01)", "paper", _nonneg),
-    Key("loss-scale", str, "sum", "'sum' or 'mean'",
-        "FedRZO client objective: the paper's sum over the client's examples, or their mean", "paper",
+    Key("loss-scale", str, "mean", "'sum' or 'mean'",
+        "FedRZO client objective: the mean over the client's examples (a per-sample oracle), or the sum as "
+        "written in the paper's Sec. 5.1 (diverges with gamma = 1e-5: docs/fedrzo.md)", "ours",
         _choice("sum", "mean")),
     Key("local-sets", str, "box,ball", "a comma list of box, ball, none",
         "FedRZO local sets X_i: client i takes entry i mod k", "ours",
