@@ -68,3 +68,11 @@ def test_cell_id_changes_with_defaults(monkeypatch):
     changed = {**config.defaults(), "local-lr": 0.123}
     monkeypatch.setattr(config, "defaults", lambda: dict(changed))
     assert cell_id({"strategy": "fedavg"}) != a
+
+
+def test_set_is_repeatable(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text("[grid]\nseed = [0]\n")
+    main([str(grid), "--out", str(tmp_path / "o"), "--dry-run", "--set", "alpha=2.0", "--set", "beta=0.2"])
+    out = capsys.readouterr().out
+    assert '"alpha": 2.0' in out and '"beta": 0.2' in out

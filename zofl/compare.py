@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--engine", choices=("flower", "inprocess"), default="flower",
                     help="flower: flwr run on a local simulation SuperLink (default); inprocess: same code and "
                          "numbers without Ray/SuperLink, for quick studies")
-    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="run-config keys for every cell")
+    ap.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                    help="run-config keys for every cell (repeatable)")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
     ap.add_argument("--report-only", action="store_true", help="rewrite the reports from finished cells")
     args = ap.parse_args(argv)
