@@ -53,7 +53,11 @@ def main() -> None:
     p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD\n")
     p("Test accuracy (%) after R = 500 rounds, tau = 20, m = 10 clients, Dirichlet(alpha) split,")
     p("beta = fraction of clients sampled per round; each entry `ours / paper (ours - paper)`.")
-    p("Ours is the mean over the seeds run (listed below); '-' = not finished yet.\n")
+    p("Ours is the mean over the seeds run (listed below); '-' = not finished yet.")
+    p("All four methods start from the same x_0 (one SGD epoch on the server's 30% of the training data,")
+    p("`x0 = pretrained`), sample the same clients per round for a seed, and give every sampled client the")
+    p("same local work (2 H_{i,r} SGD steps); the baselines' steps were tuned with as many runs as ZO-HFL's")
+    p("open choices (study.md). The paper does not say how its baselines were started or tuned.\n")
     for alpha, beta in SETTINGS:
         p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
         p("| method | MNIST | Fashion-MNIST | CIFAR-10 |")
