@@ -181,7 +181,7 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
     (out / "plots").mkdir(exist_ok=True)
     for panel, lines in groups.items():
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for line, runs in sorted(lines.items()):
+        for line, runs in lines.items():  # grid order
             n = min(len(r) for r in runs)
             rounds = [r["round"] for r in runs[0][:n]]
             for ax, key in zip(axes, ("test_acc", "test_loss")):
