@@ -45,6 +45,8 @@ def main() -> None:
     grid_path = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).with_name("table1.toml")
     spec = tomllib.loads(grid_path.read_text())
     rows = list(csv.DictReader(open(out / "results.csv"))) if (out / "results.csv").exists() else []
+    rows = [r for r in rows if r["strategy"] in NAMES and r["dataset"] in DATASETS
+            and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
     got: dict[tuple, list[dict]] = {}
     for r in rows:
         got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), []).append(r)

@@ -76,3 +76,21 @@ def test_set_is_repeatable(tmp_path, capsys):
     main([str(grid), "--out", str(tmp_path / "o"), "--dry-run", "--set", "alpha=2.0", "--set", "beta=0.2"])
     out = capsys.readouterr().out
     assert '"alpha": 2.0' in out and '"beta": 0.2' in out
+
+
+def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    grid = tmp_path / "fig2.toml"
+    grid.write_text('[fixed]\nstrategy = "zohfl"\nnum-rounds = 2\nnum-clients = 3\n'
+                    '[grid]\nsettings = [{alpha = 1000.0, beta = 0.9}, {alpha = 0.1, beta = 0.1}]\ntau = [2.0, 4.0]\n')
+    out = tmp_path / "out"
+    main([str(grid), "--out", str(out), "--engine", "inprocess", "--parallel", "1"])
+    subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out)], check=True)
+    assert (out / "fig2_digits.png").stat().st_size > 10_000
+    report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
+                            check=True, capture_output=True, text=True).stdout
+    assert "0 of 36 cells finished" in report and "- / 90.82" in report  # digits cells are not Table I cells
