@@ -61,13 +61,24 @@ def test_cell_id_ignores_paths():
     assert cell_id(a) == cell_id({**a, "data-dir": "/elsewhere"}) != cell_id({**a, "alpha": 0.2})
 
 
-def test_cell_id_changes_with_defaults(monkeypatch):
-    from zofl import config
+def test_finished_cells_are_found_by_settings(tmp_path):
+    import json
 
-    a = cell_id({"strategy": "fedavg"})
-    changed = {**config.defaults(), "local-lr": 0.123}
-    monkeypatch.setattr(config, "defaults", lambda: dict(changed))
-    assert cell_id({"strategy": "fedavg"}) != a
+    from zofl.compare import finished_dir
+    from zofl.config import defaults
+
+    cell = {"strategy": "fedavg", "alpha": 0.5}
+    old = tmp_path / "cells" / "fedavg-digits-oldname"
+    old.mkdir(parents=True)
+    stored = {**defaults(), **cell, "output-dir": "/x", "run-name": "oldname"}
+    del stored["prox-mu"]  # a key the run did not know yet: fine while it is at its default
+    (old / "config.json").write_text(json.dumps(stored))
+    (old / "summary.json").write_text("{}")
+    d = finished_dir(tmp_path, cell)
+    assert d == tmp_path / "cells" / cell_id(cell) and d.exists() and not old.exists()  # renamed
+    stored["local-lr"] = 0.123  # a default changed since that run: it no longer counts
+    (d / "config.json").write_text(json.dumps(stored))
+    assert finished_dir(tmp_path, cell) is None
 
 
 def test_set_is_repeatable(tmp_path, capsys):

@@ -44,7 +44,7 @@ from typing import Any
 
 import tomllib
 
-from .config import ConfigError, parse_config
+from .config import KEY_BY_NAME, ConfigError, parse_config
 from .results import ROUND_FIELDS, read_rounds
 
 CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are grouped and labelled
@@ -82,13 +82,41 @@ NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s"
 
 
 def cell_id(cell: dict[str, Any]) -> str:
-    """<strategy>-<dataset>-<hash of the whole run-config but for paths>: the same on every machine,
-    and new whenever a default changes, so a cell is never taken as finished under other settings."""
+    """<strategy>-<dataset>-<hash of the keys the grid sets, but for paths>: the same on every machine."""
     full = _full(cell)
     label = f"{full['strategy']}-{full['dataset']}"
-    key = {k: v for k, v in full.items() if k not in NOT_RESULTS}
+    key = {k: v for k, v in cell.items() if k not in NOT_RESULTS}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     return f"{label}-{digest}"
+
+
+def _same_settings(cell: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether a finished run's stored config.json is this cell under today's defaults: every key
+    agrees; a key the run did not know yet must be at its default."""
+    for k, v in _full(cell).items():
+        if k in NOT_RESULTS:
+            continue
+        if (stored[k] != v) if k in stored else (v != KEY_BY_NAME[k].default):
+            return False
+    return True
+
+
+def finished_dir(out: Path, cell: dict[str, Any]) -> Path | None:
+    """The folder of a finished run of ``cell`` under today's settings, or None.
+
+    A finished run filed under another name (an older id scheme) is found by its config.json and
+    renamed; one whose settings differ (a default changed since) does not count."""
+    d = out / "cells" / cell_id(cell)
+    candidates = [d] + (sorted(p for p in (out / "cells").iterdir() if p != d) if (out / "cells").is_dir() else [])
+    for c in candidates:
+        if (c / "summary.json").exists() and (c / "config.json").exists() and \
+                _same_settings(cell, json.loads((c / "config.json").read_text())):
+            if c != d:
+                if d.exists():
+                    shutil.rmtree(d)
+                c.rename(d)
+            return d
+    return None
 
 
 def _full(cell: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +135,8 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     seed); rows and plot lines are the strategy with any other key that varies (e.g. a tuned step)."""
     finished = []
     for cell in cells:
-        d = out / "cells" / cell_id(cell)
-        if (d / "summary.json").exists():
+        d = finished_dir(out, cell)
+        if d is not None:
             finished.append((cell, d, json.loads((d / "summary.json").read_text()), read_rounds(d)))
     varying = sorted({k for c in cells for k in c if len({json.dumps(x.get(k)) for x in cells}) > 1} - {"seed"})
     keys = list(dict.fromkeys([*CELL_KEYS, *varying]))
@@ -206,11 +234,11 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
     out.mkdir(parents=True, exist_ok=True)
     todo = []
     for cell in cells:
-        d = out / "cells" / cell_id(cell)
-        if (d / "summary.json").exists():
+        if finished_dir(out, cell) is not None:
             continue
+        d = out / "cells" / cell_id(cell)
         if d.exists():
-            shutil.rmtree(d)  # an interrupted cell starts again
+            shutil.rmtree(d)  # an interrupted (or outdated) cell starts again
         todo.append(cell)
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
     lock = threading.Lock()
