@@ -18,3 +18,23 @@ def test_readme_run_command_disables_runtime_installs():
     run_cmd = _commands()[0]
     assert "pip install -e ." in run_cmd and "flwr run . --stream" in run_cmd
     assert "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1" in run_cmd
+
+
+def test_fab_holds_the_package_only(tmp_path):
+    """`flwr run` ships a FAB of at most 10 MB: docs/results must stay out of it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    flwr = Path(sys.executable).parent / "flwr"
+    app = tmp_path / "app"
+    shutil.copytree(ROOT, app, ignore=shutil.ignore_patterns(".venv", ".git", ".superlink-*", "__pycache__"))
+    subprocess.run([str(flwr), "build", "--app", str(app)], cwd=tmp_path, check=True, capture_output=True,
+                   env={**os.environ, "FLWR_HOME": str(tmp_path / "home")})
+    fab = next(tmp_path.glob("*.fab"))
+    names = zipfile.ZipFile(fab).namelist()
+    assert fab.stat().st_size < 1_000_000 and "zofl/strategies/zohfl.py" in names
+    assert not any(n.startswith(("docs/", "tests/", "experiments/")) for n in names)
