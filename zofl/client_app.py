@@ -8,6 +8,7 @@ from flwr.common import Array, ArrayRecord, Context
 from .config import ConfigError
 from .setup import prepare
 from .strategies import STRATEGIES
+from .strategies.base import not_sampled
 
 STATE_KEY = "zofl"
 
@@ -41,6 +42,8 @@ class ZOFLClient(NumPyClient):
         self.fit_fn = STRATEGIES[self.cfg.strategy].client_fit
 
     def fit(self, parameters, config):
+        if not_sampled(self.pid, config):  # outside S_r (only in round 1, see RoundStrategy): no work
+            return [], 0, {"pid": self.pid, "sampled": False}
         state = load_state(self.context)
         out = self.fit_fn(self.cfg, self.task, self.spec, self.pid, parameters, config, state)
         save_state(self.context, state)

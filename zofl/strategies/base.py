@@ -217,6 +217,11 @@ class RoundStrategy(Strategy):
         log.info("\n".join(lines))
 
 
+def client_steps(pid: int, config: dict[str, Scalar]) -> int:
+    """This client's H_{i,r}: the round's H, or 0 if the server marked it a straggler."""
+    return 0 if pid in ids_of(config.get("stragglers", "")) else int(config["H"])
+
+
 def not_sampled(pid: int, config: dict[str, Scalar]) -> bool:
     """True if this client is outside S_r this round (it then replies at once with no work)."""
     return "sampled" in config and pid not in ids_of(str(config["sampled"]))

@@ -20,7 +20,7 @@ from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
 from ..tasks import DataSpec, Task
-from .base import Reply, RoundStrategy, ids_of, not_sampled
+from .base import Reply, RoundStrategy, client_steps
 
 
 class FedAvg(RoundStrategy):
@@ -40,7 +40,7 @@ def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndar
                    prox_mu: float = 0.0, correction: np.ndarray | None = None):
     """The client's K = 2 H local steps from x (H = 0 for a straggler): (y, steps, sum of steps' lrs)."""
     r = int(config["round"])
-    H = 0 if pid in ids_of(config.get("stragglers", "")) else int(config["H"])
+    H = client_steps(pid, config)
     K = 2 * H
     data = task.client_data(spec, pid)
     batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), K, cfg.batch_size)
@@ -55,8 +55,6 @@ def make_client_fit(prox_mu_key: str | None = None):
 
     def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
                    config: dict[str, Scalar], state: dict[str, np.ndarray]):
-        if not_sampled(pid, config):
-            return [], 0, {"pid": pid, "sampled": False}
         t0 = time.perf_counter()
         prox_mu = cfg[prox_mu_key] if prox_mu_key else 0.0
         y, steps, _, n = local_training(cfg, task, spec, pid, parameters[0], config, prox_mu)

@@ -24,7 +24,7 @@ from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
 from ..tasks import DataSpec, Task
-from .base import Reply, RoundStrategy, ids_of, not_sampled
+from .base import Reply, RoundStrategy, client_steps
 
 
 def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -52,11 +52,9 @@ class FedRZOnn(RoundStrategy):
 
 def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
                config: dict[str, Scalar], state: dict[str, np.ndarray]):
-    if not_sampled(pid, config):
-        return [], 0, {"pid": pid, "sampled": False}
     t0 = time.perf_counter()
     r = int(config["round"])
-    H = 0 if pid in ids_of(config.get("stragglers", "")) else int(config["H"])
+    H = client_steps(pid, config)
     data = task.client_data(spec, pid)
     x = parameters[0]
     scale = float(len(data)) if cfg.loss_scale == "sum" else 1.0

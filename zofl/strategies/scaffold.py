@@ -18,7 +18,7 @@ from flwr.common import Scalar
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
 from ..config import Config
 from ..tasks import DataSpec, Task
-from .base import Reply, RoundStrategy, not_sampled
+from .base import Reply, RoundStrategy
 from .fedavg import local_training
 
 
@@ -43,8 +43,6 @@ class Scaffold(RoundStrategy):
 
 def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
                config: dict[str, Scalar], state: dict[str, np.ndarray]):
-    if not_sampled(pid, config):
-        return [], 0, {"pid": pid, "sampled": False}
     t0 = time.perf_counter()
     x, c = parameters
     c_i = state.get("c_i", np.zeros_like(x))

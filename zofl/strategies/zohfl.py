@@ -38,7 +38,7 @@ from ..algorithms.zohfl import (
 )
 from ..config import Config
 from ..tasks import DataSpec, Task
-from .base import Reply, RoundStrategy, ids_of, not_sampled
+from .base import Reply, RoundStrategy, client_steps
 
 
 def solve_spec(cfg: Config) -> SolveSpec:
@@ -83,13 +83,11 @@ class ZOHFL(RoundStrategy):
 def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
                config: dict[str, Scalar], state: dict[str, np.ndarray]) -> tuple[list[np.ndarray], int, dict]:
     """Client i's work in round r: Algorithm 2 at x_r +- eta v_j for each of its directions."""
-    if not_sampled(pid, config):
-        return [], 0, {"pid": pid, "sampled": False}
     t0 = time.perf_counter()
     r = int(config["round"])
     data = task.client_data(spec, pid)
     x = parameters[0]
-    H = 0 if pid in ids_of(config.get("stragglers", "")) else int(config["H"])
+    H = client_steps(pid, config)
     v = client_directions(cfg.seed, r, pid, cfg.directions, x.size)
     grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
     res = client_solve(grad, len(data), x, v, H, solve_spec(cfg), (cfg.seed, r, pid, STREAM_BATCHES))
