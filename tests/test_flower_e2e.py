@@ -62,6 +62,22 @@ def test_fedrzo_nn_runs_through_flower(superlink, tmp_path):
     assert [r["test_loss"] for r in read_rounds(tmp_path / "rzo")] == [r["test_loss"] for r in read_rounds(d)]
 
 
+def test_fedrzo_bl_runs_through_flower_counting_lower_rounds(superlink, tmp_path):
+    # every lower-level FedAvg round is a Flower round: 2 upper rounds with R~ = 1, 1 = 2 * (2 * 1 + 1)
+    cfg = {"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
+           "local-steps": 3, "lower-rounds": 1, "lower-rounds-growth": 0.5, "zo-lr": 0.01, "eta": 0.01,
+           "output-dir": str(tmp_path), "run-name": "bl"}
+    res = superlink.run(cfg, num_supernodes=3)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    rec = read_rounds(tmp_path / "bl")
+    assert [r.get("phase") for r in rec[1:]] == ["lower-plus", "lower-base", "upper"] * 2
+    assert all(r["participants"] == 3 and r["test_loss"] is not None for r in rec[1:])
+    summary = json.loads((tmp_path / "bl" / "summary.json").read_text())
+    assert (summary["upper_rounds"], summary["lower_rounds"], summary["communication_rounds"]) == (2, 4, 6)
+    d, _ = run_inprocess({**cfg, "run-name": "bl-inprocess"}, workers=0)
+    assert [r["test_loss"] for r in rec] == [r["test_loss"] for r in read_rounds(d)]
+
+
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
     res = superlink.run({"alpha": 0.0, "output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
     out = res.stdout + res.stderr

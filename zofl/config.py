@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn")
+STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
 
 
@@ -126,6 +126,24 @@ KEYS: tuple[Key, ...] = (
         lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(","))),
     Key("box-bound", float, 1.0, "a number > 0", "X_i = [-b, b]^n for a box client", "ours", _pos),
     Key("set-radius", float, 10.0, "a number > 0", "X_i = {||x|| <= radius} for a ball client", "ours", _pos),
+    # --- FedRZO_bl (paper 001, Algorithms 2 and 3); num-rounds counts upper rounds ---------------
+    Key("lower-rounds", int, 2, "an integer >= 1",
+        "R~_0: lower-level FedAvg rounds per oracle call in upper round 0", "ours", lambda v: v >= 1),
+    Key("lower-rounds-growth", float, 0.1, "a number >= 0",
+        "R~_r = lower-rounds + floor(growth * r): the oracle runs longer as r grows (paper: O(r))", "ours",
+        _nonneg),
+    Key("lower-local-steps", int, 10, "an integer >= 1", "H~: local SGD steps per lower-level round", "ours",
+        lambda v: v >= 1),
+    Key("lower-lr", float, 0.05, "a number > 0", "gamma~: lower-level local SGD step", "ours", _pos),
+    Key("lower-warm-start", bool, True, "true or false",
+        "each oracle call starts from the last y_eps(x_r) (else from the task's y_0)", "ours"),
+    Key("upper-set", str, "task", "'task', 'local-sets' or 'none'",
+        "FedRZO_bl's X_i: the task's set (hyper-logistic: x >= x-min), the local-sets, or R^n", "ours",
+        _choice("task", "local-sets", "none")),
+    Key("x-min", float, 0.001, "a number >= 0", "hyper-logistic: X = {x >= x-min 1} (paper 001's mu)", "ours",
+        _nonneg),
+    Key("y-l2", float, 0.1, "a number > 0", "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)",
+        "ours", _pos),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 

@@ -99,5 +99,5 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1,
             manager.register(_PoolProxy(pid, pool, run_config, cfg.num_clients))
         server = Server(client_manager=manager, strategy=strategy)
         server.set_max_workers(max(1, cfg.num_clients))
-        server.fit(num_rounds=cfg.num_rounds, timeout=None)
+        server.fit(num_rounds=strategy.communication_rounds(cfg), timeout=None)
     return strategy.writer.dir, final.get("x")

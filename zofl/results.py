@@ -48,7 +48,8 @@ class ResultsWriter:
         os.replace(tmp, self.dir / name)
 
     def write_round(self, record: Mapping[str, Any]) -> None:
-        rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}
+        rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}  # every record has these; then any extra
+        rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
         with open(self.rounds_path, "a") as f:
             f.write(json.dumps(rec) + "\n")
             f.flush()

@@ -31,7 +31,7 @@ def server_fn(context: Context) -> ServerAppComponents:
     except ConfigError as exc:
         log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
-    return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=cfg.num_rounds))
+    return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=strategy.communication_rounds(cfg)))
 
 
 GRID_PULL_INTERVAL_S = 0.01

@@ -5,7 +5,9 @@ import os
 from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
-from .tasks import DataError, DataSpec, Task, TaskError, load_task
+from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, load_task
+
+BILEVEL_STRATEGIES = ("fedrzo-bl",)
 
 
 def data_spec(cfg: Config) -> DataSpec:
@@ -21,6 +23,11 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         task = load_task(cfg.task)
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
+    bilevel_strategy = cfg.strategy in BILEVEL_STRATEGIES
+    if is_bilevel(task) != bilevel_strategy:
+        need = "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)" if bilevel_strategy \
+            else "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"
+        raise ConfigError(f"run-config key 'task': strategy={cfg.strategy!r} needs {need}, got task={cfg.task!r}")
     spec = data_spec(cfg)
     try:
         task.check(spec)

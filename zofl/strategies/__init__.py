@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import fedavg, fedprox, fedrzo_nn, flwr_fedavg, scaffold, zohfl
+from . import fedavg, fedprox, fedrzo_bl, fedrzo_nn, flwr_fedavg, scaffold, zohfl
 
 
 @dataclass(frozen=True)
@@ -22,4 +22,5 @@ STRATEGIES = {
     "scaffold": StrategyEntry(scaffold.Scaffold, scaffold.client_fit),
     "flwr-fedavg": StrategyEntry(flwr_fedavg.FlowerFedAvg, flwr_fedavg.client_fit),
     "fedrzo-nn": StrategyEntry(fedrzo_nn.FedRZOnn, fedrzo_nn.client_fit),
+    "fedrzo-bl": StrategyEntry(fedrzo_bl.FedRZObl, fedrzo_bl.client_fit),
 }

@@ -104,6 +104,24 @@ class RoundStrategy(Strategy):
         """x_{r+1} from x_r and the checked replies of the clients in S_r; info goes to the record."""
         raise NotImplementedError
 
+    @classmethod
+    def communication_rounds(cls, cfg: Config) -> int:
+        """How many Flower rounds the run takes (``num-rounds``, unless a strategy has inner rounds)."""
+        return cfg.num_rounds
+
+    def round_plan(self, r: int) -> tuple[int, dict[str, Scalar], list[np.ndarray] | None]:
+        """(H, extra config entries, arrays to send or None for x_r + ``downlink_extra()``) of round r."""
+        return local_steps(r, self.cfg.tau, self.cfg.local_steps), {}, None
+
+    def metrics(self, x: np.ndarray) -> dict[str, Any]:
+        """Test accuracy and loss of x, and f1 (the loss on the server's data), for the round record."""
+        test_loss, test_acc = evaluate(self.task, x, self.test_data)
+        f1 = float(self.task.loss(x, self.server_data.x, self.server_data.y)) if len(self.server_data) else 0.0
+        return {"test_acc": test_acc, "test_loss": test_loss, "f1": f1}
+
+    def summary_extra(self) -> dict[str, Any]:
+        return {}
+
     # -- Flower Strategy interface --------------------------------------------------------
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters:
         x0 = np.asarray(self.task.init_params(self.num_features, self.num_classes), dtype=np.float64)
@@ -122,12 +140,14 @@ class RoundStrategy(Strategy):
         r = server_round - 1  # the papers' 0-based round index
         self.x = parameters_to_ndarrays(parameters)[0]
         sampled, stragglers = sample_round(self.cfg.seed, r, self.m, self.cfg.beta, self.cfg.straggler_prob)
-        H = local_steps(r, self.cfg.tau, self.cfg.local_steps)
+        H, extra_config, arrays = self.round_plan(r)
         config: dict[str, Scalar] = {"round": r, "H": H, "sampled": ",".join(map(str, sampled)),
-                                     "stragglers": ",".join(map(str, stragglers))}
-        extra = self.downlink_extra()
-        if extra:
-            parameters = ndarrays_to_parameters([self.x, *extra])
+                                     "stragglers": ",".join(map(str, stragglers)), **extra_config}
+        if arrays is None:
+            extra = self.downlink_extra()
+            arrays = [self.x, *extra] if extra else None
+        if arrays is not None:
+            parameters = ndarrays_to_parameters(arrays)
         fit_ins = FitIns(parameters, config)
         clients = client_manager.all()
         known = {self.cid_to_pid[c]: c for c in clients if c in self.cid_to_pid}
@@ -171,12 +191,12 @@ class RoundStrategy(Strategy):
 
     def evaluate(self, server_round: int, parameters: Parameters):
         x = parameters_to_ndarrays(parameters)[0]
-        test_loss, test_acc = evaluate(self.task, x, self.test_data)
-        f1 = float(self.task.loss(x, self.server_data.x, self.server_data.y)) if len(self.server_data) else 0.0
+        metrics = self.metrics(x)
+        test_loss, test_acc, f1 = metrics["test_loss"], metrics["test_acc"], metrics["f1"]
         info = self.round_info if server_round > 0 else {}
         f2_est = info.get("f2_est", float("nan"))
         record = {
-            "round": server_round, "test_acc": test_acc, "test_loss": test_loss, "f1": f1, "f2_est": f2_est,
+            **metrics, "round": server_round, "f2_est": f2_est,
             "objective": f1 + f2_est, "sampled": info.get("sampled", []),
             "participants": info.get("participants", 0), "stragglers": len(info.get("stragglers", [])),
             "failures": info.get("failures", 0), "uplink_bytes": info.get("uplink_bytes", 0),
@@ -185,10 +205,11 @@ class RoundStrategy(Strategy):
             "client_compute_s": info.get("client_compute_s", 0.0),
             "client_compute_max_s": info.get("client_compute_max_s", 0.0),
             "local_steps": info.get("local_steps", 0), "H": info.get("H", 0), "gamma_r": info.get("gamma_r", 0.0),
+            **info.get("record_extra", {}),
         }
         self.writer.write_round(record)
         log.info("round %d: test acc %.4f, test loss %.4f, f1 %.4f", server_round, test_acc, test_loss, f1)
-        if server_round == self.cfg.num_rounds:
+        if server_round == self.communication_rounds(self.cfg):
             self.finish()
         return test_loss, {"test_acc": test_acc, "f1": f1}
 
@@ -203,18 +224,22 @@ class RoundStrategy(Strategy):
             "total_local_steps": sum(r["local_steps"] or 0 for r in recs),
             "total_uplink_bytes": sum(r["uplink_bytes"] or 0 for r in recs),
             "total_downlink_bytes": sum(r["downlink_bytes"] or 0 for r in recs),
-            "results_dir": str(self.writer.dir),
+            "results_dir": str(self.writer.dir), **self.summary_extra(),
         }
         self.writer.write_summary(summary)
         lines = [f"{self.title} on {self.spec.dataset}: {self.cfg.num_rounds} rounds, m={self.m}, "
                  f"alpha={self.spec.alpha}, beta={self.cfg.beta}",
-                 f"  test accuracy {summary['initial_test_acc']:.4f} -> {summary['final_test_acc']:.4f} "
-                 f"(best {summary['best_test_acc']:.4f}), test loss {summary['final_test_loss']:.4f}",
-                 f"  {summary['total_local_steps']} local SGD steps, {summary['total_client_compute_s']:.1f}s client "
+                 f"  test accuracy {_fmt(summary['initial_test_acc'])} -> {_fmt(summary['final_test_acc'])} "
+                 f"(best {_fmt(summary['best_test_acc'])}), test loss {_fmt(summary['final_test_loss'])}",
+                 f"  {summary['total_local_steps']} local steps, {summary['total_client_compute_s']:.1f}s client "
                  f"compute, {summary['total_wall_s']:.1f}s wall",
                  f"  results: {self.writer.dir}"]
         print("\n".join(lines), flush=True)
         log.info("\n".join(lines))
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None or v != v else f"{v:.4f}"
 
 
 def client_steps(pid: int, config: dict[str, Scalar]) -> int:

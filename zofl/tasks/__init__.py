@@ -8,11 +8,14 @@ from __future__ import annotations
 import importlib
 
 from .base import DataSpec, SplitTask, Task, evaluate
+from .bilevel import BILEVEL_REQUIRED, BilevelTask, ClientProblem, FairReluTask, HyperLogisticTask, is_bilevel
 from .data import ArrayData, DataError
 from .relunet import ReluNetTask
 from .softmax import SoftmaxTask
 
-TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask}
+TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "hyper-logistic": HyperLogisticTask,
+         "fair-relu": FairReluTask}
+BILEVEL_TASKS = ("hyper-logistic", "fair-relu")
 REQUIRED = ("check", "server_data", "client_data", "test_data", "num_train", "init_params", "loss", "grad", "predict")
 
 
@@ -31,13 +34,16 @@ def load_task(name: str) -> Task:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise TaskError(f"task {name!r} cannot be imported: {exc}") from exc
-    is_factory = isinstance(obj, type) or (callable(obj) and not all(hasattr(obj, m) for m in REQUIRED))
+    is_factory = isinstance(obj, type) or (callable(obj) and not all(hasattr(obj, m) for m in REQUIRED)
+                                           and not is_bilevel(obj))
     task = obj() if is_factory else obj
     missing = [m for m in REQUIRED if not callable(getattr(task, m, None))]
-    if missing:
-        raise TaskError(f"task {name!r} lacks the methods {missing} of zofl.tasks.base.Task")
+    if missing and not is_bilevel(task):
+        raise TaskError(f"task {name!r} lacks the methods {missing} of zofl.tasks.base.Task (or the methods "
+                        f"{list(BILEVEL_REQUIRED)} of zofl.tasks.bilevel.BilevelTask)")
     return task
 
 
-__all__ = ["ArrayData", "DataError", "DataSpec", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task", "TaskError",
-           "TASKS", "evaluate", "load_task"]
+__all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperLogisticTask",
+           "ReluNetTask", "SoftmaxTask", "SplitTask", "Task", "TaskError", "TASKS", "evaluate", "is_bilevel",
+           "load_task"]

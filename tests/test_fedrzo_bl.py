@@ -1,0 +1,124 @@
+"""FedRZO_bl (paper 001, Algorithms 2 and 3): pure functions, tasks, and the strategy on problems
+with closed-form solutions (in-process: the real strategy and client code, without Ray)."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.fedrzo_bl import (
+    LOWER_BASE,
+    LOWER_PLUS,
+    UPPER,
+    communication_rounds,
+    lower_local_sgd,
+    lower_rounds,
+    phase_of,
+    upper_local_steps,
+)
+from zofl.config import Config, ConfigError
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.setup import data_spec, prepare
+from zofl.tasks import ReluNetTask
+from zofl.tasks.bilevel import HyperLogisticTask, _hyper_arrays, logistic_loss
+from zofl.tasks.toy import QuadraticBilevel, SaddlePoint
+
+
+def test_schedule_walks_lower_plus_lower_base_upper_with_growing_oracle():
+    base, growth, R = 2, 0.5, 5
+    assert [lower_rounds(r, base, growth) for r in range(R)] == [2, 2, 3, 3, 4]
+    K = communication_rounds(R, base, growth)
+    assert K == sum(2 * lower_rounds(r, base, growth) + 1 for r in range(R)) == 33
+    phases = [phase_of(k, base, growth) for k in range(K)]
+    assert [p.phase for p in phases[:5]] == [LOWER_PLUS, LOWER_PLUS, LOWER_BASE, LOWER_BASE, UPPER]
+    assert [p.j for p in phases[:5]] == [0, 1, 0, 1, 0]
+    assert [p.r for p in phases if p.phase == UPPER] == list(range(R))
+    assert phases[-1] == phase_of(K - 1, base, growth) and phases[-1].phase == UPPER
+    assert phase_of(K, base, growth).r == R  # the next round starts upper round R
+    with pytest.raises(ValueError):
+        phase_of(-1, base, growth)
+
+
+def test_upper_local_step_is_the_algorithm_box():
+    # one step by hand: g = (n/eta^2)(f(x+v, y+) - f(x, y0)) v; x <- x - gamma (g + (x - P(x))/eta)
+    f = lambda x, y, idx: float(x @ x) + float(y @ y)  # noqa: E731
+    x, v, eta, gamma = np.array([2.0, -1.0]), np.array([0.0, 0.1]), 0.1, 0.01
+    yp, y0 = np.array([1.0]), np.array([0.5])
+    proj = lambda z: np.clip(z, -1, 1)  # noqa: E731
+    g = (2 / eta**2) * (f(x + v, yp, None) - f(x, y0, None)) * v
+    expected = x - gamma * (g + (x - proj(x)) / eta)
+    got = upper_local_steps(f, x, v, yp, y0, np.zeros((1, 1), dtype=np.int64), gamma, eta, proj)
+    np.testing.assert_allclose(got, expected)
+    assert np.array_equal(x, [2.0, -1.0])  # the input is not modified
+    # H steps use the same v and the delayed y's throughout (Remark 3)
+    two = upper_local_steps(f, x, v, yp, y0, np.zeros((2, 1), dtype=np.int64), gamma, eta, proj)
+    again = upper_local_steps(f, got, v, yp, y0, np.zeros((1, 1), dtype=np.int64), gamma, eta, proj)
+    np.testing.assert_allclose(two, again)
+
+
+def test_lower_local_sgd_reaches_the_minimiser():
+    target = np.array([1.0, -2.0, 0.5])
+    grad = lambda x, y, idx: y - x * target  # noqa: E731  h = 1/2||y - x target||^2
+    y = lower_local_sgd(grad, 2.0, np.zeros(3), np.zeros((60, 1), dtype=np.int64), 0.3)
+    np.testing.assert_allclose(y, 2.0 * target, atol=1e-6)
+
+
+def _spec(run_config):
+    cfg, task, spec = prepare(run_config)
+    return cfg, task, spec
+
+
+def test_hyper_logistic_lower_gradient_matches_finite_differences():
+    cfg, task, spec = _spec({"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-clients": 3})
+    n, n_y = task.dims(spec)
+    assert n == 3 and n_y == 64
+    prob = task.client_problem(cfg, spec, 1)
+    assert prob.n_upper + prob.n_lower == prob.num_examples
+    rng = np.random.default_rng(0)
+    x, y, idx = np.array([0.1, 0.3, 0.2]), 0.1 * rng.standard_normal(n_y), np.arange(8)
+    u_lo, v_lo, *_ = _hyper_arrays(HyperLogisticTask, spec, 1)
+
+    def h(y):
+        return logistic_loss(y, u_lo[idx], v_lo[idx]) + 0.5 * x[1] * y @ y
+
+    num = np.array([(h(y + 1e-6 * e) - h(y - 1e-6 * e)) / 2e-6 for e in np.eye(n_y)])
+    np.testing.assert_allclose(prob.lower_grad(x, y, idx), num, atol=1e-6)
+    np.testing.assert_array_equal(task.project_x(np.array([-1.0, 0.5, 0.0]), cfg), [cfg.x_min, 0.5, cfg.x_min])
+
+
+def test_fair_relu_is_minimax_with_group_weights():
+    cfg, task, spec = _spec({"strategy": "fedrzo-bl", "task": "fair-relu", "num-clients": 3, "y-l2": 0.5})
+    n, C = task.dims(spec)
+    assert C == 10
+    prob = task.client_problem(cfg, spec, 0)
+    x, idx = task.init_x(spec), np.arange(prob.n_lower)
+    y = np.linspace(0.5, 1.5, C)
+    # the lower level is h_i = -f_i: its y-gradient is minus that of f_i
+    num = np.array([(prob.f(x, y + 1e-6 * e, idx) - prob.f(x, y - 1e-6 * e, idx)) / 2e-6 for e in np.eye(C)])
+    np.testing.assert_allclose(prob.lower_grad(x, y, idx), -num, atol=1e-6)
+    # with y = 1 and no L2 on x, f_i + (lambda_y / 2) C is the plain mean squared loss of the ReLU task
+    f1 = task.client_problem(Config(cfg, l2=0.0), spec, 0).f(x, np.ones(C), idx) + 0.5 * 0.5 * C
+    data = ReluNetTask().client_data(spec, 0)
+    assert f1 == pytest.approx(ReluNetTask().loss(x, data.x, data.y))
+
+
+@pytest.mark.parametrize("task_cls", [QuadraticBilevel, SaddlePoint])
+def test_fedrzo_bl_approaches_the_closed_form_solution(tmp_path, task_cls):
+    cfg = {"strategy": "fedrzo-bl", "task": f"zofl.tasks.toy:{task_cls.__name__}", "num-clients": 4, "beta": 1.0,
+           "num-rounds": 40, "local-steps": 5, "zo-lr": 0.01, "eta": 0.1, "lower-lr": 0.5,
+           "output-dir": str(tmp_path), "run-name": "toy"}
+    d, x = run_inprocess(cfg, workers=0)
+    rec = [r for r in read_rounds(d) if r.get("level") == "upper"]
+    spec = data_spec(prepare(cfg)[0])
+    x_star = task_cls().solution(spec)
+    start = np.linalg.norm(task_cls().init_x(spec) - x_star)
+    assert np.linalg.norm(x - x_star) < 0.1 * start, (x, x_star)
+    assert rec[-1]["dist_to_solution"] < 0.1 * start
+    assert rec[-1]["y_error"] < 0.1  # the oracle's y tracks y(x) (for the saddle point: y* = B x* / lam)
+
+
+def test_bilevel_strategy_and_task_must_match():
+    with pytest.raises(ConfigError, match="'task'.*bilevel"):
+        prepare({"strategy": "fedrzo-bl", "task": "softmax"})
+    with pytest.raises(ConfigError, match="'task'.*single-level"):
+        prepare({"strategy": "fedavg", "task": "hyper-logistic"})
+    with pytest.raises(ConfigError, match="lower-rounds"):
+        prepare({"strategy": "fedrzo-bl", "task": "hyper-logistic", "lower-rounds": 0})
