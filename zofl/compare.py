@@ -62,7 +62,7 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"grid file: [grid] {key} must be a non-empty list")
-        if key == "settings":
+        if all(isinstance(v, dict) for v in values):  # e.g. settings: keys that vary together
             dims.append([dict(v) for v in values])
         else:
             dims.append([{key: v} for v in values])

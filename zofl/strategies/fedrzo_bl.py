@@ -15,7 +15,9 @@ runs Algorithm 3's H~ local SGD steps (phase lower) or Algorithm 2's H local ste
 Choices (run-config keys; docs/fedrzo.md): R~_r = ``lower-rounds`` + floor(``lower-rounds-growth``
 * r) (the paper: O(r) iterations; its constants kappa_h, mu_h are not given for the experiments);
 H~ = ``lower-local-steps``, gamma~ = ``lower-lr`` (constant); the oracle starts from the last
-y_base (``lower-warm-start``, else from the task's y_0 every call); upper H = ``local-steps`` (or
+y_base (``lower-warm-start``, else from the task's y_0 every call); with ``crn`` the two calls of a
+round draw the same minibatches, so y_plus - y_base reflects the move from x^_r to x^_r + v rather
+than sampling noise (which the estimate divides by eta^2, docs/fedrzo.md); upper H = ``local-steps`` (or
 the tau schedule); gamma = ``zo-lr``; X_i = the task's X (``upper-set = task``) or FedRZO_nn's
 per-client ``local-sets``; the lower rounds use the same client sampling (beta) as any round.
 """
@@ -46,6 +48,7 @@ from .base import Reply, RoundStrategy, client_steps
 from .fedrzo_nn import local_set
 
 STREAM_GLOBAL_DIRECTION = 0x61
+STREAM_LOWER_CRN = 0x62
 
 
 def global_direction(seed: int, r: int, n: int, eta: float) -> np.ndarray:
@@ -91,7 +94,7 @@ class FedRZObl(RoundStrategy):
             self.y_hat = (self.y_base if cfg.lower_warm_start else self.y0).copy()
         if ph.phase == LOWER_BASE and ph.j == 0:
             self.y_hat = (self.y_base if cfg.lower_warm_start else self.y0).copy()
-        config: dict[str, Scalar] = {"phase": ph.phase, "upper_round": ph.r}
+        config: dict[str, Scalar] = {"phase": ph.phase, "upper_round": ph.r, "lower_round": ph.j}
         if ph.phase == UPPER:
             H = local_steps(ph.r, cfg.tau, cfg.local_steps)
             return H, config, [self.x, self.v, self.y_plus, self.y_base]
@@ -144,7 +147,10 @@ def client_fit(cfg: Config, task, spec: DataSpec, pid: int, parameters: list[np.
                                 upper_projection(cfg, task, pid))
     else:
         point, y = parameters
-        batches = minibatch_indices(seed_sequence(cfg.seed, k, pid, STREAM_BATCHES), prob.n_lower, H, cfg.batch_size)
+        # crn: lower round j of both oracle calls of upper round r draws the same minibatches
+        seed = seed_sequence(cfg.seed, STREAM_LOWER_CRN, int(config["upper_round"]), int(config["lower_round"]), pid) \
+            if cfg.crn else seed_sequence(cfg.seed, k, pid, STREAM_BATCHES)
+        batches = minibatch_indices(seed, prob.n_lower, H, cfg.batch_size)
         out = lower_local_sgd(prob.lower_grad, point, y, batches, cfg.lower_lr)
     return [out], prob.num_examples, {"pid": pid, "sampled": True, "steps": H,
                                       "compute_s": time.perf_counter() - t0}
