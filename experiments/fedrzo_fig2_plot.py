@@ -1,0 +1,97 @@
+"""FedRZO paper (001), Fig. 2 from the runner's cells: left (hyperparameter learning), right (fair minimax).
+
+    python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
+
+Writes <dir>/fig2_left.png and <dir>/fig2_right.png (metric per upper round, and per communication
+round, which counts the lower-level FedAvg rounds too), one line per H with a 95% t-interval over
+seeds where there are several, and prints a markdown table of the final values.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
+
+def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
+    """H -> [(config, upper-level records, all records)] of the finished cells."""
+    by_h = defaultdict(list)
+    for cell in sorted((out / "cells").glob("*")):
+        if not (cell / "summary.json").exists():
+            continue
+        cfg = json.loads((cell / "config.json").read_text())
+        recs = [json.loads(line) for line in (cell / "rounds.jsonl").read_text().splitlines() if line.strip()]
+        H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
+        by_h[H].append((cfg, recs))
+    return dict(sorted(by_h.items()))
+
+
+def band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and 95% t-interval half-width over the rows (seeds)."""
+    mean = values.mean(axis=0)
+    if len(values) < 2:
+        return mean, np.zeros_like(mean)
+    return mean, stats.t.ppf(0.975, len(values) - 1) * values.std(axis=0, ddof=1) / np.sqrt(len(values))
+
+
+def curves(runs, metric: str):
+    """Per upper round (the value after the upper round) and per communication round."""
+    upper = np.array([[r[metric] for r in recs if r.get("level") == "upper"] for _, recs in runs], dtype=float)
+    comm = np.array([[r[metric] for r in recs] for _, recs in runs], dtype=float)
+    start = np.array([[recs[0][metric]] for _, recs in runs], dtype=float)
+    return np.hstack([start, upper]), comm
+
+
+def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> None:
+    by_h = load(out)
+    if not by_h:
+        print(f"{out}: no finished cells")
+        return
+    fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.6 * len(metrics)), squeeze=False)
+    rows = []
+    for H, runs in by_h.items():
+        label = f"H = {H}" + (" (control: x fixed)" if H == 0 else "")
+        for (metric, ylabel), ax_row in zip(metrics, axes):
+            up, comm = curves(runs, metric)
+            for ax, values, xlabel in ((ax_row[0], up, "upper round r"), (ax_row[1], comm, "communication round")):
+                mean, half = band(values)
+                x = np.arange(len(mean))
+                ax.plot(x, mean, label=label)
+                ax.fill_between(x, mean - half, mean + half, alpha=0.25)
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel)
+        final = {m: band(curves(runs, m)[0])[0][-1] for m, _ in metrics}
+        halfs = {m: band(curves(runs, m)[0])[1][-1] for m, _ in metrics}
+        rows.append((H, len(runs), len(runs[0][1]) - 1, final, halfs))
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    print(f"{out / name}\n")
+    print("| H | seeds | communication rounds | " + " | ".join(f"final {m} (95% CI)" for m, _ in metrics) + " |")
+    print("|---|---|---|" + "---|" * len(metrics))
+    for H, n, comm, final, halfs in rows:
+        cells = " | ".join(f"{final[m]:.4f} +- {halfs[m]:.4f}" if n > 1 else f"{final[m]:.4f}" for m, _ in metrics)
+        print(f"| {H} | {n} | {comm} | {cells} |")
+    print()
+
+
+def main(argv: list[str]) -> None:
+    hyper, fair = (Path(a) for a in argv)
+    plot(hyper, "fig2_left.png", [("test_loss", "test loss (logistic)"), ("x_mean", "mean x_i")],
+         "FedRZO_bl, federated hyperparameter learning (MNIST 0-4 vs 5-9, m = 5): test loss at y_eps(x_r)")
+    plot(fair, "fig2_right.png", [("test_acc", "test accuracy"), ("worst_group_acc", "worst digit's accuracy")],
+         "FedRZO_bl, fair classification minimax (ReLU net N1 = 4, MNIST 0-4 vs 5-9, m = 5)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,42 @@
+"""Deployment: a SuperLink and three SuperNodes as separate processes on 127.0.0.1 with TLS
+(certificates made by the test), ZO-HFL submitted with ``flwr run``; every process is stopped."""
+import json
+import subprocess
+
+import pytest
+from cryptography import x509
+
+from zofl.deploy import local_deployment, make_certificates
+from zofl.results import read_rounds
+
+pytestmark = pytest.mark.flower
+
+
+def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
+    paths = make_certificates(tmp_path, ("127.0.0.1", "localhost", "superlink.example"))
+    ca = x509.load_pem_x509_certificate(paths["ca_cert"].read_bytes())
+    srv = x509.load_pem_x509_certificate(paths["cert"].read_bytes())
+    assert srv.issuer == ca.subject
+    san = srv.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert san.get_values_for_type(x509.DNSName) == ["localhost", "superlink.example"]
+    srv.verify_directly_issued_by(ca)
+    assert oct(paths["key"].stat().st_mode & 0o777) == "0o600"
+
+
+def test_zohfl_on_a_tls_superlink_with_three_supernodes(tmp_path):
+    out = tmp_path / "results"
+    with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True) as dep:
+        res = dep.run({"num-rounds": 3, "num-clients": 3, "beta": 1.0, "tau": 2.0,
+                       "output-dir": str(out), "run-name": "tls"})
+        log = (tmp_path / "deploy" / "superlink.log").read_text()
+        procs = list(dep.procs)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    assert "https://127.0.0.1" in log  # the SuperLink serves TLS only
+    rec = read_rounds(out / "tls")
+    assert [r["round"] for r in rec] == [0, 1, 2, 3]
+    assert all(r["participants"] == 3 and r["failures"] == 0 for r in rec[1:])
+    assert json.loads((out / "tls" / "summary.json").read_text())["final_test_acc"] == rec[-1]["test_acc"]
+    assert all(p.poll() is not None for p in procs)
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes left behind: {left}"
