@@ -137,9 +137,9 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
                          "superlink.log")
             wait_for_port(port, startup_timeout, link)
             for i in range(num_supernodes):
+                node_config = f"partition-id={i} num-partitions={num_supernodes}"
                 start([_bin("flower-supernode"), *node_flags, "--superlink", f"127.0.0.1:{port}",
-                       "--port", str(free_port()), "--node-config", f"partition-id={i} num-partitions={num_supernodes}"],
-                      f"supernode-{i}.log")
+                       "--port", str(free_port()), "--node-config", node_config], f"supernode-{i}.log")
             yield dep
         finally:
             for proc in reversed(dep.procs):  # SuperNodes first, then the SuperLink
