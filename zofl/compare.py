@@ -78,7 +78,8 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     return cells
 
 
-NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s")  # keys that change no number
+# keys that change no number
+NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s", "checkpoint-every", "resume")
 
 
 def cell_id(cell: dict[str, Any]) -> str:

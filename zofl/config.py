@@ -62,6 +62,10 @@ KEYS: tuple[Key, ...] = (
         "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute()),
     Key("run-name", str, "", "a name without '/' (empty: <strategy>-<dataset>-<time>)", "results folder name", "run",
         lambda v: "/" not in v and v not in (".", "..")),
+    Key("checkpoint-every", int, 1, "an integer >= 0 (0 = never)",
+        "save the server's state every K rounds (atomically) for resume", "run", lambda v: v >= 0),
+    Key("resume", bool, False, "true or false (needs run-name)",
+        "continue the run <output-dir>/<run-name> from its last checkpoint", "run"),
     Key("client-wait-s", float, 60.0, "a number > 0", "how long the server waits for num-clients SuperNodes", "run",
         _pos),
     # --- heterogeneity ---------------------------------------------------------------------
@@ -77,6 +81,26 @@ KEYS: tuple[Key, ...] = (
         "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1),
     Key("straggler-prob", float, 0.0, "a number in [0, 1]",
         "probability that a sampled client is a straggler this round (H = 0)", "ours", lambda v: 0 <= v <= 1),
+    Key("speed-profile", str, "none", "'none', 'uniform' or 'lognormal'",
+        "device speeds s_i fixed per client: a solve of t seconds takes t / s_i (zofl.faults)", "ours",
+        _choice("none", "uniform", "lognormal")),
+    Key("speed-param", float, 0.5, "a number > 0 (<= 1 for uniform)",
+        "uniform: s_i ~ U(speed-param, 1); lognormal: s_i = exp(-|N(0, speed-param^2)|)", "ours", _pos),
+    Key("step-time-s", float, 0.0, "a number >= 0",
+        "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)", "ours",
+        _nonneg),
+    Key("round-deadline-s", float, 0.0, "a number >= 0 (0 = no deadline)",
+        "clients whose reply misses it are dropped from the round (Flower's round_timeout)", "ours", _nonneg),
+    Key("crash-prob", float, 0.0, "a number in [0, 1]", "fault injection: a sampled client raises", "ours",
+        lambda v: 0 <= v <= 1),
+    Key("hang-prob", float, 0.0, "a number in [0, 1] (needs round-deadline-s > 0)",
+        "fault injection: a sampled client sleeps hang-s before replying", "ours", lambda v: 0 <= v <= 1),
+    Key("corrupt-prob", float, 0.0, "a number in [0, 1]",
+        "fault injection: a reply holds NaN, Inf, a wrong shape or an absurd magnitude", "ours",
+        lambda v: 0 <= v <= 1),
+    Key("hang-s", float, 10.0, "a number > round-deadline-s", "how long an injected hang lasts", "ours", _pos),
+    Key("reply-max-abs", float, 1e6, "a number > 0",
+        "replies with any |value| above it are dropped as absurd", "ours", _pos),
     Key("tau", float, 20.0, "a number >= 0", "H_{i,r} = ceil(tau * sqrt(r + 1)) local steps", "paper", _nonneg),
     Key("local-steps", int, 0, "an integer >= 0", "a fixed H for every round; 0 = use tau", "ours",
         lambda v: v >= 0),
@@ -173,6 +197,21 @@ def _coerce(key: Key, value: Any) -> Any:
     return value
 
 
+def _cross_checks(cfg: Config) -> None:
+    """Rules that involve several keys."""
+    if cfg.speed_profile == "uniform" and cfg.speed_param > 1:
+        raise ConfigError(f"run-config key 'speed-param' must be in (0, 1] with speed-profile = 'uniform', "
+                          f"got {cfg.speed_param}")
+    total = cfg.crash_prob + cfg.hang_prob + cfg.corrupt_prob
+    if total > 1:
+        raise ConfigError(f"run-config keys 'crash-prob' + 'hang-prob' + 'corrupt-prob' must be at most 1, got {total}")
+    if cfg.hang_prob > 0 and not 0 < cfg.round_deadline_s < cfg.hang_s:
+        raise ConfigError(f"run-config key 'hang-prob' > 0 needs 0 < round-deadline-s < hang-s (a hang must miss a "
+                          f"deadline), got round-deadline-s={cfg.round_deadline_s}, hang-s={cfg.hang_s}")
+    if cfg.resume and not cfg.run_name:
+        raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
+
+
 def parse_config(run_config: Mapping[str, Any]) -> Config:
     """Validate ``run_config`` (missing keys take their defaults); raise ConfigError on the first bad key."""
     unknown = sorted(set(run_config) - set(KEY_BY_NAME))
@@ -185,4 +224,5 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
         if not key.check(value):
             raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {value!r}")
         cfg[name] = value
+    _cross_checks(cfg)
     return cfg

@@ -52,7 +52,7 @@ class _PoolProxy(ClientProxy):
     def fit(self, ins: FitIns, timeout, group_id) -> FitRes:
         (arrays, n, metrics), self.state = self.pool.submit(
             _fit, self.run_config, self.pid, self.m, parameters_to_ndarrays(ins.parameters), dict(ins.config),
-            self.state).result()
+            self.state).result(timeout)
         return FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), n, metrics)
 
     def get_properties(self, ins, timeout, group_id):
@@ -99,5 +99,5 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1,
             manager.register(_PoolProxy(pid, pool, run_config, cfg.num_clients))
         server = Server(client_manager=manager, strategy=strategy)
         server.set_max_workers(max(1, cfg.num_clients))
-        server.fit(num_rounds=strategy.communication_rounds(cfg), timeout=None)
+        server.fit(num_rounds=strategy.rounds_to_run(), timeout=cfg.round_deadline_s or None)
     return strategy.writer.dir, final.get("x")

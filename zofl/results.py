@@ -32,15 +32,35 @@ def default_run_name(strategy: str, dataset: str) -> str:
     return f"{strategy}-{dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+RESUMABLE_CHANGES = ("resume", "checkpoint-every", "client-wait-s", "num-rounds")  # may differ on resume
+
+
 class ResultsWriter:
-    def __init__(self, out_dir: str | os.PathLike, config: Mapping[str, Any]):
+    """Appends round records as they happen; with ``resume`` continues a run folder's records."""
+
+    def __init__(self, out_dir: str | os.PathLike, config: Mapping[str, Any], resume: bool = False):
         self.dir = Path(out_dir).expanduser()
-        if (self.dir / "rounds.jsonl").exists():
-            raise FileExistsError(f"{self.dir} already holds results; choose another run-config 'run-name'")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._atomic_write("config.json", dict(config))
         self.rounds_path = self.dir / "rounds.jsonl"
         self.records: list[dict[str, Any]] = []
+        if self.rounds_path.exists():
+            if not resume:
+                raise FileExistsError(f"{self.dir} already holds results; choose another run-config 'run-name' "
+                                      f"(or set resume = true to continue it)")
+            stored = json.loads((self.dir / "config.json").read_text())
+            changed = sorted(k for k in set(stored) | set(config)
+                             if k not in RESUMABLE_CHANGES and stored.get(k) != config.get(k))
+            if changed:
+                raise FileExistsError(f"cannot resume {self.dir}: the run-config differs in {changed}")
+            self.records = read_rounds(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._atomic_write("config.json", dict(config))
+
+    def truncate(self, last_round: int) -> None:
+        """Keep the records of rounds <= last_round (atomically); later ones will be written again."""
+        self.records = [r for r in self.records if r["round"] <= last_round]
+        tmp = self.dir / ".rounds.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+        os.replace(tmp, self.rounds_path)
 
     def _atomic_write(self, name: str, obj: Any) -> None:
         tmp = self.dir / f".{name}.tmp"

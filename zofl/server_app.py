@@ -19,7 +19,7 @@ def make_strategy(run_config) -> tuple[Config, Strategy]:
     cfg, task, spec = prepare(run_config)  # every error before round 1
     run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
     try:
-        writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg)
+        writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume)
     except FileExistsError as exc:
         raise ConfigError(f"run-config key 'run-name': {exc}") from exc
     return cfg, STRATEGIES[cfg.strategy].server(cfg, task, spec, writer)
@@ -31,7 +31,9 @@ def server_fn(context: Context) -> ServerAppComponents:
     except ConfigError as exc:
         log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
-    return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=strategy.communication_rounds(cfg)))
+    deadline = cfg.round_deadline_s or None  # clients that miss it are failures of the round
+    return ServerAppComponents(strategy=strategy,
+                               config=ServerConfig(num_rounds=strategy.rounds_to_run(), round_timeout=deadline))
 
 
 GRID_PULL_INTERVAL_S = 0.01

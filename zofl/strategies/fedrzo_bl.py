@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import numpy as np
-from flwr.common import Parameters, Scalar, ndarrays_to_parameters
+from flwr.common import Scalar
 
 from ..algorithms.fedrzo_bl import (
     LOWER_BASE,
@@ -69,7 +69,6 @@ class FedRZObl(RoundStrategy):
     name, title = "fedrzo-bl", "FedRZO_bl"
 
     def __init__(self, cfg, task, spec, writer):
-        super().__init__(cfg, task, spec, writer)
         self.n, self.n_y = task.dims(spec)
         self.y0 = np.asarray(task.init_y(spec), dtype=np.float64)
         self.y_hat = self.y0.copy()  # the lower-level FedAvg iterate
@@ -77,13 +76,23 @@ class FedRZObl(RoundStrategy):
         self.y_ref = self.y0.copy()  # the latest y_eps(x^_r): what the metrics use
         self.v = np.zeros(self.n)
         self.counts = {"upper": 0, "lower": 0}
+        super().__init__(cfg, task, spec, writer)  # last: a resume overwrites the state above
 
     @classmethod
     def communication_rounds(cls, cfg: Config) -> int:
         return communication_rounds(cfg.num_rounds, cfg.lower_rounds, cfg.lower_rounds_growth)
 
-    def initialize_parameters(self, client_manager) -> Parameters:
-        return ndarrays_to_parameters([np.asarray(self.task.init_x(self.spec), dtype=np.float64)])
+    def initial_x(self) -> np.ndarray:
+        return np.asarray(self.task.init_x(self.spec), dtype=np.float64)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"y_hat": self.y_hat, "y_plus": self.y_plus, "y_base": self.y_base, "y_ref": self.y_ref, "v": self.v,
+                "counts": np.array([self.counts["upper"], self.counts["lower"]])}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.y_hat, self.y_plus, self.y_base = state["y_hat"], state["y_plus"], state["y_base"]
+        self.y_ref, self.v = state["y_ref"], state["v"]
+        self.counts = {"upper": int(state["counts"][0]), "lower": int(state["counts"][1])}
 
     def round_plan(self, r: int):
         cfg = self.cfg

@@ -13,6 +13,7 @@ from flwr.common import Parameters
 from flwr.server.strategy import FedAvg as _FlowerFedAvg
 
 from ..algorithms.lower_level import local_steps
+from ..config import ConfigError
 from .base import RoundStrategy, _nbytes
 from .fedavg import client_fit  # noqa: F401  (the clients are our FedAvg clients)
 
@@ -21,6 +22,9 @@ class FlowerFedAvg(_FlowerFedAvg):
     name, title = "flwr-fedavg", "Flower FedAvg"
 
     def __init__(self, cfg, task, spec, writer):
+        if cfg.resume:
+            raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; "
+                              "use fedavg")
         self.cfg, self.writer = cfg, writer
         self.rec = RoundStrategy(cfg, task, spec, writer)  # x_0, evaluation, records, summary
         self.rec.name, self.rec.title = self.name, self.title
@@ -28,6 +32,9 @@ class FlowerFedAvg(_FlowerFedAvg):
         super().__init__(fraction_fit=cfg.beta, fraction_evaluate=0.0, min_fit_clients=1,
                          min_evaluate_clients=0, min_available_clients=m, on_fit_config_fn=self.fit_config,
                          accept_failures=True)
+
+    def rounds_to_run(self) -> int:
+        return self.rec.rounds_to_run()
 
     def fit_config(self, server_round: int) -> dict:
         r = server_round - 1
