@@ -8,8 +8,8 @@ Delta y = y - x and Delta c = c_i+ - c_i. Server: x <- x + ``server-lr`` mean(De
 c <- c + (|S_r| / m) mean(Delta c).
 
 Resume: the server also keeps a copy of every c_i (the sum of the Delta c_i it accepted) in its
-checkpoint; in the first round after a resume it sends them all (an (m, n) array) and a client
-without a c_i in its state (simulated contexts do not survive a restart) takes its row. A client
+checkpoint; after a resume it sends them all (an (m, n) array) until every client has replied once,
+and a client without a c_i in its state (simulated contexts do not survive a restart) takes its row. A client
 whose reply was dropped (deadline, fault) has updated its own c_i but not the server's copy.
 """
 from __future__ import annotations
@@ -32,14 +32,13 @@ class Scaffold(RoundStrategy):
 
     c: np.ndarray | None = None  # the server control variate, 0 before round 1
     c_clients: np.ndarray | None = None  # the server's copy of every c_i (for resume)
-    restore_pending = False
+    unrestored: frozenset = frozenset()  # clients that may lack their c_i after a resume
 
     def downlink_extra(self) -> list[np.ndarray]:
         if self.c is None:
             self.c = np.zeros_like(self.x)
             self.c_clients = np.zeros((self.m, self.x.size))
-        if self.restore_pending:
-            self.restore_pending = False
+        if self.unrestored:
             return [self.c, self.c_clients]
         return [self.c]
 
@@ -48,7 +47,7 @@ class Scaffold(RoundStrategy):
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         if "c" in state:
-            self.c, self.c_clients, self.restore_pending = state["c"], state["c_clients"], True
+            self.c, self.c_clients, self.unrestored = state["c"], state["c_clients"], frozenset(range(self.m))
 
     def reply_shapes(self, n: int) -> list[tuple[int, ...]]:
         return [(n,), (n,)]
@@ -56,6 +55,7 @@ class Scaffold(RoundStrategy):
     def aggregate(self, r: int, x: np.ndarray, replies: list[Reply]) -> tuple[np.ndarray, dict[str, Any]]:
         for rep in replies:
             self.c_clients[rep.pid] += rep.arrays[1]
+        self.unrestored -= {rep.pid for rep in replies}
         x_new, self.c = scaffold_server_update(x, self.c, [rep.arrays[0] for rep in replies],
                                                [rep.arrays[1] for rep in replies], self.cfg.server_lr, self.m)
         return x_new, {}
@@ -72,7 +72,7 @@ def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: li
     else:
         c_i = np.zeros_like(x)
     y, steps, lr_sum, n = local_training(cfg, task, spec, pid, x, config, correction=c - c_i)
-    c_i_new = scaffold_client_control(c_i, c, x, y, lr_sum)
-    state["c_i"] = c_i_new
-    return [y - x, c_i_new - c_i], n, {"pid": pid, "sampled": True, "steps": steps,
+    delta_c = scaffold_client_control(c_i, c, x, y, lr_sum) - c_i
+    state["c_i"] = c_i + delta_c  # the very float operation of the server's copy (resume stays exact)
+    return [y - x, delta_c], n, {"pid": pid, "sampled": True, "steps": steps,
                                        "compute_s": time.perf_counter() - t0}

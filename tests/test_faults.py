@@ -1,0 +1,134 @@
+"""Stragglers from device speeds and a round deadline, injected faults, reply checks, checkpoints
+and resume. Timing-based checks use wide margins (seconds of simulated device time)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
+from zofl.inprocess import run_inprocess
+from zofl.launch import local_superlink
+from zofl.results import read_rounds
+from zofl.strategies.base import reply_problem
+
+
+def test_speed_factors_are_fixed_per_client_and_in_range():
+    s = [speed_factor(3, pid, "uniform", 0.2) for pid in range(200)]
+    assert s == [speed_factor(3, pid, "uniform", 0.2) for pid in range(200)]
+    assert min(s) >= 0.2 and max(s) <= 1.0 and np.std(s) > 0.1
+    ln = [speed_factor(3, pid, "lognormal", 1.0) for pid in range(200)]
+    assert 0 < min(ln) and max(ln) <= 1.0
+    assert speed_factor(3, 7, "none", 0.2) == 1.0
+    assert slowdown_s(1.0, 10, 0.5, 0.1) == pytest.approx(1.0 + 2.0)  # (1 + 10 * 0.1) / 0.5 - 1
+
+
+def test_fault_draws_match_their_probabilities():
+    draws = [draw_fault(1, r, pid, 0.1, 0.2, 0.3) for r in range(400) for pid in range(10)]
+    share = {k: np.mean([d is not None and d.startswith(k) for d in draws]) for k in ("crash", "hang", "corrupt")}
+    assert share["crash"] == pytest.approx(0.1, abs=0.02) and share["hang"] == pytest.approx(0.2, abs=0.02)
+    assert share["corrupt"] == pytest.approx(0.3, abs=0.02)
+    assert all(draw_fault(1, r, 0, 0.0, 0.0, 0.0) is None for r in range(50))
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_every_corruption_is_caught(kind):
+    good = [np.ones(5), np.zeros((2, 3))]
+    shapes = [(5,), (2, 3)]
+    assert reply_problem(good, shapes, 1e6) is None
+    assert reply_problem(corrupt(good, kind), shapes, 1e6) is not None
+
+
+def test_slow_devices_miss_the_deadline_and_are_counted(tmp_path):
+    # ZO-HFL's 2 H = 20 local steps at 0.05 s each: a client with speed s needs >= 1 / s seconds
+    m, seed, deadline = 6, 4, 3.5
+    speeds = [speed_factor(seed, pid, "uniform", 0.1) for pid in range(m)]
+    slow = {pid for pid, s in enumerate(speeds) if 1.0 / s > deadline + 1.0}
+    fast = {pid for pid, s in enumerate(speeds) if 1.0 / s < deadline - 1.0}
+    assert slow and fast and len(slow | fast) == m, speeds  # wide margins for this seed
+    cfg = {"num-rounds": 2, "num-clients": m, "beta": 1.0, "local-steps": 10, "speed-profile": "uniform",
+           "speed-param": 0.1, "step-time-s": 0.05, "round-deadline-s": deadline, "seed": seed,
+           "output-dir": str(tmp_path), "run-name": "slow"}
+    run_inprocess(cfg, workers=m)
+    rec = read_rounds(tmp_path / "slow")
+    for r in rec[1:]:
+        assert r["dropped"] == len(slow) and r["participants"] == len(fast), r
+        assert r["client_wall_max_s"] < deadline and r["local_steps"] == 20 * len(fast)
+
+
+def _kill_at_round(cmd, rounds_file, k, env):
+    """Start ``cmd``, SIGKILL it once ``rounds_file`` has a record of round >= k."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if rounds_file.exists() and len(rounds_file.read_text().splitlines()) > k:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait(30)
+    return proc.returncode
+
+
+@pytest.mark.parametrize("strategy", ["zohfl", "scaffold", "fedrzo-bl"])
+def test_sigkill_and_resume_give_the_uninterrupted_run(tmp_path, strategy):
+    rng = np.random.default_rng()
+    base = {"strategy": strategy, "num-rounds": 12, "num-clients": 4, "beta": 0.5, "tau": 2.0,
+            "output-dir": str(tmp_path), "checkpoint-every": 2}
+    if strategy == "fedrzo-bl":
+        base.update({"task": "hyper-logistic", "num-rounds": 4, "lower-rounds": 1, "lower-rounds-growth": 0.5,
+                     "zo-lr": 0.01, "eta": 0.01})
+    ref_dir, x_ref = run_inprocess({**base, "run-name": "ref"}, workers=0)
+    ref = read_rounds(ref_dir)
+    total = len(ref) - 1
+    k = int(rng.integers(2, total - 1))  # a random round
+    run = {**base, "run-name": "killed", "resume": True}
+    code = f"import json, sys; from zofl.inprocess import run_inprocess; run_inprocess(json.loads(sys.argv[1]), 0)"
+    cmd = [sys.executable, "-c", code, json.dumps(run)]
+    rc = _kill_at_round(cmd, tmp_path / "killed" / "rounds.jsonl", k, dict(os.environ))
+    assert rc == -signal.SIGKILL, f"the run ended before round {k} (rc={rc})"
+    assert not (tmp_path / "killed" / "summary.json").exists()
+    d, x = run_inprocess(run, workers=0)  # resume in a fresh process state
+    rec = read_rounds(d)
+    assert [r["round"] for r in rec] == list(range(total + 1))  # nothing lost, nothing twice
+    np.testing.assert_array_equal(x, x_ref)
+    for a, b in zip(rec, ref):
+        assert (a["test_loss"], a["sampled"], a["participants"]) == (b["test_loss"], b["sampled"], b["participants"])
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["final_test_loss"] == ref[-1]["test_loss"]
+
+
+def test_resume_refuses_a_changed_run_config(tmp_path):
+    cfg = {"num-rounds": 2, "num-clients": 3, "output-dir": str(tmp_path), "run-name": "a", "tau": 1.0}
+    run_inprocess(cfg, workers=0)
+    from zofl.config import ConfigError
+    with pytest.raises(ConfigError, match="'run-name'.*already holds results"):
+        run_inprocess(cfg, workers=0)
+    with pytest.raises(ConfigError, match=r"differs in \['beta'\]"):
+        run_inprocess({**cfg, "resume": True, "beta": 0.9}, workers=0)
+    d, _ = run_inprocess({**cfg, "resume": True, "num-rounds": 4}, workers=0)  # extending a run is allowed
+    assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.flower
+def test_thirty_rounds_with_crashes_hangs_and_corrupt_replies_in_the_ray_simulation(tmp_path):
+    cfg = {"num-rounds": 30, "num-clients": 6, "beta": 1.0, "tau": 2.0, "crash-prob": 0.1, "hang-prob": 0.1,
+           "corrupt-prob": 0.1, "round-deadline-s": 3.0, "hang-s": 4.0, "output-dir": str(tmp_path),
+           "run-name": "faults"}
+    with local_superlink(tmp_path / "sl") as sl:
+        res = sl.run(cfg, num_supernodes=6, cpus_per_client=1)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    rec = read_rounds(tmp_path / "faults")
+    assert [r["round"] for r in rec] == list(range(31))
+    assert all(r["test_loss"] is not None and np.isfinite(r["test_loss"]) for r in rec)
+    expected = {r: {pid for pid in range(6) if draw_fault(0, r - 1, pid, 0.1, 0.1, 0.1)} for r in range(1, 31)}
+    assert sum(map(len, expected.values())) >= 10  # the seed injects enough faults to mean something
+    for r in rec[1:]:
+        assert r["dropped"] >= len(expected[r["round"]]), r  # every faulty client is out of its round
+    assert sum(r["rejected"] for r in rec) >= 1 and sum(r["failures"] for r in rec) >= 3
+    assert json.loads((tmp_path / "faults" / "summary.json").read_text())["rounds"] == 30
