@@ -87,7 +87,7 @@ def test_sigkill_and_resume_give_the_uninterrupted_run(tmp_path, strategy):
     total = len(ref) - 1
     k = int(rng.integers(2, total - 1))  # a random round
     run = {**base, "run-name": "killed", "resume": True}
-    code = f"import json, sys; from zofl.inprocess import run_inprocess; run_inprocess(json.loads(sys.argv[1]), 0)"
+    code = "import json, sys; from zofl.inprocess import run_inprocess; run_inprocess(json.loads(sys.argv[1]), 0)"
     cmd = [sys.executable, "-c", code, json.dumps(run)]
     rc = _kill_at_round(cmd, tmp_path / "killed" / "rounds.jsonl", k, dict(os.environ))
     assert rc == -signal.SIGKILL, f"the run ended before round {k} (rc={rc})"

@@ -3,8 +3,8 @@
 * Device speed (``speed-profile``, ``speed-param``, ``step-time-s``): client i has a fixed speed
   factor s_i in (0, 1] drawn from (seed, i); after its real local solve of t seconds and K local
   steps it waits until t / s_i + K step-time-s / s_i have passed: its wall time is in proportion to
-  its work, and slower devices miss a round deadline (``round-deadline-s``) first. ``uniform``: s_i ~ U(speed-param, 1); ``lognormal``:
-  s_i = exp(-|N(0, speed-param^2)|); ``none``: s_i = 1.
+  its work, and slower devices miss a round deadline (``round-deadline-s``) first.
+  ``uniform``: s_i ~ U(speed-param, 1); ``lognormal``: s_i = exp(-|N(0, speed-param^2)|); ``none``: s_i = 1.
 * Faults (``crash-prob``, ``hang-prob``, ``corrupt-prob``), drawn per (seed, round, client): a crash
   raises in the client; a hang sleeps ``hang-s`` seconds (past the deadline) before replying; a
   corrupt reply has NaN, Inf, a wrong shape or an absurd magnitude. The server drops all of them.
