@@ -38,11 +38,45 @@ def test_pyproject_config_matches_the_key_table():
     ("crn", "yes", "true or false"),
     ("num-clients", 2.5, ">= 1"),
     ("weighting", "sum", "'uniform', 'participants' or 'rho'"),
+    ("speed-profile", "gamma", "'none', 'uniform' or 'lognormal'"),
+    ("speed-param", 0.0, "> 0"),
+    ("round-deadline-s", -1.0, ">= 0"),
+    ("crash-prob", 1.2, "[0, 1]"),
+    ("corrupt-prob", -0.1, "[0, 1]"),
+    ("hang-s", 0.0, "> round-deadline-s"),
+    ("reply-max-abs", float("inf"), "> 0"),
+    ("checkpoint-every", -1, ">= 0"),
+    ("lower-rounds", 0, ">= 1"),
+    ("lower-lr", 0.0, "> 0"),
+    ("upper-set", "ball", "'task', 'local-sets' or 'none'"),
+    ("local-sets", "box,cube", "comma list of box, ball, none"),
+    ("step-time-s", -0.5, ">= 0"),
+    ("run-name", "a/b", "without '/'"),
 ])
 def test_bad_values_name_the_key_and_the_rule(key, value, allowed):
     with pytest.raises(ConfigError) as e:
         parse_config({key: value})
     assert repr(key) in str(e.value) and allowed in str(e.value)
+
+
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: k.name)
+def test_every_key_refuses_a_value_of_the_wrong_type(key):
+    wrong = {str: 1, bool: "yes", int: "ten", float: "0.1"}[key.type]
+    with pytest.raises(ConfigError, match=f"'{key.name}' must be"):
+        parse_config({key.name: wrong})
+
+
+@pytest.mark.parametrize("config,match", [
+    ({"hang-prob": 0.1}, "needs 0 < round-deadline-s < hang-s"),
+    ({"hang-prob": 0.1, "round-deadline-s": 5.0, "hang-s": 2.0}, "needs 0 < round-deadline-s < hang-s"),
+    ({"crash-prob": 0.6, "hang-prob": 0.3, "corrupt-prob": 0.2, "round-deadline-s": 1.0},
+     "'crash-prob' \\+ 'hang-prob' \\+ 'corrupt-prob' must be at most 1"),
+    ({"speed-profile": "uniform", "speed-param": 2.0}, "'speed-param' must be in \\(0, 1\\]"),
+    ({"resume": True}, "'resume' = true needs 'run-name'"),
+])
+def test_rules_between_keys(config, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_config(config)
 
 
 def test_unknown_key():
