@@ -105,3 +105,23 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
                             check=True, capture_output=True, text=True).stdout
     assert "0 of 36 cells finished" in report and "- / 90.82" in report  # digits cells are not Table I cells
+
+
+def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    outs = []
+    for task in ("hyper-logistic", "fair-relu"):
+        grid = tmp_path / f"{task}.toml"
+        grid.write_text(f'[fixed]\nstrategy = "fedrzo-bl"\ntask = "{task}"\nnum-rounds = 2\nnum-clients = 3\n'
+                        'beta = 1.0\nlower-rounds = 1\nzo-lr = 0.001\neta = 0.01\n'
+                        '[grid]\nsteps = [{local-steps = 0, tau = 0.0}, {local-steps = 2}]\nseed = [0, 1]\n')
+        outs.append(tmp_path / task)
+        main([str(grid), "--out", str(outs[-1]), "--engine", "inprocess", "--parallel", "1"])
+    res = subprocess.run([sys.executable, str(root / "experiments" / "fedrzo_fig2_plot.py"), *map(str, outs)],
+                         check=True, capture_output=True, text=True)
+    assert (outs[0] / "fig2_left.png").stat().st_size > 10_000 and (outs[1] / "fig2_right.png").exists()
+    assert "| 0 | 2 | 6 |" in res.stdout and "| 2 | 2 | 6 |" in res.stdout  # H, seeds, 2 * (2 * 1 + 1) rounds
