@@ -44,14 +44,16 @@ def test_every_corruption_is_caught(kind):
 
 
 def test_slow_devices_miss_the_deadline_and_are_counted(tmp_path):
-    # ZO-HFL's 2 H = 20 local steps at 0.05 s each: a client with speed s needs >= 1 / s seconds
-    m, seed, deadline = 6, 4, 3.5
+    # ZO-HFL's 2 H = 20 local steps at 0.1 s each: a client with speed s needs >= 2 / s seconds.
+    # One round only: a late client keeps its worker busy, so in a later round others could queue
+    # behind it (docs/robustness.md).
+    m, seed, deadline = 6, 4, 6.0
     speeds = [speed_factor(seed, pid, "uniform", 0.1) for pid in range(m)]
-    slow = {pid for pid, s in enumerate(speeds) if 1.0 / s > deadline + 1.0}
-    fast = {pid for pid, s in enumerate(speeds) if 1.0 / s < deadline - 1.0}
+    slow = {pid for pid, s in enumerate(speeds) if 2.0 / s > deadline + 1.0}
+    fast = {pid for pid, s in enumerate(speeds) if 2.0 / s < deadline - 1.5}
     assert slow and fast and len(slow | fast) == m, speeds  # wide margins for this seed
-    cfg = {"num-rounds": 2, "num-clients": m, "beta": 1.0, "local-steps": 10, "speed-profile": "uniform",
-           "speed-param": 0.1, "step-time-s": 0.05, "round-deadline-s": deadline, "seed": seed,
+    cfg = {"num-rounds": 1, "num-clients": m, "beta": 1.0, "local-steps": 10, "speed-profile": "uniform",
+           "speed-param": 0.1, "step-time-s": 0.1, "round-deadline-s": deadline, "seed": seed,
            "output-dir": str(tmp_path), "run-name": "slow"}
     run_inprocess(cfg, workers=m)
     rec = read_rounds(tmp_path / "slow")
