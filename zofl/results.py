@@ -81,5 +81,14 @@ class ResultsWriter:
 
 
 def read_rounds(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a run; a torn last line (the process was killed mid-write) is left out."""
     with open(Path(run_dir) / "rounds.jsonl") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        lines = [line for line in f if line.strip()]
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1 or line.endswith("\n"):
+                raise
+    return records

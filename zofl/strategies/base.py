@@ -260,7 +260,7 @@ class RoundStrategy(Strategy):
         return None, {}
 
     def evaluate(self, server_round: int, parameters: Parameters):
-        if server_round == 0 and self.offset > 0:
+        if server_round == 0 and self.resumed_x is not None:
             return None  # resumed: round 0 (and every round up to the checkpoint) is already written
         k = server_round + self.offset
         x = parameters_to_ndarrays(parameters)[0]
@@ -286,7 +286,7 @@ class RoundStrategy(Strategy):
         log.info("round %d: test acc %s, test loss %s", k, _fmt(test_acc), _fmt(test_loss))
         every = self.cfg.checkpoint_every
         last = k == self.communication_rounds(self.cfg)
-        if every and (k % every == 0 or last):
+        if every and k > 0 and (k % every == 0 or last):
             self.save_checkpoint(k, x)
         if last:
             self.finish()
