@@ -6,13 +6,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
-from zofl.launch import local_superlink
+from zofl.launch import PROJECT_DIR, _bin, local_superlink, run_config_arg
 from zofl.results import read_rounds
 from zofl.strategies.base import reply_problem
 
@@ -103,6 +104,65 @@ def test_sigkill_and_resume_give_the_uninterrupted_run(tmp_path, strategy):
         assert (a["test_loss"], a["sampled"], a["participants"]) == (b["test_loss"], b["sampled"], b["participants"])
     summary = json.loads((d / "summary.json").read_text())
     assert summary["final_test_loss"] == ref[-1]["test_loss"]
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(p.name))
+    out, stack = [], [pid]
+    while stack:
+        kids = children.get(stack.pop(), [])
+        out += kids
+        stack += kids
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.flower
+def test_sigkill_of_the_flower_simulation_and_resume(tmp_path):
+    # The ServerApp runs in Flower's `flwr-simulation` process (with Ray); kill it at a random round,
+    # resume with `flwr run` on the same SuperLink, and compare with the same run made in-process
+    # (tests/test_flower_e2e.py shows the two engines agree number for number).
+    cfg = {"num-rounds": 12, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path),
+           "run-name": "k", "resume": True, "step-time-s": 0.02, "checkpoint-every": 3}
+    k = int(np.random.default_rng().integers(2, 9))
+    rounds_file = tmp_path / "k" / "rounds.jsonl"
+    with local_superlink(tmp_path / "sl") as sl:
+        cmd = [_bin("flwr"), "run", str(PROJECT_DIR), "zofl", "--stream", "--federation-config",
+               "num-supernodes=4 client-resources-num-cpus=1", "--run-config", run_config_arg(cfg)]
+        proc = subprocess.Popen(cmd, env=sl.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (rounds_file.exists() and
+                                                   len(rounds_file.read_text().splitlines()) > k):
+            time.sleep(0.01)
+        sims = [p for p in _descendants(sl.proc.pid) if "flwr-simulation" in _cmdline(p)]
+        assert len(sims) == 1, sims
+        os.kill(sims[0], signal.SIGKILL)
+        proc.wait(120)
+        assert not (tmp_path / "k" / "summary.json").exists()
+        res = sl.run(cfg, num_supernodes=4)
+        assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    rec = read_rounds(tmp_path / "k")
+    assert [r["round"] for r in rec] == list(range(13))
+    with np.load(tmp_path / "k" / "checkpoint.npz") as ck:
+        assert int(ck["round"]) == 12
+        x = ck["x"]
+    d, x_ref = run_inprocess({**cfg, "run-name": "ref", "resume": False}, workers=0)
+    np.testing.assert_array_equal(x, x_ref)
+    assert [r["test_loss"] for r in rec] == [r["test_loss"] for r in read_rounds(d)]
 
 
 def test_resume_refuses_a_changed_run_config(tmp_path):
