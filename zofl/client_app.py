@@ -30,7 +30,8 @@ def save_state(context: Context, state: dict[str, np.ndarray]) -> None:
 class ZOFLClient(NumPyClient):
     """Thin adapter: Flower in, ``STRATEGIES[strategy].client_fit`` (pure numpy) out.
 
-    Flower rebuilds the client every round; what must persist lives in ``context.state``.
+    Flower rebuilds the client every round; what must persist lives in ``context.state``. It also
+    applies the device speed and the injected faults of ``zofl.faults`` (docs/robustness.md).
     """
 
     def __init__(self, context: Context):
