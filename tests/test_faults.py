@@ -208,3 +208,25 @@ def test_a_torn_last_record_is_left_out_and_written_again(tmp_path):
     d, x = run_inprocess({**cfg, "resume": True}, workers=0)  # no checkpoint: from round 0 again
     assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]
     np.testing.assert_array_equal(x, x_ref)
+
+
+@pytest.mark.parametrize("strategy", ["zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn",
+                                      "fedrzo-bl"])
+def test_every_strategy_survives_faults_and_counts_dropped_clients(tmp_path, strategy):
+    m = 5
+    cfg = {"strategy": strategy, "num-rounds": 4, "num-clients": m, "beta": 0.8, "tau": 1.0, "crash-prob": 0.2,
+           "corrupt-prob": 0.3, "output-dir": str(tmp_path), "run-name": "f"}
+    cfg.update({"fedrzo-nn": {"task": "relu-net"},
+                "fedrzo-bl": {"task": "hyper-logistic", "num-rounds": 2, "lower-rounds": 1}}.get(strategy, {}))
+    d, x = run_inprocess(cfg, workers=0)
+    rec = read_rounds(d)
+    assert np.all(np.isfinite(x)) and all(np.isfinite(r["test_loss"]) for r in rec)
+    if strategy == "flwr-fedavg":  # Flower samples; only the clients that replied are known
+        assert sum(r["rejected"] for r in rec) >= 1 and all(r["participants"] <= len(r["sampled"]) for r in rec)
+        return
+    faulty = 0
+    for r in rec[1:]:
+        bad = {p for p in r["sampled"] if draw_fault(0, r["round"] - 1, p, 0.2, 0.0, 0.3)}
+        faulty += len(bad)
+        assert r["dropped"] == len(bad) and r["participants"] == len(r["sampled"]) - len(bad), r
+    assert faulty >= 2
