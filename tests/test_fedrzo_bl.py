@@ -74,7 +74,7 @@ def test_hyper_logistic_lower_gradient_matches_finite_differences():
     assert prob.n_upper + prob.n_lower == prob.num_examples
     rng = np.random.default_rng(0)
     x, y, idx = np.array([0.1, 0.3, 0.2]), 0.1 * rng.standard_normal(n_y), np.arange(8)
-    u_lo, v_lo, *_ = _hyper_arrays(HyperLogisticTask, spec, 1)
+    u_lo, v_lo, *_ = _hyper_arrays(HyperLogisticTask, spec, 1, cfg.holdout_fraction)
 
     def h(y):
         return logistic_loss(y, u_lo[idx], v_lo[idx]) + 0.5 * x[1] * y @ y

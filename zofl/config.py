@@ -166,6 +166,9 @@ KEYS: tuple[Key, ...] = (
         _choice("task", "local-sets", "none")),
     Key("x-min", float, 0.001, "a number >= 0", "hyper-logistic: X = {x >= x-min 1} (paper 001's mu)", "ours",
         _nonneg),
+    Key("holdout-fraction", float, 0.3, "a number in (0, 1)",
+        "hyper-logistic: share of each client's examples held out for the upper level f_i", "ours",
+        lambda v: 0 < v < 1),
     Key("y-l2", float, 0.1, "a number > 0", "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)",
         "ours", _pos),
 )

@@ -13,8 +13,8 @@ Built-in tasks:
   x in R^m the per-client L2 coefficients; X = {x >= x-min 1} (the paper's mu).
     h_i(x, y) = mean over client i's training part of log(1 + exp(-v u^T y)) + (x_i / 2)||y||^2
     f_i(x, y) = mean over client i's held-out part of log(1 + exp(-v u^T y))
-  Our choices: a client's partition is split at random into 70% training (lower) and 30% held-out
-  (upper) examples (``HOLDOUT``); means instead of the paper's sums (the sums make the upper
+  Our choices: a client's partition is split at random into training (lower) and held-out (upper)
+  examples, 30% held out (run-config ``holdout-fraction``); means instead of the paper's sums (the sums make the upper
   objective scale with N_i, see docs/fedrzo.md); x_0 = 0.1 (a point of X; the paper: "random").
 * ``fair-relu`` (Sec. 5.3): fair classification as minimax. x = the ReLU network of Sec. 5.1,
   y in R^C weights of the C class groups (the dataset's 10 original classes; the label to predict
@@ -39,7 +39,6 @@ from .relunet import N1
 
 UpperFn = Callable[[np.ndarray, np.ndarray, np.ndarray], float]
 LowerGrad = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-HOLDOUT = 0.3
 STREAM_HOLDOUT = 0x51
 
 
@@ -89,10 +88,10 @@ def _signs(y: np.ndarray, num_classes: int) -> np.ndarray:
     return np.where(y < num_classes // 2, 1.0, -1.0)
 
 
-def holdout_split(spec: DataSpec, pid: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) row indices of a client's n examples: a seeded 70/30 split."""
+def holdout_split(spec: DataSpec, pid: int, n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) row indices of a client's n examples: a seeded split, ``fraction`` held out."""
     perm = np.random.default_rng(seed_sequence(spec.seed, pid, STREAM_HOLDOUT)).permutation(n)
-    k = max(1, int(round(HOLDOUT * n)))
+    k = min(n - 1, max(1, int(round(fraction * n))))
     return np.sort(perm[k:]), np.sort(perm[:k])
 
 
@@ -108,10 +107,10 @@ def logistic_grad(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def _hyper_arrays(cls: type, spec: DataSpec, pid: int):
+def _hyper_arrays(cls: type, spec: DataSpec, pid: int, fraction: float):
     """Client pid's (u, v) of its training and held-out parts, made once per process."""
     data = cls().client_data(spec, pid)
-    lo, up = holdout_split(spec, pid, len(data))
+    lo, up = holdout_split(spec, pid, len(data), fraction)
     v = _signs(data.y, data.num_classes)
     return data.x[lo], v[lo], data.x[up], v[up], len(data)
 
@@ -141,7 +140,7 @@ class HyperLogisticTask(SplitTask):
         return np.maximum(x, cfg.x_min)
 
     def client_problem(self, cfg, spec: DataSpec, pid: int) -> ClientProblem:
-        u_lo, v_lo, u_up, v_up, num_examples = _hyper_arrays(type(self), spec, pid)
+        u_lo, v_lo, u_up, v_up, num_examples = _hyper_arrays(type(self), spec, pid, cfg.holdout_fraction)
 
         def f(x, y, idx):
             return logistic_loss(y, u_up[idx], v_up[idx])
