@@ -40,3 +40,17 @@ def test_zohfl_on_a_tls_superlink_with_three_supernodes(tmp_path):
     assert all(p.poll() is not None for p in procs)
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
+
+
+def test_insecure_deployment_drops_the_slow_device_at_the_deadline(tmp_path):
+    # seed 46: client 0's device is 14x slower than the others (zofl.faults.speed_factor), so its
+    # 10 local steps of 0.4 s take about 57 s, the others' about 5 s; the round deadline is 20 s.
+    out = tmp_path / "results"
+    with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=False) as dep:
+        res = dep.run({"num-rounds": 1, "num-clients": 3, "beta": 1.0, "local-steps": 5, "seed": 46,
+                       "speed-profile": "uniform", "speed-param": 0.05, "step-time-s": 0.4,
+                       "round-deadline-s": 20.0, "output-dir": str(out), "run-name": "slow"})
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    (r,) = read_rounds(out / "slow")[1:]
+    assert (r["participants"], r["dropped"]) == (2, 1), r
+    assert 4.0 < r["client_wall_max_s"] < 20.0
