@@ -13,7 +13,7 @@ import pytest
 
 from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
-from zofl.launch import PROJECT_DIR, _bin, local_superlink, run_config_arg
+from zofl.launch import flwr_run_command, local_superlink
 from zofl.results import read_rounds
 from zofl.strategies.base import reply_problem
 
@@ -63,16 +63,26 @@ def test_slow_devices_miss_the_deadline_and_are_counted(tmp_path):
         assert r["client_wall_max_s"] < deadline and r["local_steps"] == 20 * len(fast)
 
 
-def _kill_at_round(cmd, rounds_file, k, env):
-    """Start ``cmd``, SIGKILL it once ``rounds_file`` has a record of round >= k."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+def _start(cmd, env) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.monotonic() + 300
+
+
+def _wait_for_round(rounds_file, k, proc, timeout=300.0) -> bool:
+    """Whether ``rounds_file`` holds a record of round >= k while ``proc`` still runs."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if rounds_file.exists() and len(rounds_file.read_text().splitlines()) > k:
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
+            return True
         time.sleep(0.01)
+    return False
+
+
+def _kill_at_round(cmd, rounds_file, k, env):
+    """Start ``cmd``, SIGKILL it once ``rounds_file`` has a record of round >= k."""
+    proc = _start(cmd, env)
+    if _wait_for_round(rounds_file, k, proc):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
     return proc.returncode
 
@@ -140,14 +150,9 @@ def test_sigkill_of_the_flower_simulation_and_resume(tmp_path):
     k = int(np.random.default_rng().integers(2, 9))
     rounds_file = tmp_path / "k" / "rounds.jsonl"
     with local_superlink(tmp_path / "sl") as sl:
-        cmd = [_bin("flwr"), "run", str(PROJECT_DIR), "zofl", "--stream", "--federation-config",
-               "num-supernodes=4 client-resources-num-cpus=1", "--run-config", run_config_arg(cfg)]
-        proc = subprocess.Popen(cmd, env=sl.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (rounds_file.exists() and
-                                                   len(rounds_file.read_text().splitlines()) > k):
-            time.sleep(0.01)
+        cmd = flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 client-resources-num-cpus=1")
+        proc = _start(cmd, sl.env)
+        assert _wait_for_round(rounds_file, k, proc), f"the run ended before round {k}"
         sims = [p for p in _descendants(sl.proc.pid) if "flwr-simulation" in _cmdline(p)]
         assert len(sims) == 1, sims
         os.kill(sims[0], signal.SIGKILL)

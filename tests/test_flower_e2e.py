@@ -2,6 +2,7 @@
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks."""
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,18 @@ def superlink(tmp_path_factory):
     assert sl.proc.poll() is not None  # stopped
     left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
+
+
+def run_both(superlink, cfg: dict, num_supernodes: int) -> tuple[list[dict], list[dict]]:
+    """The run's records through Flower (it must succeed) and the same run-config's in-process."""
+    res = superlink.run(cfg, num_supernodes=num_supernodes)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    d, _ = run_inprocess({**cfg, "run-name": cfg["run-name"] + "-inprocess"}, workers=0)
+    return read_rounds(Path(cfg["output-dir"]) / cfg["run-name"]), read_rounds(d)
+
+
+def losses(records: list[dict]) -> list[float]:
+    return [r["test_loss"] for r in records]
 
 
 def test_zohfl_runs_through_flower_and_matches_in_process(superlink, tmp_path):
@@ -46,20 +59,16 @@ def test_scaffold_state_survives_flower_rounds(superlink, tmp_path):
     # so the Flower run matches the in-process run (which keeps the state itself) number for number.
     cfg = {"strategy": "scaffold", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
            "output-dir": str(tmp_path), "run-name": "scaffold"}
-    res = superlink.run(cfg, num_supernodes=4)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    d, _ = run_inprocess({**cfg, "run-name": "scaffold-inprocess"}, workers=0)
-    assert [r["test_loss"] for r in read_rounds(tmp_path / "scaffold")] == [r["test_loss"] for r in read_rounds(d)]
+    rec, ref = run_both(superlink, cfg, 4)
+    assert losses(rec) == losses(ref)
 
 
 def test_fedrzo_nn_runs_through_flower(superlink, tmp_path):
     cfg = {"strategy": "fedrzo-nn", "task": "relu-net", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
            "local-steps": 5, "zo-lr": 1e-4, "loss-scale": "sum", "output-dir": str(tmp_path),
            "run-name": "rzo"}
-    res = superlink.run(cfg, num_supernodes=3)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    d, _ = run_inprocess({**cfg, "run-name": "rzo-inprocess"}, workers=0)
-    assert [r["test_loss"] for r in read_rounds(tmp_path / "rzo")] == [r["test_loss"] for r in read_rounds(d)]
+    rec, ref = run_both(superlink, cfg, 3)
+    assert losses(rec) == losses(ref)
 
 
 def test_fedrzo_bl_runs_through_flower_counting_lower_rounds(superlink, tmp_path):
@@ -67,15 +76,12 @@ def test_fedrzo_bl_runs_through_flower_counting_lower_rounds(superlink, tmp_path
     cfg = {"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
            "local-steps": 3, "lower-rounds": 1, "lower-rounds-growth": 0.5, "zo-lr": 0.01, "eta": 0.01,
            "output-dir": str(tmp_path), "run-name": "bl"}
-    res = superlink.run(cfg, num_supernodes=3)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    rec = read_rounds(tmp_path / "bl")
+    rec, ref = run_both(superlink, cfg, 3)
     assert [r.get("phase") for r in rec[1:]] == ["lower-plus", "lower-base", "upper"] * 2
     assert all(r["participants"] == 3 and r["test_loss"] is not None for r in rec[1:])
     summary = json.loads((tmp_path / "bl" / "summary.json").read_text())
     assert (summary["upper_rounds"], summary["lower_rounds"], summary["communication_rounds"]) == (2, 4, 6)
-    d, _ = run_inprocess({**cfg, "run-name": "bl-inprocess"}, workers=0)
-    assert [r["test_loss"] for r in rec] == [r["test_loss"] for r in read_rounds(d)]
+    assert losses(rec) == losses(ref)
 
 
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .launch import PROJECT_DIR, QUIET_ENV, _bin, free_port, run_config_arg, stop_process, wait_for_port
+from .launch import PROJECT_DIR, _bin, flwr_env, flwr_run_command, free_port, stop_process, wait_for_port
 
 
 def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
@@ -89,9 +89,7 @@ class Deployment:
 
     def run(self, run_config: Mapping[str, Any], app_dir: str | os.PathLike = PROJECT_DIR,
             timeout: float = 3600.0) -> subprocess.CompletedProcess:
-        cmd = [_bin("flwr"), "run", str(app_dir), "deploy", "--stream"]
-        if run_config:
-            cmd += ["--run-config", run_config_arg(run_config)]
+        cmd = flwr_run_command("deploy", run_config, app_dir)
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     @property
@@ -120,8 +118,7 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
         security, link_flags, node_flags = "insecure = true", ["--insecure"], ["--insecure"]
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "deploy"\n\n[superlink.deploy]\naddress = "127.0.0.1:{port}"\n{security}\n')
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
+    env = flwr_env(home)
     dep = Deployment(work, env, port)
     with contextlib.ExitStack() as stack:
         def start(cmd: list[str], log_name: str) -> subprocess.Popen:

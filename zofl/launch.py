@@ -81,6 +81,23 @@ def run_config_arg(run_config: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={toml_value(v)}" for k, v in run_config.items())
 
 
+def flwr_run_command(connection: str, run_config: Mapping[str, Any], app_dir: str | os.PathLike = PROJECT_DIR,
+                     federation_config: str = "") -> list[str]:
+    """``flwr run APP CONNECTION --stream`` with a run-config (and simulation settings, if any)."""
+    cmd = [_bin("flwr"), "run", str(app_dir), connection, "--stream"]
+    if federation_config:
+        cmd += ["--federation-config", federation_config]
+    if run_config:
+        cmd += ["--run-config", run_config_arg(run_config)]
+    return cmd
+
+
+def flwr_env(home: Path) -> dict[str, str]:
+    """The environment for Flower's commands: quiet, this Python's scripts first, FLWR_HOME = home."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
+
+
 @dataclass
 class SuperLink:
     port: int
@@ -96,10 +113,7 @@ class SuperLink:
 
         ``extra_federation_config``: more simulation settings, e.g. "init-args-num-cpus=1" (Ray's CPUs)."""
         federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
-        cmd = [_bin("flwr"), "run", str(app_dir), "zofl", "--stream",
-               "--federation-config", f"{federation} {extra_federation_config}".strip()]
-        if run_config:
-            cmd += ["--run-config", run_config_arg(run_config)]
+        cmd = flwr_run_command("zofl", run_config, app_dir, f"{federation} {extra_federation_config}".strip())
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -115,8 +129,7 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
         port = free_port()
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "zofl"\n\n[superlink.zofl]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
-        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
+        env = flwr_env(home)
         log_path = work / "superlink.log"
         log = stack.enter_context(open(log_path, "w"))
         proc = subprocess.Popen(

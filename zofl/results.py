@@ -58,13 +58,14 @@ class ResultsWriter:
     def truncate(self, last_round: int) -> None:
         """Keep the records of rounds <= last_round (atomically); later ones will be written again."""
         self.records = [r for r in self.records if r["round"] <= last_round]
-        tmp = self.dir / ".rounds.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-        os.replace(tmp, self.rounds_path)
+        self._atomic_write_text(self.rounds_path.name, "".join(json.dumps(r) + "\n" for r in self.records))
 
     def _atomic_write(self, name: str, obj: Any) -> None:
+        self._atomic_write_text(name, json.dumps(obj, indent=2, default=str) + "\n")
+
+    def _atomic_write_text(self, name: str, text: str) -> None:
         tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+        tmp.write_text(text)
         os.replace(tmp, self.dir / name)
 
     def write_round(self, record: Mapping[str, Any]) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 from ..algorithms.smoothing import seed_sequence
 from .base import DataSpec, SplitTask
 from .data import ArrayData
-from .relunet import N1
+from .relunet import ReluNetTask
 
 UpperFn = Callable[[np.ndarray, np.ndarray, np.ndarray], float]
 LowerGrad = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -180,16 +180,14 @@ def minimax_lower_grad(grad_y_f: LowerGrad) -> LowerGrad:
 class FairReluTask(MinimaxTask, SplitTask):
     """Fair classification minimax (paper 001, Sec. 5.3); see the module docstring."""
 
-    hidden = N1
+    net = ReluNetTask()  # the network of Sec. 5.1: its parameters, x_0 and output
 
     def dims(self, spec: DataSpec) -> tuple[int, int]:
         u, _, _, C = _test_arrays(type(self), spec)
-        return self.hidden * u.shape[1] + self.hidden, C
+        return self.net.hidden * u.shape[1] + self.net.hidden, C
 
     def init_x(self, spec: DataSpec) -> np.ndarray:
-        d = _test_arrays(type(self), spec)[0].shape[1]
-        rng = np.random.default_rng(0)  # as ReluNetTask: every method starts alike
-        return rng.standard_normal(self.hidden * d + self.hidden) / np.sqrt(d)
+        return self.net.init_params(_test_arrays(type(self), spec)[0].shape[1], 2)
 
     def init_y(self, spec: DataSpec) -> np.ndarray:
         return np.ones(self.dims(spec)[1])
@@ -198,9 +196,7 @@ class FairReluTask(MinimaxTask, SplitTask):
         return x  # X = R^n
 
     def _output(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        d = u.shape[1]
-        Z, w = x[: self.hidden * d].reshape(self.hidden, d), x[self.hidden * d:]
-        return np.maximum(u @ Z.T, 0.0) @ w
+        return self.net._output(x, u)[1]
 
     def group_losses(self, x: np.ndarray, u: np.ndarray, labels: np.ndarray, num_classes: int,
                      total: int) -> np.ndarray:
