@@ -1,0 +1,63 @@
+"""Freeze per-round figures of short runs as reference data (tests/reference/rounds.json).
+
+Written once, with the code as it was before the engines were split (commit 5d32237), and kept:
+tests/test_engines.py checks that every engine still gives these numbers bit for bit.
+
+    python tests/reference/freeze.py [--force]
+"""
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+
+OUT = Path(__file__).with_name("rounds.json")
+BASE = {"num-rounds": 4, "num-clients": 5, "beta": 0.6, "tau": 3.0}
+RUNS = {
+    "zohfl-scalars-stragglers": {**BASE, "straggler-prob": 0.3},
+    "zohfl-vectors-rho": {**BASE, "uplink": "vectors", "directions": 2, "weighting": "rho"},
+    "zohfl-faults": {**BASE, "beta": 1.0, "crash-prob": 0.2, "corrupt-prob": 0.3},
+    "fedavg": {**BASE, "strategy": "fedavg"},
+    "fedprox": {**BASE, "strategy": "fedprox", "prox-mu": 0.1},
+    "scaffold": {**BASE, "strategy": "scaffold"},
+    "flwr-fedavg": {**BASE, "strategy": "flwr-fedavg", "beta": 1.0},
+    "fedrzo-nn": {**BASE, "strategy": "fedrzo-nn", "task": "relu-net", "local-steps": 5, "zo-lr": 1e-4,
+                  "loss-scale": "sum"},
+    "fedrzo-bl-hyper": {**BASE, "strategy": "fedrzo-bl", "task": "hyper-logistic", "num-rounds": 2,
+                        "local-steps": 3, "lower-rounds": 1, "lower-rounds-growth": 0.5, "zo-lr": 0.01,
+                        "eta": 0.01},
+    "fedrzo-bl-fair": {**BASE, "strategy": "fedrzo-bl", "task": "fair-relu", "num-rounds": 2, "local-steps": 3,
+                       "lower-rounds": 1, "zo-lr": 1e-3},
+}
+COMPARED = ("round", "test_acc", "test_loss", "f1", "f2_est", "objective", "sampled", "participants", "stragglers",
+            "failures", "dropped", "rejected", "local_steps", "H", "gamma_r", "level", "phase", "upper_round")
+
+
+def figures(run_dir: Path) -> list[dict]:
+    return [{k: r.get(k) for k in COMPARED if k in r} for r in read_rounds(run_dir)]
+
+
+def x_digest(x) -> str:
+    return hashlib.sha256(x.astype("<f8").tobytes()).hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--force", action="store_true")
+    if OUT.exists() and not ap.parse_args().force:
+        sys.exit(f"{OUT} exists: it is the frozen reference; pass --force to overwrite it")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cfg in RUNS.items():
+            d, x = run_inprocess({**cfg, "output-dir": tmp, "run-name": name}, workers=0)
+            out[name] = {"run-config": cfg, "rounds": figures(d), "x_sha256": x_digest(x)}
+            print(name, out[name]["rounds"][-1]["test_loss"])
+    OUT.write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
