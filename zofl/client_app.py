@@ -1,17 +1,30 @@
-"""The ClientApp: one NumPyClient that runs the configured strategy's client work on its partition."""
+"""The ClientApp: a NumPyClient runs the configured method's client work on its partition.
+
+``ZOFLClient`` (a ``NumPyClient``) is the client-side unit of work in every engine: its ``fit``
+decodes the work (``zofl.core.protocol``), runs the method's ``client_work`` (pure numpy), applies
+the device speed and the injected faults of ``zofl.faults``, and returns the reply. The
+``ClientApp`` routes Flower's messages to it:
+* ``train`` with our records (engines sync and async, and Flower's Message-API FedAvg),
+* ``train`` with the legacy API's FitIns records (engine legacy), through Flower's own legacy
+  handler, which calls the same ``NumPyClient.fit``,
+* ``query.partition``: the node's partition-id, without loading any data (``strategies.nodes``).
+"""
 from __future__ import annotations
 
 import time
 
 import numpy as np
-from flwr.client import ClientApp, NumPyClient
-from flwr.common import Array, ArrayRecord, Context
+from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.client import NumPyClient
+from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
+from flwr.clientapp import ClientApp
 
 from .config import ConfigError
+from .core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, reply_to_numpy, work_from_numpy
 from .faults import InjectedCrash, corrupt, draw_fault, slowdown_s, speed_factor
+from .methods import METHODS
 from .setup import prepare
-from .strategies import STRATEGIES
-from .strategies.base import not_sampled
+from .strategies.wire import LEGACY_FIT_KEY, numpy_form, reply_content
 
 STATE_KEY = "zofl"
 
@@ -27,50 +40,72 @@ def save_state(context: Context, state: dict[str, np.ndarray]) -> None:
         context.state.array_records[STATE_KEY] = ArrayRecord({k: Array(v) for k, v in state.items()})
 
 
-class ZOFLClient(NumPyClient):
-    """Thin adapter: Flower in, ``STRATEGIES[strategy].client_fit`` (pure numpy) out.
+def node_partition(context: Context, num_clients: int | None = None) -> tuple[int, int]:
+    node = context.node_config
+    pid = int(node.get(PARTITION_ID, 0))
+    return pid, int(node.get(NUM_PARTITIONS, num_clients if num_clients is not None else 1))
 
-    Flower rebuilds the client every round; what must persist lives in ``context.state``. It also
-    applies the device speed and the injected faults of ``zofl.faults`` (docs/robustness.md).
+
+class ZOFLClient(NumPyClient):
+    """Thin adapter: Flower in, ``METHODS[strategy].client_work`` (pure numpy) out.
+
+    Flower rebuilds the client for every message; what must persist lives in ``context.state``.
     """
 
     def __init__(self, context: Context):
         self.context = context
         self.cfg, self.task, self.spec = prepare(context.run_config)
-        node = context.node_config
-        self.pid = int(node.get("partition-id", 0))
-        num_partitions = int(node.get("num-partitions", self.cfg.num_clients))
+        self.pid, num_partitions = node_partition(context, self.cfg.num_clients)
         if num_partitions != self.cfg.num_clients or not 0 <= self.pid < num_partitions:
             raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
                               f"run-config num-clients={self.cfg.num_clients}: they must agree")
-        self.fit_fn = STRATEGIES[self.cfg.strategy].client_fit
+        self.client_work = METHODS[self.cfg.strategy].client_work
         self.speed = speed_factor(self.cfg.seed, self.pid, self.cfg.speed_profile, self.cfg.speed_param)
+        # device time is simulated (not slept) when the asynchronous engine runs on the simulated clock
+        self.real_time = not (self.cfg.engine == "async" and self.cfg.clock == "simulated")
 
     def fit(self, parameters, config):
-        if not_sampled(self.pid, config):  # outside S_r (only in round 1, see RoundStrategy): no work
-            return [], 0, {"pid": self.pid, "sampled": False}
         cfg = self.cfg
-        fault = draw_fault(cfg.seed, int(config["round"]), self.pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob)
+        work = work_from_numpy(self.pid, parameters, config)
+        fault = draw_fault(cfg.seed, work.round, self.pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob)
         if fault == "crash":
-            raise InjectedCrash(f"client {self.pid}: injected crash in round {config['round']} (crash-prob)")
+            raise InjectedCrash(f"client {self.pid}: injected crash in round {work.round} (crash-prob)")
         t0 = time.perf_counter()
         state = load_state(self.context)
-        arrays, num_examples, metrics = self.fit_fn(cfg, self.task, self.spec, self.pid, parameters, config, state)
+        reply = self.client_work(cfg, self.task, self.spec, work, state)
         save_state(self.context, state)
-        # device speed: wall time = (compute + steps * step-time-s) / s_i
-        wait = slowdown_s(time.perf_counter() - t0, int(metrics.get("steps", 0)), self.speed, cfg.step_time_s)
-        if fault == "hang":
-            wait += cfg.hang_s
-        if wait > 0:
-            time.sleep(wait)
+        if self.real_time:  # device speed: wall time = (compute + steps * step-time-s) / s_i
+            wait = slowdown_s(time.perf_counter() - t0, int(reply.metrics.get("steps", 0)), self.speed,
+                              cfg.step_time_s)
+            if fault == "hang":
+                wait += cfg.hang_s
+            if wait > 0:
+                time.sleep(wait)
         if fault is not None and fault.startswith("corrupt:"):
-            arrays = corrupt(arrays, fault.split(":", 1)[1])
-        metrics = {**metrics, "speed": self.speed, "wall_s": time.perf_counter() - t0}
-        return arrays, num_examples, metrics
+            names = list(reply.arrays)
+            bad = corrupt(list(reply.arrays.values()), fault.split(":", 1)[1])
+            reply.arrays = dict(zip(names, bad))
+        reply.metrics.update(speed=self.speed, wall_s=time.perf_counter() - t0)
+        return reply_to_numpy(reply)
 
 
 def client_fn(context: Context):
     return ZOFLClient(context).to_client()
 
 
-app = ClientApp(client_fn=client_fn)
+app = ClientApp()
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    if LEGACY_FIT_KEY in msg.content.array_records:  # engine legacy: Flower's FitIns -> NumPyClient.fit
+        return handle_legacy_message_from_msgtype(client_fn, msg, context)
+    parameters, config = numpy_form(msg.content)
+    arrays, num_examples, metrics = ZOFLClient(context).fit(parameters, config)
+    return Message(reply_content(arrays, num_examples, metrics), reply_to=msg)
+
+
+@app.query("partition")
+def partition(msg: Message, context: Context) -> Message:
+    pid, parts = node_partition(context)
+    return Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts})}), reply_to=msg)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl")
+STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff")
+ASYNC_STRATEGIES = ("fedbuff",)
+ENGINES = ("sync", "legacy", "async")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
 
 
@@ -40,6 +42,14 @@ def _nonneg(v) -> bool:
     return v >= 0 and math.isfinite(v)
 
 
+def _floats(text: str, ok: Callable[[float], bool]) -> bool:
+    try:
+        values = [float(t) for t in text.split(",")]
+    except ValueError:
+        return False
+    return bool(values) and all(math.isfinite(v) and ok(v) for v in values)
+
+
 def _choice(*options: str) -> Callable[[Any], bool]:
     return lambda v: v in options
 
@@ -47,6 +57,9 @@ def _choice(*options: str) -> Callable[[Any], bool]:
 KEYS: tuple[Key, ...] = (
     # --- what runs -------------------------------------------------------------------------
     Key("strategy", str, "zohfl", f"one of {STRATEGIES}", "the aggregation scheme", "run", _choice(*STRATEGIES)),
+    Key("engine", str, "sync", f"one of {ENGINES}",
+        "sync: Flower's Message API; legacy: Flower's legacy Strategy API (same numbers); async: updates "
+        "applied as replies arrive (fedbuff)", "run", _choice(*ENGINES)),
     Key("task", str, "softmax", "a built-in task name (softmax) or 'package.module:attr'",
         "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: bool(v)),
     Key("dataset", str, "digits", f"one of {DATASETS}",
@@ -104,6 +117,31 @@ KEYS: tuple[Key, ...] = (
     Key("tau", float, 20.0, "a number >= 0", "H_{i,r} = ceil(tau * sqrt(r + 1)) local steps", "paper", _nonneg),
     Key("local-steps", int, 0, "an integer >= 0", "a fixed H for every round; 0 = use tau", "ours",
         lambda v: v >= 0),
+    # --- the asynchronous engine (engine = async) ---------------------------------------------
+    Key("clock", str, "simulated", "'simulated' or 'wall'",
+        "async: order replies by simulated completion time (reproducible bit for bit) or by real arrival", "ours",
+        _choice("simulated", "wall")),
+    Key("sim-step-s", float, 0.01, "a number > 0",
+        "async, simulated clock: device seconds per local step at speed 1 (a task takes steps * sim-step-s / s_i "
+        "+ latency-s)", "ours", _pos),
+    Key("latency-s", float, 0.0, "a number >= 0", "async, simulated clock: communication time of every task",
+        "ours", _nonneg),
+    Key("availability", str, "1", "a comma list of probabilities in [0, 1]",
+        "async: client i takes a task with probability p_(i mod k), else sits it out (any participation)",
+        "ours", lambda v: _floats(v, lambda p: 0 <= p <= 1)),
+    Key("local-work", str, "1", "a comma list of numbers > 0",
+        "async: client i's local steps E_i = round(w_(i mod k) H) (variable local work per client)", "ours",
+        lambda v: _floats(v, lambda w: w > 0)),
+    Key("concurrency", int, 0, "an integer >= 0 (0 = all clients)", "async: clients with work at any time", "ours",
+        lambda v: v >= 0),
+    Key("buffer-size", int, 2, "an integer >= 1", "fedbuff: K replies per server update", "ours",
+        lambda v: v >= 1),
+    Key("staleness-exponent", float, 0.5, "a number >= 0",
+        "fedbuff: a reply s versions stale is weighted (1 + s)^-a (FedBuff's 1/sqrt(1 + s): a = 0.5)", "paper",
+        _nonneg),
+    Key("reply-timeout-s", float, 120.0, "a number > 0",
+        "async: real seconds to wait for a reply the simulated clock needs next, before the client is given up",
+        "ours", _pos),
     # --- ZO-HFL ----------------------------------------------------------------------------
     Key("eta", float, 0.1, "a number > 0", "smoothing radius of the zeroth-order estimate", "paper", _pos),
     Key("gamma", float, 0.01, "a number > 0", "server step gamma_r = gamma / sqrt(r + 1)", "paper", _pos),
@@ -211,6 +249,12 @@ def _cross_checks(cfg: Config) -> None:
     if cfg.hang_prob > 0 and not 0 < cfg.round_deadline_s < cfg.hang_s:
         raise ConfigError(f"run-config key 'hang-prob' > 0 needs 0 < round-deadline-s < hang-s (a hang must miss a "
                           f"deadline), got round-deadline-s={cfg.round_deadline_s}, hang-s={cfg.hang_s}")
+    if (cfg.engine == "async") != (cfg.strategy in ASYNC_STRATEGIES):
+        need = f"engine = 'async' (asynchronous: {ASYNC_STRATEGIES})" if cfg.strategy in ASYNC_STRATEGIES \
+            else "engine = 'sync' or 'legacy'"
+        raise ConfigError(f"run-config key 'engine': strategy={cfg.strategy!r} runs on {need}, got engine={cfg.engine!r}")
+    if cfg.strategy == "flwr-fedavg" and cfg.resume:
+        raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; use fedavg")
     if cfg.resume and not cfg.run_name:
         raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
 

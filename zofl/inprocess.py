@@ -1,103 +1,126 @@
-"""Run a strategy in one process tree, without Ray, SuperLink or gRPC.
+"""The in-process engine: the same ServerApp code on a Grid of our own, without Ray or a SuperLink.
 
-Flower's own round loop (``flwr.server.Server``) drives the same Strategy object, and each
-client's ``fit`` runs the same ``ZOFLClient`` code in a pool of ``workers`` processes (or, with
-workers = 0, in one thread of this process). This is
-the "same computation, same parallelism" reference that benchmarks/bench_zohfl.py compares the
-real ``flwr run`` simulation against, and a fast harness for tests of the strategy logic.
+``InProcessGrid`` implements Flower's ``Grid`` (push / pull / send-and-receive of real Flower
+``Message`` objects); each message is handled by the real ``ClientApp`` (``zofl.client_app.app``)
+in a pool of ``workers`` processes (or, with workers = 0, in one thread of this process), with a
+``Context`` per node that persists across messages as in Flower's simulation. ``run_inprocess``
+runs ``server_app.serve`` on it, so every engine (sync, legacy, async) and every strategy runs
+here exactly as under ``flwr run``, number for number (tests/test_engines.py): this is the cheap
+engine for tests, and the pure-compute reference of the benchmarks.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+from uuid import uuid4
 
 import numpy as np
-from flwr.common import (
-    Code,
-    Context,
-    FitIns,
-    FitRes,
-    RecordDict,
-    Status,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
-from flwr.server import Server
-from flwr.server.client_manager import SimpleClientManager
-from flwr.server.client_proxy import ClientProxy
+from flwr.app import Context, Message, RecordDict
+from flwr.app.error import Error
+from flwr.serverapp import Grid
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
 
-from .client_app import ZOFLClient
-from .server_app import make_strategy
+from .core.protocol import NUM_PARTITIONS, PARTITION_ID
+
+RUN_ID = 1
 
 
-def _fit(run_config: dict, pid: int, m: int, arrays: list[np.ndarray], config: dict, state: RecordDict):
-    """One client's fit in a worker process (its data stay cached there between rounds).
+def _handle(message: Message, context: Context) -> tuple[Message, Context]:
+    """Run the ClientApp on one message (in a worker); the node's Context comes back with the reply."""
+    from .client_app import app
 
-    Like Flower's simulation, the client's Context state travels with the call and comes back."""
-    ctx = Context(run_id=0, node_id=pid, node_config={"partition-id": pid, "num-partitions": m},
-                  state=state, run_config=run_config)
-    return ZOFLClient(ctx).fit(arrays, config), ctx.state
-
-
-class _PoolProxy(ClientProxy):
-    """A ClientProxy whose ``fit`` runs the client in an executor."""
-
-    def __init__(self, pid: int, pool: Executor, run_config: dict, m: int):
-        super().__init__(cid=str(10_000 + pid))
-        self.pid, self.pool, self.run_config, self.m = pid, pool, run_config, m
-        self.state = RecordDict()
-
-    def fit(self, ins: FitIns, timeout, group_id) -> FitRes:
-        (arrays, n, metrics), self.state = self.pool.submit(
-            _fit, self.run_config, self.pid, self.m, parameters_to_ndarrays(ins.parameters), dict(ins.config),
-            self.state).result(timeout)
-        return FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), n, metrics)
-
-    def get_properties(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def get_parameters(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def evaluate(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def reconnect(self, ins, timeout, group_id):
-        raise NotImplementedError
+    try:
+        reply = app(message, context)
+    except Exception as exc:  # as Flower's simulation: an exception becomes an error reply
+        reply = Message(Error(code=0, reason=f"{type(exc).__name__}:<'{exc}'>"), reply_to=message)
+    return reply, context
 
 
-def run_inprocess(run_config: Mapping[str, Any], workers: int = 1,
-                  start_method: str = "fork") -> tuple[Path, np.ndarray]:
+class InProcessGrid(Grid):
+    """Flower's Grid with m nodes whose ClientApps run in a local pool (see the module docstring)."""
+
+    def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
+                 node_config: Mapping[int, dict] | None = None):
+        self._run = Run.create_empty(RUN_ID)
+        # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
+        rng = np.random.default_rng(12345)  # node ids as arbitrary as Flower's: nothing may assume id == partition
+        ids = [int(i) for i in rng.choice(2**53, size=num_nodes, replace=False)]
+        self.contexts = {
+            nid: Context(run_id=RUN_ID, node_id=nid,
+                         node_config=(node_config or {}).get(i, {PARTITION_ID: i, NUM_PARTITIONS: num_nodes}),
+                         state=RecordDict(), run_config=dict(run_config))
+            for i, nid in enumerate(ids)}
+        self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method)) if workers > 0 \
+            else ThreadPoolExecutor(1)
+        self.pending: dict[str, tuple[Future, int]] = {}
+
+    # -- Grid ---------------------------------------------------------------------------------
+    def set_run(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None) -> Message:
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.contexts)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for msg in messages:
+            mid = str(uuid4())
+            msg.metadata.__dict__["_message_id"] = mid
+            node = msg.metadata.dst_node_id
+            self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node)
+            ids.append(mid)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        out = []
+        for mid in message_ids:
+            fut, node = self.pending.get(mid, (None, None))
+            if fut is None or not fut.done():
+                continue
+            del self.pending[mid]
+            reply, context = fut.result()
+            self.contexts[node] = context
+            reply.metadata.__dict__["_message_id"] = str(uuid4())
+            out.append(reply)
+        return out
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        ids = list(self.push_messages(messages))
+        wait([self.pending[m][0] for m in ids], timeout=timeout)
+        return self.pull_messages(ids)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork",
+                  node_config: Mapping[int, dict] | None = None) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
     does (the fair reference for benchmarks); "fork" shares what this process already loaded.
+    ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes).
 
     Returns (results directory, final global model).
     """
-    run_config = dict(run_config)
-    cfg, strategy = make_strategy(run_config)
-    final: dict[str, Any] = {}
-    inner_aggregate = strategy.aggregate_fit
+    from .server_app import make_run, serve
 
-    def aggregate_fit(server_round, results, failures):
-        params, metrics = inner_aggregate(server_round, results, failures)
-        final["x"] = parameters_to_ndarrays(params)[0]
-        return params, metrics
-
-    strategy.aggregate_fit = aggregate_fit
-    pool: Executor
-    if workers > 0:
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method))
-    else:
-        pool = ThreadPoolExecutor(1)
-    with pool:
-        manager = SimpleClientManager()
-        for pid in range(cfg.num_clients):
-            manager.register(_PoolProxy(pid, pool, run_config, cfg.num_clients))
-        server = Server(client_manager=manager, strategy=strategy)
-        server.set_max_workers(max(1, cfg.num_clients))
-        server.fit(num_rounds=strategy.rounds_to_run(), timeout=cfg.round_deadline_s or None)
-    return strategy.writer.dir, final.get("x")
+    cfg, method, writer = make_run(dict(run_config))
+    grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config)
+    try:
+        x = serve(grid, cfg, method, writer)
+    finally:
+        grid.close()
+    return writer.dir, x

@@ -1,56 +1,77 @@
-"""The ServerApp: validates the run-config, loads the server's data and serves the strategy."""
+"""The ServerApp (Message API, ``@app.main()``): validate, learn the partitions, run the engine.
+
+    engine = "sync"    MessageStrategy (flwr.serverapp.strategy.Strategy) via Strategy.start
+    engine = "legacy"  LegacyStrategy (flwr.server.strategy.Strategy) via flwr.server.compat.start_grid
+    engine = "async"   AsyncStrategy: push / pull on the Grid, updates as replies arrive
+
+All three run the same Flower-free core (``zofl.core``) and the same clients; ``zofl.inprocess``
+runs this very function on a Grid of its own, without Ray or a SuperLink.
+"""
 from __future__ import annotations
 
+import logging
 from logging import ERROR
 from pathlib import Path
 
-from flwr.common import Context, log
-from flwr.server import ServerApp, ServerAppComponents, ServerConfig
-from flwr.server.strategy import Strategy
+from flwr.app import Context
+from flwr.common import log as flwr_log
+from flwr.serverapp import Grid, ServerApp
 
 from .config import Config, ConfigError
+from .core.method import Method
+from .core.rounds import SyncRun
+from .methods import METHODS
 from .results import ResultsWriter, default_run_name
 from .setup import prepare
-from .strategies import STRATEGIES
+from .strategies import ASYNC_STRATEGIES, LEGACY_STRATEGIES, MESSAGE_STRATEGIES, LegacyStrategy
+from .strategies.legacy import serve_legacy
+from .strategies.nodes import learn_partitions
+
+log = logging.getLogger("zofl")
+GRID_PULL_INTERVAL_S = 0.01
 
 
-def make_strategy(run_config) -> tuple[Config, Strategy]:
-    """Validate the run-config, open the results folder and build the configured strategy."""
+def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
+    """Validate the run-config, open the results folder and build the method's server half."""
     cfg, task, spec = prepare(run_config)  # every error before round 1
     run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
+    method = METHODS[cfg.strategy].server(cfg, task, spec)
     try:
         writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume)
     except FileExistsError as exc:
         raise ConfigError(f"run-config key 'run-name': {exc}") from exc
-    return cfg, STRATEGIES[cfg.strategy].server(cfg, task, spec, writer)
+    return cfg, method, writer
 
 
-def server_fn(context: Context) -> ServerAppComponents:
+def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
+    """Run ``method`` on ``grid`` with the configured engine; returns the final global model x."""
+    # Flower's in-memory grid sleeps pull_interval (0.1 s) between checks for replies, which adds up
+    # to 0.1 s to every round; 10 ms instead (benchmarks/bench_engines.py measures it). Other grids
+    # (deployment) are left as they are.
+    if isinstance(getattr(grid, "pull_interval", None), float):
+        grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
+    nodes = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)
+    if cfg.engine == "async":
+        strategy = ASYNC_STRATEGIES[cfg.strategy](cfg, method, writer, nodes)
+        strategy.start(grid)
+        return strategy.async_run.x
+    run = SyncRun(cfg, method, writer)
+    if cfg.engine == "legacy":
+        strategy = LEGACY_STRATEGIES.get(cfg.strategy, LegacyStrategy)(run, nodes)
+        serve_legacy(grid, strategy, len(run.pending_rounds()), cfg.round_deadline_s)
+    else:
+        MESSAGE_STRATEGIES[cfg.strategy](run, nodes).serve(grid)
+    return run.x
+
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
     try:
-        cfg, strategy = make_strategy(context.run_config)
+        cfg, method, writer = make_run(context.run_config)
     except ConfigError as exc:
-        log(ERROR, "Invalid run-config, nothing was run: %s", exc)
+        flwr_log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
-    deadline = cfg.round_deadline_s or None  # clients that miss it are failures of the round
-    return ServerAppComponents(strategy=strategy,
-                               config=ServerConfig(num_rounds=strategy.rounds_to_run(), round_timeout=deadline))
-
-
-GRID_PULL_INTERVAL_S = 0.01
-
-
-class ZOFLServerApp(ServerApp):
-    """Flower's ServerApp, polling for client replies every 10 ms instead of Flower's 100 ms.
-
-    In the simulation, Flower's in-memory grid sleeps ``pull_interval`` (0.1 s) between checks
-    for replies, which adds up to 0.1 s to every round; benchmarks/bench_zohfl.py measures the
-    effect. Nothing else changes; other grids (deployment) are left as they are.
-    """
-
-    def __call__(self, grid, context):
-        if isinstance(getattr(grid, "pull_interval", None), float):
-            grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
-        return super().__call__(grid, context)
-
-
-app = ZOFLServerApp(server_fn=server_fn)
+    serve(grid, cfg, method, writer)

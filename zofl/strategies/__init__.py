@@ -1,26 +1,53 @@
-"""Strategies, one module each. A strategy module provides a Flower ``Strategy`` subclass (server)
-and a ``client_fit`` function (the client's work in a round); ``STRATEGIES`` names them for the
-run-config key ``strategy``. See docs/architecture.md, "Add a strategy"."""
+"""Flower's side: the strategies that drive the Flower-free methods (``zofl.methods``).
+
+* ``MessageStrategy`` (engine sync): a ``flwr.serverapp.strategy.Strategy``; one subclass per
+  method below, so a user can name the method's Flower strategy (``ZOHFLStrategy`` ...).
+* ``LegacyStrategy`` (engine legacy): a ``flwr.server.strategy.Strategy`` (the legacy API).
+* ``AsyncStrategy`` (engine async): push / pull on the Grid, ``FedBuffStrategy``.
+* ``FlowerFedAvg`` / ``LegacyFlowerFedAvg``: Flower's own FedAvg, the cross-check.
+``strategy_for(cfg)`` picks the class for a run-config.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-from . import fedavg, fedprox, fedrzo_bl, fedrzo_nn, flwr_fedavg, scaffold, zohfl
-
-
-@dataclass(frozen=True)
-class StrategyEntry:
-    server: type  # Strategy subclass: (cfg, task, spec, writer) -> Strategy
-    client_fit: Callable  # (cfg, task, spec, pid, parameters, config, state) -> (ndarrays, num_examples, metrics)
+from .asynchronous import AsyncStrategy, GridTransport
+from .flwr_fedavg import FlowerFedAvg, LegacyFlowerFedAvg
+from .legacy import LegacyStrategy
+from .message import MessageStrategy
 
 
-STRATEGIES = {
-    "zohfl": StrategyEntry(zohfl.ZOHFL, zohfl.client_fit),
-    "fedavg": StrategyEntry(fedavg.FedAvg, fedavg.client_fit),
-    "fedprox": StrategyEntry(fedprox.FedProx, fedprox.client_fit),
-    "scaffold": StrategyEntry(scaffold.Scaffold, scaffold.client_fit),
-    "flwr-fedavg": StrategyEntry(flwr_fedavg.FlowerFedAvg, flwr_fedavg.client_fit),
-    "fedrzo-nn": StrategyEntry(fedrzo_nn.FedRZOnn, fedrzo_nn.client_fit),
-    "fedrzo-bl": StrategyEntry(fedrzo_bl.FedRZObl, fedrzo_bl.client_fit),
-}
+class ZOHFLStrategy(MessageStrategy):
+    """ZO-HFL (Algorithm 1 of the ZO-HFL paper) on the Message API."""
+
+
+class FedAvgStrategy(MessageStrategy):
+    """FedAvg in the ZO-HFL harness on the Message API."""
+
+
+class FedProxStrategy(MessageStrategy):
+    """FedProx on the Message API."""
+
+
+class ScaffoldStrategy(MessageStrategy):
+    """SCAFFOLD on the Message API."""
+
+
+class FedRZOnnStrategy(MessageStrategy):
+    """FedRZO_nn (paper 001, Algorithm 1) on the Message API."""
+
+
+class FedRZOblStrategy(MessageStrategy):
+    """FedRZO_bl (paper 001, Algorithm 2, lower-level rounds as real rounds) on the Message API."""
+
+
+class FedBuffStrategy(AsyncStrategy):
+    """FedBuff (buffered asynchronous FedAvg) on the Message API's push / pull."""
+
+
+MESSAGE_STRATEGIES = {"zohfl": ZOHFLStrategy, "fedavg": FedAvgStrategy, "fedprox": FedProxStrategy,
+                      "scaffold": ScaffoldStrategy, "fedrzo-nn": FedRZOnnStrategy, "fedrzo-bl": FedRZOblStrategy,
+                      "flwr-fedavg": FlowerFedAvg}
+LEGACY_STRATEGIES = {"flwr-fedavg": LegacyFlowerFedAvg}  # every other method: LegacyStrategy
+ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy}
+
+__all__ = ["AsyncStrategy", "FlowerFedAvg", "GridTransport", "LegacyFlowerFedAvg", "LegacyStrategy",
+           "MessageStrategy", "MESSAGE_STRATEGIES", "LEGACY_STRATEGIES", "ASYNC_STRATEGIES"]

@@ -1,83 +1,113 @@
-"""Flower's own FedAvg strategy (``flwr.server.strategy.FedAvg``), driving our FedAvg clients.
+"""Flower's own FedAvg strategy driving our FedAvg clients: the peer cross-check for ``fedavg``.
 
-The peer cross-check for ``fedavg``: the same clients, data, x_0 and seed, but Flower's client
-sampling (``fraction_fit`` = beta, its own random choice) and Flower's weighted averaging.
-Evaluation and records come from the same ``RoundStrategy`` code as every other strategy. Flower's
-sampling is not seeded by us, so runs with beta < 1 are not reproducible; with beta = 1 they are.
-Bad replies (``reply_problem``) are dropped before Flower's averaging; the record's ``sampled`` are
-the clients that replied (Flower does not say whom it sampled when a client fails).
+The same clients, data, x_0 and seed, but Flower's client sampling (``fraction`` = beta, its own
+unseeded random choice: runs with beta < 1 are not reproducible; with beta = 1 they are) and
+Flower's weighted averaging: ``flwr.serverapp.strategy.FedAvg`` on the Message API (engine sync),
+``flwr.server.strategy.FedAvg`` on the legacy API (engine legacy). Bad replies (``reply_problem``)
+are dropped before Flower averages, replies are handed to it sorted by client id (the sum's
+order, so every engine gives the same bits), and the records come from the same ``SyncRun`` as
+every other strategy; the record's ``sampled`` are the clients that replied (Flower does not say
+whom it sampled when a client fails).
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from flwr.common import Parameters, parameters_to_ndarrays
-from flwr.server.strategy import FedAvg as _FlowerFedAvg
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server.strategy import FedAvg as LegacyFedAvg
+from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 
 from ..algorithms.lower_level import local_steps
-from ..config import ConfigError
-from .base import RoundStrategy, _nbytes, log, reply_problem
-from .fedavg import client_fit  # noqa: F401  (the clients are our FedAvg clients)
+from ..core.protocol import Failure, reply_from_numpy
+from ..core.rounds import RoundPlan, SyncRun
+from .legacy import LegacyStrategy, describe
+from .message import MessageStrategy
+from .wire import array_record, decode_reply
 
 
-class FlowerFedAvg(_FlowerFedAvg):
-    name, title = "flwr-fedavg", "Flower FedAvg"
+def _plan(run: SyncRun, r: int, replied: list[int], downlink: int) -> RoundPlan:
+    return RoundPlan(r, sorted(replied), [], [], local_steps(r, run.cfg.tau, run.cfg.local_steps),
+                     downlink_bytes=downlink)
 
-    def __init__(self, cfg, task, spec, writer):
-        if cfg.resume:
-            raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; "
-                              "use fedavg")
-        self.cfg, self.writer = cfg, writer
-        self.rec = RoundStrategy(cfg, task, spec, writer)  # x_0, evaluation, records, summary
-        self.rec.name, self.rec.title = self.name, self.title
-        m = cfg.num_clients
-        super().__init__(fraction_fit=cfg.beta, fraction_evaluate=0.0, min_fit_clients=1,
-                         min_evaluate_clients=0, min_available_clients=m, on_fit_config_fn=self.fit_config,
-                         accept_failures=True)
 
-    def rounds_to_run(self) -> int:
-        return self.rec.rounds_to_run()
+class FlowerFedAvg(MessageFedAvg):
+    """Flower's Message-API FedAvg with our records."""
 
-    def fit_config(self, server_round: int) -> dict:
-        r = server_round - 1
-        return {"round": r, "H": local_steps(r, self.cfg.tau, self.cfg.local_steps)}
+    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+        cfg = run.cfg
+        super().__init__(fraction_train=cfg.beta, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0,
+                         min_available_nodes=cfg.num_clients)
+        self.run, self.pid_of_node = run, {n: p for p, n in nodes.items()}
 
-    def initialize_parameters(self, client_manager) -> Parameters:
-        return self.rec.initialize_parameters(client_manager)
+    def configure_train(self, server_round, arrays, config, grid):
+        r = self.run.offset + server_round - 1
+        config["round"], config["H"] = r, local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)
+        self.t_r = r
+        msgs = list(super().configure_train(server_round, array_record({"x": self.run.x}), config, grid))
+        self.downlink = self.run.x.nbytes * len(msgs)
+        return msgs
+
+    def aggregate_train(self, server_round, replies):
+        by_pid, replies_, failures = {}, [], []
+        for msg in replies:
+            pid = self.pid_of_node.get(msg.metadata.src_node_id, -1)
+            out = decode_reply(msg, pid)
+            if isinstance(out, Failure):
+                failures.append(out)
+            else:
+                replies_.append(out)
+                by_pid[pid] = msg
+        plan = _plan(self.run, self.t_r, [rep.pid for rep in replies_], self.downlink)
+
+        def aggregate(state, r, used):
+            if not used:
+                return state, {}
+            arrays, _ = MessageFedAvg.aggregate_train(self, server_round, [by_pid[rep.pid] for rep in used])
+            return {**state, "x": np.array(arrays["x"].numpy())}, {}  # a fresh, aligned copy
+
+        self.run.complete(plan, replies_, failures, aggregate)
+        return array_record({"x": self.run.x}), None
+
+    configure_evaluate = MessageStrategy.configure_evaluate
+    serve = MessageStrategy.serve
+
+
+class LegacyFlowerFedAvg(LegacyFedAvg):
+    """Flower's legacy-API FedAvg with our records."""
+
+    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+        cfg = run.cfg
+        super().__init__(fraction_fit=cfg.beta, fraction_evaluate=0.0, min_fit_clients=1, min_evaluate_clients=0,
+                         min_available_clients=cfg.num_clients, accept_failures=True)
+        self.run, self.pid_of_cid = run, {str(n): p for p, n in nodes.items()}
+
+    initialize_parameters = LegacyStrategy.initialize_parameters
+    evaluate = LegacyStrategy.evaluate
 
     def configure_fit(self, server_round, parameters, client_manager):
-        t0 = time.perf_counter()
+        r = self.run.offset + server_round - 1
+        self.t_r = r
+        config = {"round": r, "H": local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)}
         ins = super().configure_fit(server_round, parameters, client_manager)
-        self.last, self.n = parameters, parameters_to_ndarrays(parameters)[0].size
-        cfg = self.fit_config(server_round)
-        self.rec.round_info = {"t0": t0, "r": cfg["round"], "H": cfg["H"], "stragglers": [],
-                               "downlink_bytes": _nbytes(parameters) * len(ins)}
-        return ins
+        self.downlink = self.run.x.nbytes * len(ins)
+        return [(proxy, FitIns(fit.parameters, config)) for proxy, fit in ins]
 
     def aggregate_fit(self, server_round, results, failures):
-        # Flower's FedAvg averages whatever arrives: drop bad replies first, as RoundStrategy does
-        good = []
+        by_pid, replies = {}, []
         for proxy, res in results:
-            problem = reply_problem(parameters_to_ndarrays(res.parameters), [(self.n,)], self.cfg.reply_max_abs)
-            if problem:
-                log.warning("round %d: dropped client %s: %s", server_round, res.metrics.get("pid"), problem)
-            else:
-                good.append((proxy, res))
-        rejected = len(results) - len(good)
-        params, metrics = super().aggregate_fit(server_round, good, failures)
-        if params is None or not all(np.isfinite(a).all() for a in parameters_to_ndarrays(params)):
-            params = self.last  # no usable reply, or a non-finite average: keep x_r
-        replied = sorted(int(res.metrics["pid"]) for _, res in results)
-        results = good
-        computes = [float(res.metrics["compute_s"]) for _, res in results]
-        self.rec.round_info.update(
-            sampled=replied, participants=len(results),
-            failures=len(failures) + rejected, rejected=rejected, dropped=len(failures) + rejected,
-            uplink_bytes=sum(_nbytes(res.parameters) for _, res in results),
-            client_compute_s=sum(computes), client_compute_max_s=max(computes, default=0.0),
-            local_steps=sum(int(res.metrics["steps"]) for _, res in results))
-        return params, metrics
+            pid = self.pid_of_cid.get(proxy.cid, -1)
+            replies.append(reply_from_numpy(pid, parameters_to_ndarrays(res.parameters), res.num_examples, res.metrics))
+            by_pid[pid] = (proxy, res)
+        fails = []
+        for f in failures:
+            cid, why = describe(f)
+            fails.append(Failure(self.pid_of_cid.get(cid), why))
+        plan = _plan(self.run, self.t_r, [rep.pid for rep in replies], self.downlink)
 
-    def evaluate(self, server_round, parameters):
-        return self.rec.evaluate(server_round, parameters)
+        def aggregate(state, r, used):
+            if not used:
+                return state, {}
+            params, _ = LegacyFedAvg.aggregate_fit(self, server_round, [by_pid[rep.pid] for rep in used], [])
+            return {**state, "x": parameters_to_ndarrays(params)[0]}, {}
+
+        self.run.complete(plan, replies, fails, aggregate)
+        return ndarrays_to_parameters([self.run.x]), {}

@@ -1,4 +1,4 @@
-"""FedRZO_nn (paper 001, Algorithm 1) on Flower: a thin adapter over ``zofl.algorithms.fedrzo``.
+"""FedRZO_nn (paper 001, Algorithm 1): server and client halves over ``zofl.algorithms.fedrzo``.
 
 Server: sends x_r to the sampled clients and averages the x_{i,T_{r+1}} they return (1/|S_r|; the
 paper's 1/m with every client taking part). Client i: H local zeroth-order steps with its own
@@ -16,15 +16,14 @@ import time
 from typing import Any, Callable
 
 import numpy as np
-from flwr.common import Scalar
-
 from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
+from ..core.method import Method, State
+from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
-from .base import Reply, RoundStrategy, client_steps
 
 
 def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -38,25 +37,23 @@ def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: x
 
 
-class FedRZOnn(RoundStrategy):
+class FedRZOnn(Method):
     name, title = "fedrzo-nn", "FedRZO_nn"
 
-    def reply_shapes(self, n: int) -> list[tuple[int, ...]]:
-        return [(n,)]
+    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
+        return {"x": state["x"].shape}
 
-    def aggregate(self, r: int, x: np.ndarray, replies: list[Reply]) -> tuple[np.ndarray, dict[str, Any]]:
+    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         if not replies:
-            return x.copy(), {}
-        return np.mean([rep.arrays[0] for rep in replies], axis=0), {}
+            return state, {}
+        return {**state, "x": np.mean([rep.arrays["x"] for rep in replies], axis=0)}, {}
 
 
-def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: list[np.ndarray],
-               config: dict[str, Scalar], state: dict[str, np.ndarray]):
+def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
     t0 = time.perf_counter()
-    r = int(config["round"])
-    H = client_steps(pid, config)
+    pid, r, H = work.pid, work.round, work.H
     data = task.client_data(spec, pid)
-    x = parameters[0]
+    x = work.arrays["x"]
     scale = float(len(data)) if cfg.loss_scale == "sum" else 1.0
     lam = cfg.l2
 
@@ -66,4 +63,4 @@ def client_fit(cfg: Config, task: Task, spec: DataSpec, pid: int, parameters: li
     batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), H, cfg.batch_size)
     dirs = sphere_directions(seed_sequence(cfg.seed, r, pid, STREAM_DIRECTIONS), H, x.size)
     y = local_zo_steps(loss, x, batches, dirs, cfg.zo_lr, cfg.eta, local_set(cfg, pid))
-    return [y], len(data), {"pid": pid, "sampled": True, "steps": H, "compute_s": time.perf_counter() - t0}
+    return Reply(pid, {"x": y}, len(data), {"steps": H, "compute_s": time.perf_counter() - t0})

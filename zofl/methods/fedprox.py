@@ -4,11 +4,11 @@ Same K = 2 H_{i,r} local steps and server average as ``fedavg``; ``prox-mu`` is 
 """
 from __future__ import annotations
 
-from .fedavg import FedAvg, make_client_fit
+from .fedavg import FedAvg, make_client_work
 
 
 class FedProx(FedAvg):
     name, title = "fedprox", "FedProx"
 
 
-client_fit = make_client_fit("prox-mu")
+client_work = make_client_work("prox-mu")

@@ -1,0 +1,277 @@
+"""``AsyncRun``: updates applied as replies arrive, with staleness (the asynchronous engine's core).
+
+The server keeps every client busy: an idle client gets a task on the newest model x^(v) (or, with
+probability 1 - p_i per task, sits it out for as long as the task would have taken: any
+participation, ``availability``); each reply is checked and put in a buffer with its staleness
+s = v_now - v_task; when the buffer holds K replies (``Method.buffer_size``) the method's
+``update_async`` makes x^(v+1), a record is written, and the client that delivered the K-th reply
+gets a new task. No client is ever waited for as a group.
+
+Two clocks (``clock``):
+* ``simulated``: a task sent at simulated time t finishes at t + 2 E_i sim-step-s / s_i + latency-s
+  (+ hang-s for an injected hang), s_i the device speed (``speed-profile``); events are handled in
+  that order, waiting for the real reply of the next one. The run is a pure function of the
+  seed: two runs, or a run and its resume from any checkpoint, are equal bit for bit.
+* ``wall``: events are handled in real arrival order; device speeds make clients really slower
+  (the client sleeps), so the asynchrony is the machine's.
+
+A client whose reply does not come within ``reply-timeout-s`` (real seconds; the simulated clock
+needs it next, or in wall mode it is outstanding that long) is given up ("lost") and gets no more
+work; in wall mode it comes back if its reply arrives after all. A reply later than
+``round-deadline-s`` after its task was sent (simulated or wall seconds) is dropped as late.
+
+Everything goes through a ``Transport`` (``submit(work) -> handle``, ``poll() -> [(handle, Reply |
+Failure)]``, ``wait(s)``): Flower's grid (``zofl.strategies.asynchronous``) or any other.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..faults import draw_fault, speed_factor
+from .checks import reply_problem
+from .method import Method
+from .protocol import Failure, Reply, Work
+from .rounds import SyncRun
+from .sampling import available, per_client
+
+log = logging.getLogger("zofl")
+POLL_S = 0.002
+
+
+class Transport(Protocol):
+    def submit(self, work: Work) -> str: ...
+
+    def poll(self) -> list[tuple[str, Reply | Failure]]: ...
+
+    def wait(self, seconds: float) -> None: ...
+
+
+@dataclass
+class Task:
+    work: Work
+    version: int  # v of the model it was computed from
+    sent_at: float  # clock time
+    due: float  # simulated completion time (nan under the wall clock)
+
+
+class AsyncRun(SyncRun):
+    """One run of an asynchronous method over a ``Transport`` (see the module docstring)."""
+
+    def __init__(self, cfg, method: Method, writer, transport: Transport):
+        super().__init__(cfg, method, writer)
+        self.transport = transport
+        self.simulated = cfg.clock == "simulated"
+        self.K = method.buffer_size()
+        self.version = self.offset
+        self.now = 0.0  # simulated clock
+        self.task_no = 0
+        self.tasks: dict[str, Task] = {}
+        self.arrived: dict[str, Reply | Failure] = {}
+        self.rejoins: list[tuple[float, int, int]] = []  # (clock time, task number, pid)
+        self.lost: dict[str, int] = {}  # handle -> pid of a client given up
+        self.buffer: list[tuple[Reply, int]] = []
+        self._reset_counts()
+        self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param) for pid in range(self.m)]
+
+    @property
+    def m(self) -> int:
+        return self.cfg.num_clients
+
+    def _reset_counts(self) -> None:
+        self.counts = {"failures": 0, "rejected": 0, "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
+                       "t0": time.perf_counter()}
+
+    # -- clock and durations --------------------------------------------------------------
+    def clock(self) -> float:
+        return self.now if self.simulated else self.wall_s()
+
+    def duration(self, work: Work) -> float:
+        """Simulated seconds a task takes: its local steps at the client's speed, plus latency."""
+        steps = self.method.task_steps(work)
+        return steps * self.cfg.sim_step_s / self.speeds[work.pid] + self.cfg.latency_s
+
+    # -- sending --------------------------------------------------------------------------
+    def dispatch(self, pid: int) -> None:
+        cfg = self.cfg
+        n = self.task_no
+        self.task_no += 1
+        work = self.method.plan_task(self.state, self.version, n, pid)
+        if not available(cfg.seed, n, pid, per_client(cfg.availability, pid)):
+            self.counts["unavailable"] += 1
+            heapq.heappush(self.rejoins, (self.clock() + self.duration(work), n, pid))
+            return
+        due = float("nan")
+        if self.simulated:
+            hang = draw_fault(cfg.seed, n, pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob) == "hang"
+            due = self.now + self.duration(work) + (cfg.hang_s if hang else 0.0)
+        self._send(Task(work, self.version, self.clock(), due))
+
+    def _send(self, task: Task) -> None:
+        self.counts["downlink_bytes"] += task.work.nbytes()
+        self.tasks[self.transport.submit(task.work)] = task
+
+    def _collect(self) -> None:
+        for handle, result in self.transport.poll():
+            if handle in self.tasks:
+                self.arrived[handle] = result
+            elif handle in self.lost and not self.simulated:  # a client given up is back after all
+                pid = self.lost.pop(handle)
+                log.warning("client %d: its reply came after reply-timeout-s; it gets work again", pid)
+                self.dispatch(pid)
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> dict[str, Any] | None:
+        if self.version >= self.total:
+            return None
+        if self.resumed_extra:
+            self._restore(self.resumed_extra)
+        else:
+            limit = self.cfg.concurrency or self.m
+            for pid in range(min(limit, self.m)):
+                self.dispatch(pid)
+        while self.version < self.total:
+            if not self.tasks and not self.rejoins:
+                raise RuntimeError(f"asynchronous run: no client left with work after {self.version} updates "
+                                   f"(every client was given up: see the log)")
+            if self.simulated:
+                self._step_simulated()
+            else:
+                self._step_wall()
+        return self.writer.records[-1]
+
+    def _step_simulated(self) -> None:
+        handle, task = min(self.tasks.items(), key=lambda kv: (kv[1].due, kv[1].work.round), default=(None, None))
+        if self.rejoins and (task is None or (self.rejoins[0][0], self.rejoins[0][1]) < (task.due, task.work.round)):
+            t, _, pid = heapq.heappop(self.rejoins)
+            self.now = max(self.now, t)
+            self.dispatch(pid)
+            return
+        t_wait = time.perf_counter()
+        while handle not in self.arrived:
+            self._collect()
+            if handle in self.arrived:
+                break
+            if time.perf_counter() - t_wait > self.cfg.reply_timeout_s:
+                self.arrived[handle] = Failure(task.work.pid, f"no reply within reply-timeout-s = "
+                                                              f"{self.cfg.reply_timeout_s:g} s; client given up")
+                self.lost[handle] = task.work.pid
+                break
+            self.transport.wait(POLL_S)
+        self.now = max(self.now, task.due)
+        self._handle(handle, self.arrived.pop(handle))
+
+    def _step_wall(self) -> None:
+        self._collect()
+        if self.arrived:
+            handle = next(iter(self.arrived))
+            self._handle(handle, self.arrived.pop(handle))
+            return
+        now = self.clock()
+        if self.rejoins and self.rejoins[0][0] <= now:
+            _, _, pid = heapq.heappop(self.rejoins)
+            self.dispatch(pid)
+            return
+        for handle, task in list(self.tasks.items()):
+            if now - task.sent_at > self.cfg.reply_timeout_s:
+                self.lost[handle] = task.work.pid
+                self._handle(handle, Failure(task.work.pid, f"no reply within reply-timeout-s = "
+                                                           f"{self.cfg.reply_timeout_s:g} s; client given up"))
+                return
+        self.transport.wait(POLL_S)
+
+    def _handle(self, handle: str, result: Reply | Failure) -> None:
+        task = self.tasks.pop(handle)
+        pid = task.work.pid
+        deadline = self.cfg.round_deadline_s
+        late = deadline and (task.due if self.simulated else self.clock()) - task.sent_at > deadline
+        if isinstance(result, Reply) and late:
+            result = Failure(pid, f"reply {self.clock() - task.sent_at:.2f} s after its task, later than "
+                                  f"round-deadline-s = {deadline:g}")
+        applied = None
+        if isinstance(result, Failure):
+            self.counts["failures"] += 1
+            log.warning("update %d: client %s failed: %s", self.version + 1, pid, result.reason)
+        else:
+            self.counts["uplink_bytes"] += result.nbytes()
+            result.pid = pid  # the server knows whom it sent the task to
+            problem = reply_problem(result.arrays, self.method.reply_shapes(self.state, self.version),
+                                    self.cfg.reply_max_abs)
+            if problem:
+                self.counts["failures"] += 1
+                self.counts["rejected"] += 1
+                log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
+            else:
+                self.buffer.append((result, self.version - task.version))
+                if len(self.buffer) >= self.K:
+                    applied = self._apply()
+        if handle not in self.lost:
+            self.dispatch(pid)
+        if applied is not None:
+            self._write_record(self.version, applied)
+
+    def _apply(self) -> dict[str, Any]:
+        replies = [rep for rep, _ in self.buffer]
+        staleness = [s for _, s in self.buffer]
+        state, fields = self.method.update_async(self.state, self.version, replies, staleness)
+        if not np.all(np.isfinite(state["x"])):
+            log.error("update %d: the aggregate is not finite; the global model stays", self.version + 1)
+            state, fields = self.state, {**fields, "model_rejected": True}
+        self.state = state
+        self.version += 1
+        self.buffer = []
+        computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in replies]
+        c = self.counts
+        info = {
+            "clients": [rep.pid for rep in replies], "staleness": staleness, "sampled": [rep.pid for rep in replies],
+            "participants": len(replies), "failures": c["failures"], "rejected": c["rejected"], "dropped": 0,
+            "unavailable": c["unavailable"], "uplink_bytes": c["uplink_bytes"],
+            "downlink_bytes": c["downlink_bytes"], "wall_s": time.perf_counter() - c["t0"],
+            "clock_s": self.clock(), "client_compute_s": float(sum(computes)),
+            "client_compute_max_s": max(computes, default=0.0),
+            "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in replies), default=0.0),
+            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in replies), **fields,
+        }
+        self._reset_counts()
+        return info
+
+    def setting(self) -> str:
+        cfg = self.cfg
+        return (f"{cfg.num_rounds} updates, m={cfg.num_clients}, alpha={self.method.spec.alpha}, "
+                f"buffer K={self.K}, clock={cfg.clock}")
+
+    # -- checkpoint and exact resume --------------------------------------------------------
+    def checkpoint_extra(self) -> dict[str, np.ndarray]:
+        """The queue: clock, task counter, tasks in flight (with the work they carry), rejoins, given-up clients."""
+        out = {"now": np.array(self.now), "task_no": np.array(self.task_no),
+               "rejoins": np.array(self.rejoins, dtype=np.float64).reshape(-1, 3),
+               "lost": np.array(sorted(self.lost.values()), dtype=np.int64)}
+        for i, task in enumerate(sorted(self.tasks.values(), key=lambda t: t.work.round)):
+            w = task.work
+            out[f"task{i}/meta"] = np.array([w.pid, w.round, w.H, task.version, task.sent_at, task.due])
+            out[f"task{i}/config"] = np.array(json.dumps(w.config))
+            out.update({f"task{i}/arrays/{k}": v for k, v in w.arrays.items()})
+        return out
+
+    def _restore(self, extra: dict[str, np.ndarray]) -> None:
+        self.now = float(extra["now"])
+        self.task_no = int(extra["task_no"])
+        self.rejoins = [(float(t), int(n), int(p)) for t, n, p in extra["rejoins"]]
+        heapq.heapify(self.rejoins)
+        lost = set(int(p) for p in extra["lost"])
+        i = 0
+        while f"task{i}/meta" in extra:
+            pid, n, H, version, sent_at, due = extra[f"task{i}/meta"]
+            prefix = f"task{i}/arrays/"
+            arrays = {k[len(prefix):]: v for k, v in extra.items() if k.startswith(prefix)}
+            work = Work(int(pid), int(n), int(H), arrays, json.loads(str(extra[f"task{i}/config"])))
+            self._send(Task(work, int(version), float(sent_at), float(due)))
+            i += 1
+        if lost:
+            log.warning("resume: clients %s were given up before the checkpoint and stay so", sorted(lost))

@@ -1,0 +1,176 @@
+"""``SyncRun``: a synchronous run as a sequence of rounds, shared by every synchronous engine.
+
+    run = SyncRun(cfg, method, writer)            # x_0 (round 0 record) or the resumed state
+    for r in run.pending_rounds():
+        plan = run.plan(r)                         # S_r, stragglers, each sampled client's Work
+        ... an engine delivers plan.works and collects Replies / Failures ...
+        run.complete(plan, replies, failures)      # checks, update, record, checkpoint, summary
+
+Engines differ only in how work reaches clients (Flower's Message API, its legacy API, or a
+process pool); this object does everything else, so every engine gives the same numbers.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .checks import reply_problem
+from .method import Method, State
+from .protocol import Failure, Reply, Work
+from .sampling import sample_round
+from .summary import fmt, summarize, summary_lines
+
+log = logging.getLogger("zofl")
+
+
+@dataclass
+class RoundPlan:
+    r: int  # the papers' 0-based round index
+    sampled: list[int]  # S_r
+    stragglers: list[int]
+    works: list[Work]
+    H: int = 0
+    t0: float = field(default_factory=time.perf_counter)
+    downlink_bytes: int | None = None  # None: the works' arrays
+
+
+class SyncRun:
+    """One run of a synchronous method: state, resume, records (see the module docstring)."""
+
+    def __init__(self, cfg, method: Method, writer):
+        self.cfg, self.method, self.writer = cfg, method, writer
+        self.t_start = time.perf_counter()
+        self.offset, self.t_before = 0, 0.0  # rounds and wall time before this process (resume)
+        self.state: State | None = None
+        self.resumed_extra: dict[str, np.ndarray] = {}  # the asynchronous engine's queue, on resume
+        self.total = method.communication_rounds()
+        if cfg.resume:
+            self._resume()
+        if self.state is None:
+            self.state = method.init()
+            self._write_record(0, {})
+
+    def _resume(self) -> None:
+        ck = load_checkpoint(self.writer.dir)
+        if ck is None:
+            log.info("resume: no checkpoint in %s, starting from round 0", self.writer.dir)
+            self.writer.truncate(-1)
+            return
+        self.offset, self.t_before, arrays, self.resumed_extra = ck
+        self.state = self.method.load_state_dict(arrays)
+        self.writer.truncate(self.offset)  # rounds after the checkpoint are run (and written) again
+        log.info("resume: continuing %s after round %d", self.writer.dir, self.offset)
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.state["x"]
+
+    def pending_rounds(self) -> range:
+        return range(self.offset, self.total)
+
+    def plan(self, r: int) -> RoundPlan:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        sampled, stragglers = sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
+        works = self.method.plan(self.state, r, sampled, stragglers)
+        return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0)
+
+    def check(self, plan: RoundPlan, replies: list[Reply], failures: list[Failure]) -> tuple[list[Reply], list[Failure]]:
+        """The usable replies (one per sampled client, checked, sorted by client id) and all failures."""
+        shapes = self.method.reply_shapes(self.state, plan.r)
+        good: dict[int, Reply] = {}
+        failures = list(failures)
+        k = plan.r + 1
+        for rep in replies:
+            if rep.pid not in plan.sampled or rep.pid in good:
+                log.warning("round %d: ignored a reply from client %d (not sampled, or a second reply)", k, rep.pid)
+                continue
+            problem = reply_problem(rep.arrays, shapes, self.cfg.reply_max_abs)
+            if problem:
+                log.warning("round %d: dropped client %d: %s", k, rep.pid, problem)
+                failures.append(Failure(rep.pid, problem, rejected=True))
+                continue
+            good[rep.pid] = rep
+        for f in failures:
+            if not f.rejected:
+                log.warning("round %d: client %s failed or missed the deadline: %s", k, f.pid, f.reason)
+        if not good:
+            log.warning("round %d: no usable client reply (%d sampled, %d failed)", k, len(plan.sampled),
+                        len(failures))
+        return [good[p] for p in sorted(good)], failures
+
+    def complete(self, plan: RoundPlan, replies: list[Reply], failures: list[Failure],
+                 aggregate=None) -> dict[str, Any]:
+        """Apply round ``plan.r``: check the replies, update the state, write the record.
+
+        ``aggregate(state, r, used_replies) -> (state, fields)`` replaces the method's ``update``
+        (the cross-check with Flower's own FedAvg aggregation)."""
+        used, failures = self.check(plan, replies, failures)
+        state, fields = (aggregate or self.method.update)(self.state, plan.r, used)
+        if not np.all(np.isfinite(state["x"])):
+            log.error("round %d: the aggregate is not finite; the global model stays x_r", plan.r + 1)
+            state, fields = self.state, {**fields, "model_rejected": True}
+        self.state = state
+        rejected = sum(f.rejected for f in failures)
+        computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
+        info = {
+            "sampled": plan.sampled, "stragglers": len(plan.stragglers), "participants": len(used),
+            "failures": len(failures), "rejected": rejected, "dropped": len(plan.sampled) - len(used),
+            "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in used), default=0.0),
+            "uplink_bytes": sum(rep.nbytes() for rep in replies),
+            "downlink_bytes": sum(w.nbytes() for w in plan.works) if plan.downlink_bytes is None
+            else plan.downlink_bytes,
+            "wall_s": time.perf_counter() - plan.t0,
+            "client_compute_s": float(sum(computes)), "client_compute_max_s": max(computes, default=0.0),
+            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in used), "H": plan.H, **fields,
+        }
+        return self._write_record(plan.r + 1, info)
+
+    def _write_record(self, k: int, info: dict[str, Any]) -> dict[str, Any]:
+        metrics = self.method.metrics(self.state)
+        f2_est = info.pop("f2_est", float("nan"))
+        record = {**metrics, "round": k, "f2_est": f2_est, "objective": metrics["f1"] + f2_est,
+                  "sampled": [], "participants": 0, "stragglers": 0, "failures": 0, "dropped": 0, "rejected": 0,
+                  "client_wall_max_s": 0.0, "uplink_bytes": 0, "downlink_bytes": 0, "wall_s": 0.0,
+                  "client_compute_s": 0.0, "client_compute_max_s": 0.0, "local_steps": 0, "H": 0, "gamma_r": 0.0,
+                  **info}
+        self.writer.write_round(record)
+        log.info("round %d: test acc %s, test loss %s", k, fmt(metrics["test_acc"]), fmt(metrics["test_loss"]))
+        every = self.cfg.checkpoint_every
+        last = k == self.total
+        if every and k > 0 and (k % every == 0 or last):
+            save_checkpoint(self.writer.dir, k, self.wall_s(), self.method.state_dict(self.state),
+                            self.checkpoint_extra())
+        if last:
+            self.finish()
+        return record
+
+    def checkpoint_extra(self) -> dict[str, np.ndarray]:
+        """More to checkpoint besides the method's state (the asynchronous engine's queue)."""
+        return {}
+
+    def setting(self) -> str:
+        cfg = self.cfg
+        return f"{cfg.num_rounds} rounds, m={cfg.num_clients}, alpha={self.method.spec.alpha}, beta={cfg.beta}"
+
+    def wall_s(self) -> float:
+        return self.t_before + time.perf_counter() - self.t_start
+
+    def finish(self) -> dict[str, Any]:
+        cfg, spec = self.cfg, self.method.spec
+        recs = self.writer.records
+        summary = summarize(recs, strategy=self.method.name, dataset=spec.dataset, rounds=cfg.num_rounds,
+                            engine=cfg.engine)
+        summary.update(total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
+                       **self.method.summary_extra(recs))
+        self.writer.write_summary(summary)
+        lines = summary_lines(self.method.title, summary, self.setting())
+        print("\n".join(lines), flush=True)
+        log.info("\n".join(lines))
+        return summary
+

@@ -1,0 +1,38 @@
+"""Who takes part: S_r and the stragglers (synchronous rounds), availability and local work per
+client (asynchronous tasks). Pure functions of seeds."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.smoothing import seed_sequence
+
+STREAM_SAMPLING = 3
+STREAM_AVAILABILITY = 0x73
+
+
+def sample_round(seed: int, round_idx: int, m: int, beta: float, straggler_prob: float) -> tuple[list[int], list[int]]:
+    """(S_r, stragglers): max(1, round(beta m)) client ids drawn without replacement, and the
+    subset marked as stragglers (each with probability ``straggler_prob``)."""
+    rng = np.random.default_rng(seed_sequence(seed, round_idx, STREAM_SAMPLING))
+    k = max(1, int(round(beta * m)))
+    sampled = sorted(int(i) for i in rng.choice(m, size=k, replace=False))
+    stragglers = [i for i in sampled if rng.random() < straggler_prob]
+    return sampled, stragglers
+
+
+def per_client(values: str, pid: int) -> float:
+    """Client ``pid``'s entry of a comma list (entry pid mod k): ``availability``, ``local-work``."""
+    items = values.split(",")
+    return float(items[pid % len(items)])
+
+
+def available(seed: int, task: int, pid: int, prob: float) -> bool:
+    """Whether client ``pid`` takes part in asynchronous task number ``task`` (probability ``prob``)."""
+    if prob >= 1.0:
+        return True
+    return bool(np.random.default_rng(seed_sequence(seed, task, pid, STREAM_AVAILABILITY)).random() < prob)
+
+
+def client_local_steps(H: int, multiplier: float) -> int:
+    """E_i = round(multiplier_i H), at least 1 when H > 0: variable local work per client."""
+    return 0 if H == 0 else max(1, int(round(multiplier * H)))

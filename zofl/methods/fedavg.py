@@ -1,0 +1,67 @@
+"""FedAvg (McMahan et al., 2017) in the same harness as ZO-HFL: same splits, sampling, records.
+
+Each sampled client runs K = 2 H_{i,r} local SGD steps from x_r (the SGD steps a ZO-HFL client
+takes in its two solves; 0 for a straggler) with the run-config step ``local-lr`` scheduled by
+``local-lr-schedule``, and sends y; the server sets x_{r+1} = x_r + ``server-lr`` (sum_i N_i y_i /
+sum_i N_i - x_r) over the clients that replied. The server's own data are not trained on (they
+only give x_0 when x0 = pretrained, as for ZO-HFL).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.fedavg import local_lrs, local_sgd, weighted_mean
+from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.smoothing import seed_sequence
+from ..algorithms.zohfl import STREAM_BATCHES
+from ..config import Config
+from ..core.method import Method, State
+from ..core.protocol import Reply, Work
+from ..tasks import DataSpec, Task
+
+
+class FedAvg(Method):
+    name, title = "fedavg", "FedAvg"
+
+    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
+        return {"x": state["x"].shape}
+
+    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        x = state["x"]
+        if not replies:
+            return state, {}
+        y_mean = weighted_mean([rep.arrays["x"] for rep in replies], [rep.num_examples for rep in replies])
+        return {**state, "x": x + self.cfg.server_lr * (y_mean - x)}, {}
+
+
+def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndarray, r: int, H: int,
+                   prox_mu: float = 0.0, correction: np.ndarray | None = None, lr_round: int | None = None):
+    """The client's K = 2 H local steps from x (H = 0 for a straggler): (y, steps, sum of steps' lrs, N_i).
+
+    ``r`` seeds the minibatches and, unless ``lr_round`` is given (the asynchronous engine passes
+    the model version), sets the step schedule."""
+    K = 2 * H
+    data = task.client_data(spec, pid)
+    batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), K, cfg.batch_size)
+    lrs = local_lrs(cfg.local_lr_schedule, cfg.local_lr, r if lr_round is None else lr_round, K)
+    grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
+    y = local_sgd(grad, x, batches, lrs, prox_mu, correction)
+    return y, K, float(lrs.sum()), len(data)
+
+
+def make_client_work(prox_mu_key: str | None = None):
+    """client_work for FedAvg (no proximal term) or FedProx (proximal weight from ``prox_mu_key``)."""
+
+    def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+        t0 = time.perf_counter()
+        prox_mu = cfg[prox_mu_key] if prox_mu_key else 0.0
+        y, steps, _, n = local_training(cfg, task, spec, work.pid, work.arrays["x"], work.round, work.H, prox_mu)
+        return Reply(work.pid, {"x": y}, n, {"steps": steps, "compute_s": time.perf_counter() - t0})
+
+    return client_work
+
+
+client_work = make_client_work()

@@ -1,0 +1,72 @@
+"""The synchronous engine on Flower's legacy API (``engine = "legacy"``), as the user named it:
+a ``flwr.server.strategy.Strategy`` subclass, run from the ServerApp's ``@app.main()`` with
+``flwr.server.compat.start_grid``. It drives the same ``SyncRun`` as the Message-API engine, and
+the clients are the same ``NumPyClient``, so the numbers are the same bit for bit.
+
+Flower deprecated this API in 1.21 (``flwr.compat``, "deprecated legacy components"); it sends one
+message per client and waits for each, which costs about 0.1 s per client per round in the
+simulation (docs/benchmark-engines.md).
+"""
+from __future__ import annotations
+
+from flwr.common import FitIns, Parameters, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server import ServerConfig
+from flwr.server.client_manager import ClientManager
+from flwr.server.compat import start_grid
+from flwr.server.strategy import Strategy as LegacyAPIStrategy
+from flwr.serverapp import Grid
+
+from ..core.protocol import Failure, reply_from_numpy, work_to_numpy
+from ..core.rounds import RoundPlan, SyncRun
+
+
+def describe(failure) -> tuple[int | None, str]:
+    if isinstance(failure, BaseException):
+        return None, f"{type(failure).__name__}: {failure}"
+    proxy, res = failure
+    return proxy.cid, f"status {res.status.code.name}: {res.status.message}"
+
+
+class LegacyStrategy(LegacyAPIStrategy):
+    """A method's synchronous rounds as a legacy-API strategy (ClientProxy cid = node id)."""
+
+    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+        super().__init__()
+        self.run, self.nodes = run, nodes
+        self.pid_of_cid = {str(n): p for p, n in nodes.items()}
+        self.plan: RoundPlan | None = None
+
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters:
+        return ndarrays_to_parameters([self.run.x])
+
+    def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+        self.plan = self.run.plan(self.run.offset + server_round - 1)
+        clients = client_manager.all()
+        out = []
+        for w in self.plan.works:
+            arrays, config = work_to_numpy(w)
+            out.append((clients[str(self.nodes[w.pid])], FitIns(ndarrays_to_parameters(arrays), config)))
+        return out
+
+    def aggregate_fit(self, server_round: int, results, failures):
+        replies = [reply_from_numpy(self.pid_of_cid.get(proxy.cid, -1), parameters_to_ndarrays(res.parameters),
+                                    res.num_examples, res.metrics) for proxy, res in results]
+        fails = []
+        for f in failures:
+            cid, why = describe(f)
+            fails.append(Failure(self.pid_of_cid.get(cid), why))
+        self.run.complete(self.plan, replies, fails)
+        return ndarrays_to_parameters([self.run.x]), {}
+
+    def configure_evaluate(self, server_round, parameters, client_manager):
+        return []  # evaluation is centralised (SyncRun.complete)
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return None, {}
+
+    def evaluate(self, server_round, parameters):
+        return None  # the round record is written by SyncRun.complete
+
+
+def serve_legacy(grid: Grid, strategy: LegacyAPIStrategy, num_rounds: int, deadline_s: float) -> None:
+    start_grid(grid=grid, strategy=strategy, config=ServerConfig(num_rounds=num_rounds, round_timeout=deadline_s or None))

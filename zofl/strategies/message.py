@@ -1,0 +1,61 @@
+"""The synchronous engine on Flower's Message API (``engine = "sync"``, the default).
+
+``MessageStrategy`` is a ``flwr.serverapp.strategy.Strategy`` whose rounds are a ``SyncRun``'s:
+``configure_train`` turns the run's plan (S_r and each sampled client's ``Work``) into one
+``train`` message per sampled client; ``aggregate_train`` decodes the replies (errors become
+failures), and ``SyncRun.complete`` checks them, applies the method's ``update``, evaluates and
+writes the round record. Flower's own ``Strategy.start`` drives the loop and the round deadline
+(its ``timeout``). Evaluation is centralised, so ``configure_evaluate`` sends nothing.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from ..core.rounds import RoundPlan, SyncRun
+from .wire import array_record, decode_replies, work_message
+
+log = logging.getLogger("zofl")
+
+
+class MessageStrategy(Strategy):
+    """A method's synchronous rounds as a Message-API strategy (see the module docstring)."""
+
+    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+        self.run, self.nodes = run, nodes  # nodes: client id i -> node id
+        self.pid_of_node = {n: p for p, n in nodes.items()}
+        self.plan: RoundPlan | None = None
+
+    def round_of(self, server_round: int) -> int:
+        return self.run.offset + server_round - 1  # the papers' 0-based round index
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        self.plan = self.run.plan(self.round_of(server_round))
+        return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
+        good, bad = decode_replies(replies, self.pid_of_node)
+        # a client that neither replied nor raised missed the deadline: SyncRun counts it as dropped
+        self.run.complete(self.plan, good, bad)
+        return array_record({"x": self.run.x}), None
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        return []  # evaluation is centralised (SyncRun.complete)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return None
+
+    def summary(self) -> None:
+        log.info("%s: %s, rounds %d..%d", type(self).__name__, self.run.method.title, self.run.offset + 1,
+                 self.run.total)
+
+    def serve(self, grid: Grid) -> None:
+        """Run the remaining rounds through Flower's ``Strategy.start``."""
+        self.start(grid, array_record({"x": self.run.x}), num_rounds=len(self.run.pending_rounds()),
+                   timeout=self.run.cfg.round_deadline_s or None)
