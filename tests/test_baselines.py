@@ -57,16 +57,16 @@ def test_baselines_learn_and_do_the_same_local_work_as_zohfl(strategy, tmp_path)
 
 
 def test_scaffold_keeps_client_control_variates_across_rounds(tmp_path, monkeypatch):
-    from zofl import strategies
-    from zofl.strategies import StrategyEntry, scaffold
+    from zofl import methods
+    from zofl.methods import MethodEntry, scaffold
 
     seen = []
 
-    def spy(cfg, task, spec, pid, parameters, config, state):
-        seen.append((int(config["round"]), pid, "c_i" in state))
-        return scaffold.client_fit(cfg, task, spec, pid, parameters, config, state)
+    def spy(cfg, task, spec, work, state):
+        seen.append((work.round, work.pid, "c_i" in state))
+        return scaffold.client_work(cfg, task, spec, work, state)
 
-    monkeypatch.setitem(strategies.STRATEGIES, "scaffold", StrategyEntry(scaffold.Scaffold, spy))
+    monkeypatch.setitem(methods.METHODS, "scaffold", MethodEntry(scaffold.Scaffold, spy))
     run_inprocess({**SMALL, "beta": 1.0, "strategy": "scaffold", "output-dir": str(tmp_path), "run-name": "s"},
                   workers=0)
     assert all(has == (r > 0) for r, _, has in seen)  # state from round 0 is there in every later round

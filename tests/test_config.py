@@ -97,10 +97,13 @@ def test_unknown_task_and_missing_file_fail_in_prepare(tmp_path):
 
 
 def test_config_knows_every_registered_strategy():
+    from zofl.config import ASYNC_STRATEGIES as async_names
     from zofl.config import STRATEGIES as names
-    from zofl.strategies import STRATEGIES
+    from zofl.methods import METHODS
+    from zofl.strategies import ASYNC_STRATEGIES, MESSAGE_STRATEGIES
 
-    assert set(names) == set(STRATEGIES)
+    assert set(names) == set(METHODS) == set(MESSAGE_STRATEGIES) | set(ASYNC_STRATEGIES)
+    assert set(async_names) == set(ASYNC_STRATEGIES) == {n for n, e in METHODS.items() if e.server.asynchronous}
 
 
 def test_impossible_split_is_refused_before_round_one():

@@ -15,7 +15,7 @@ from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_fact
 from zofl.inprocess import run_inprocess
 from zofl.launch import flwr_run_command, local_superlink
 from zofl.results import read_rounds
-from zofl.strategies.base import reply_problem
+from zofl.core.checks import reply_problem
 
 
 def test_speed_factors_are_fixed_per_client_and_in_range():

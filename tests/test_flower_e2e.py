@@ -1,5 +1,7 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
-``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks."""
+``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
+engine (sync: ZO-HFL, FedRZO; legacy: SCAFFOLD; async: FedBuff), each compared number for number
+with the same run-config on the in-process Grid (tests/test_engines.py ties that to the reference)."""
 import json
 import subprocess
 from pathlib import Path
@@ -54,34 +56,40 @@ def test_zohfl_runs_through_flower_and_matches_in_process(superlink, tmp_path):
         assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
 
 
-def test_scaffold_state_survives_flower_rounds(superlink, tmp_path):
-    # Simulated clients are rebuilt every round; SCAFFOLD's c_i must come back from context.state,
-    # so the Flower run matches the in-process run (which keeps the state itself) number for number.
-    cfg = {"strategy": "scaffold", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
+def test_legacy_engine_keeps_scaffold_state_across_flower_rounds(superlink, tmp_path):
+    # The legacy API (flwr.server.strategy.Strategy + start_grid). Simulated clients are rebuilt
+    # every round; SCAFFOLD's c_i must come back from context.state, so the Flower run matches the
+    # in-process run number for number, and the Message-API engine too.
+    cfg = {"strategy": "scaffold", "engine": "legacy", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
            "output-dir": str(tmp_path), "run-name": "scaffold"}
     rec, ref = run_both(superlink, cfg, 4)
     assert losses(rec) == losses(ref)
+    d, _ = run_inprocess({**cfg, "engine": "sync", "run-name": "scaffold-sync"}, workers=0)
+    assert losses(rec) == losses(read_rounds(d))
 
 
-def test_fedrzo_nn_runs_through_flower(superlink, tmp_path):
-    cfg = {"strategy": "fedrzo-nn", "task": "relu-net", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
-           "local-steps": 5, "zo-lr": 1e-4, "loss-scale": "sum", "output-dir": str(tmp_path),
-           "run-name": "rzo"}
-    rec, ref = run_both(superlink, cfg, 3)
-    assert losses(rec) == losses(ref)
+def test_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
+    cfg = {"strategy": "fedbuff", "engine": "async", "num-rounds": 8, "num-clients": 4, "local-steps": 2,
+           "speed-profile": "uniform", "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path),
+           "run-name": "fedbuff"}
+    rec, ref = run_both(superlink, cfg, 4)
+    keys = ("test_loss", "clients", "staleness", "clock_s")
+    assert [[r.get(k) for k in keys] for r in rec] == [[r.get(k) for k in keys] for r in ref]
 
 
-def test_fedrzo_bl_runs_through_flower_counting_lower_rounds(superlink, tmp_path):
-    # every lower-level FedAvg round is a Flower round: 2 upper rounds with R~ = 1, 1 = 2 * (2 * 1 + 1)
-    cfg = {"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-rounds": 2, "num-clients": 3, "beta": 1.0,
-           "local-steps": 3, "lower-rounds": 1, "lower-rounds-growth": 0.5, "zo-lr": 0.01, "eta": 0.01,
-           "output-dir": str(tmp_path), "run-name": "bl"}
-    rec, ref = run_both(superlink, cfg, 3)
-    assert [r.get("phase") for r in rec[1:]] == ["lower-plus", "lower-base", "upper"] * 2
-    assert all(r["participants"] == 3 and r["test_loss"] is not None for r in rec[1:])
-    summary = json.loads((tmp_path / "bl" / "summary.json").read_text())
-    assert (summary["upper_rounds"], summary["lower_rounds"], summary["communication_rounds"]) == (2, 4, 6)
-    assert losses(rec) == losses(ref)
+def test_async_engine_on_the_wall_clock_does_not_wait_for_a_slow_device(superlink, tmp_path):
+    # Client 0's device is 20x slower: its task (4 local steps of 0.05 s at speed 0.05) takes 4 s of
+    # real sleep in its Ray actor, a fast client's about 0.2 s. With K = 1 the fast clients' updates
+    # are applied while it works, and its own comes late, with the staleness it has.
+    cfg = {"strategy": "fedbuff", "engine": "async", "clock": "wall", "buffer-size": 1, "num-rounds": 12,
+           "num-clients": 3, "local-steps": 2, "speed-profile": "slow", "slow-clients": "0", "speed-param": 0.05,
+           "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "wall"}
+    res = superlink.run(cfg, num_supernodes=3)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    rec = read_rounds(tmp_path / "wall")[1:]
+    slow = [i for i, r in enumerate(rec) if 0 in r["clients"]]
+    assert slow and slow[0] >= 3, [r["clients"] for r in rec]
+    assert rec[slow[0]]["staleness"] == [slow[0]]  # computed on version 0, applied after slow[0] updates
 
 
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):

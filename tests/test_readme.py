@@ -36,5 +36,5 @@ def test_fab_holds_the_package_only(tmp_path):
                    env={**os.environ, "FLWR_HOME": str(tmp_path / "home")})
     fab = next(tmp_path.glob("*.fab"))
     names = zipfile.ZipFile(fab).namelist()
-    assert fab.stat().st_size < 1_000_000 and "zofl/strategies/zohfl.py" in names
+    assert fab.stat().st_size < 1_000_000 and "zofl/methods/zohfl.py" in names and "zofl/core/protocol.py" in names
     assert not any(n.startswith(("docs/", "tests/", "experiments/")) for n in names)

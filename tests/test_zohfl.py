@@ -14,7 +14,7 @@ from zofl.algorithms.zohfl import (
 )
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
-from zofl.strategies.base import sample_round
+from zofl.core.sampling import sample_round
 
 SMALL = {"num-rounds": 4, "num-clients": 5, "tau": 3.0, "beta": 0.6, "seed": 7}
 
@@ -134,16 +134,16 @@ def test_weights_and_server_update():
 
 
 def test_a_faulty_client_is_dropped_and_the_model_stays_finite(tmp_path, monkeypatch):
-    from zofl import strategies
-    from zofl.strategies import StrategyEntry, zohfl
+    from zofl import methods
+    from zofl.methods import MethodEntry, zohfl
 
-    def nan_for_client_0(cfg, task, spec, pid, parameters, config, state):
-        out, n, metrics = zohfl.client_fit(cfg, task, spec, pid, parameters, config, state)
-        if pid == 0 and metrics["sampled"]:
-            out = [np.full_like(out[0], np.nan)]
-        return out, n, metrics
+    def nan_for_client_0(cfg, task, spec, work, state):
+        reply = zohfl.client_work(cfg, task, spec, work, state)
+        if work.pid == 0:
+            reply.arrays = {k: np.full_like(v, np.nan) for k, v in reply.arrays.items()}
+        return reply
 
-    monkeypatch.setitem(strategies.STRATEGIES, "zohfl", StrategyEntry(zohfl.ZOHFL, nan_for_client_0))
+    monkeypatch.setitem(methods.METHODS, "zohfl", MethodEntry(zohfl.ZOHFL, nan_for_client_0))
     d, x = run_inprocess({**SMALL, "beta": 1.0, "output-dir": str(tmp_path), "run-name": "nan"}, workers=0)
     rec = read_rounds(d)
     assert np.isfinite(x).all()

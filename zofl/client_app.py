@@ -60,7 +60,8 @@ class ZOFLClient(NumPyClient):
             raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
                               f"run-config num-clients={self.cfg.num_clients}: they must agree")
         self.client_work = METHODS[self.cfg.strategy].client_work
-        self.speed = speed_factor(self.cfg.seed, self.pid, self.cfg.speed_profile, self.cfg.speed_param)
+        self.speed = speed_factor(self.cfg.seed, self.pid, self.cfg.speed_profile, self.cfg.speed_param,
+                                  self.cfg.slow_clients)
         # device time is simulated (not slept) when the asynchronous engine runs on the simulated clock
         self.real_time = not (self.cfg.engine == "async" and self.cfg.clock == "simulated")
 

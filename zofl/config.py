@@ -94,11 +94,15 @@ KEYS: tuple[Key, ...] = (
         "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1),
     Key("straggler-prob", float, 0.0, "a number in [0, 1]",
         "probability that a sampled client is a straggler this round (H = 0)", "ours", lambda v: 0 <= v <= 1),
-    Key("speed-profile", str, "none", "'none', 'uniform' or 'lognormal'",
+    Key("speed-profile", str, "none", "'none', 'uniform', 'lognormal' or 'slow'",
         "device speeds s_i fixed per client: a solve of t seconds takes t / s_i (zofl.faults)", "ours",
-        _choice("none", "uniform", "lognormal")),
-    Key("speed-param", float, 0.5, "a number > 0 (<= 1 for uniform)",
-        "uniform: s_i ~ U(speed-param, 1); lognormal: s_i = exp(-|N(0, speed-param^2)|)", "ours", _pos),
+        _choice("none", "uniform", "lognormal", "slow")),
+    Key("speed-param", float, 0.5, "a number > 0 (<= 1 for uniform and slow)",
+        "uniform: s_i ~ U(speed-param, 1); lognormal: s_i = exp(-|N(0, speed-param^2)|); slow: s_i of the "
+        "slow clients", "ours", _pos),
+    Key("slow-clients", str, "", "a comma list of client ids (with speed-profile = 'slow')",
+        "the stragglers of speed-profile = 'slow' (e.g. '0,1': clients 0 and 1 at speed speed-param)", "ours",
+        lambda v: all(t.strip().isdigit() for t in v.split(",")) if v else True),
     Key("step-time-s", float, 0.0, "a number >= 0",
         "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)", "ours",
         _nonneg),
@@ -240,9 +244,13 @@ def _coerce(key: Key, value: Any) -> Any:
 
 def _cross_checks(cfg: Config) -> None:
     """Rules that involve several keys."""
-    if cfg.speed_profile == "uniform" and cfg.speed_param > 1:
-        raise ConfigError(f"run-config key 'speed-param' must be in (0, 1] with speed-profile = 'uniform', "
-                          f"got {cfg.speed_param}")
+    if cfg.speed_profile in ("uniform", "slow") and cfg.speed_param > 1:
+        raise ConfigError(f"run-config key 'speed-param' must be in (0, 1] with speed-profile = "
+                          f"{cfg.speed_profile!r}, got {cfg.speed_param}")
+    bad = [int(t) for t in cfg.slow_clients.split(",") if t and int(t) >= cfg.num_clients]
+    if bad:
+        raise ConfigError(f"run-config key 'slow-clients' names clients {bad}, but num-clients={cfg.num_clients} "
+                          f"(ids 0..{cfg.num_clients - 1})")
     total = cfg.crash_prob + cfg.hang_prob + cfg.corrupt_prob
     if total > 1:
         raise ConfigError(f"run-config keys 'crash-prob' + 'hang-prob' + 'corrupt-prob' must be at most 1, got {total}")

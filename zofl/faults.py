@@ -4,7 +4,8 @@
   factor s_i in (0, 1] drawn from (seed, i); after its real local solve of t seconds and K local
   steps it waits until t / s_i + K step-time-s / s_i have passed: its wall time is in proportion to
   its work, and slower devices miss a round deadline (``round-deadline-s``) first.
-  ``uniform``: s_i ~ U(speed-param, 1); ``lognormal``: s_i = exp(-|N(0, speed-param^2)|); ``none``: s_i = 1.
+  ``uniform``: s_i ~ U(speed-param, 1); ``lognormal``: s_i = exp(-|N(0, speed-param^2)|); ``slow``:
+  s_i = speed-param for the clients listed in ``slow-clients``, 1 for the others; ``none``: s_i = 1.
 * Faults (``crash-prob``, ``hang-prob``, ``corrupt-prob``), drawn per (seed, round, client): a crash
   raises in the client; a hang sleeps ``hang-s`` seconds (past the deadline) before replying; a
   corrupt reply has NaN, Inf, a wrong shape or an absurd magnitude. The server drops all of them.
@@ -24,10 +25,12 @@ class InjectedCrash(RuntimeError):
     """A client failure injected by ``crash-prob``."""
 
 
-def speed_factor(seed: int, pid: int, profile: str, param: float) -> float:
+def speed_factor(seed: int, pid: int, profile: str, param: float, slow: str = "") -> float:
     """s_i in (0, 1], fixed per client by (seed, pid)."""
     if profile == "none":
         return 1.0
+    if profile == "slow":
+        return float(param) if pid in {int(t) for t in slow.split(",") if t} else 1.0
     rng = np.random.default_rng(seed_sequence(seed, pid, STREAM_SPEED))
     if profile == "uniform":
         return float(rng.uniform(param, 1.0))

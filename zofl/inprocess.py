@@ -44,7 +44,7 @@ class InProcessGrid(Grid):
     """Flower's Grid with m nodes whose ClientApps run in a local pool (see the module docstring)."""
 
     def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
-                 node_config: Mapping[int, dict] | None = None):
+                 node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset()):
         self._run = Run.create_empty(RUN_ID)
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
@@ -58,6 +58,8 @@ class InProcessGrid(Grid):
         self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method)) if workers > 0 \
             else ThreadPoolExecutor(1)
         self.pending: dict[str, tuple[Future, int]] = {}
+        # partitions whose node never answers a train message (a SuperNode that died): tests of the engines
+        self.silent = {nid for i, nid in enumerate(ids) if i in silent}
 
     # -- Grid ---------------------------------------------------------------------------------
     def set_run(self, run: Run) -> None:
@@ -79,7 +81,10 @@ class InProcessGrid(Grid):
             mid = str(uuid4())
             msg.metadata.__dict__["_message_id"] = mid
             node = msg.metadata.dst_node_id
-            self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node)
+            if node in self.silent and msg.metadata.message_type.startswith("train"):
+                self.pending[mid] = (Future(), node)  # never done
+            else:
+                self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node)
             ids.append(mid)
         return ids
 
@@ -106,19 +111,21 @@ class InProcessGrid(Grid):
 
 
 def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork",
-                  node_config: Mapping[int, dict] | None = None) -> tuple[Path, np.ndarray]:
+                  node_config: Mapping[int, dict] | None = None,
+                  silent: frozenset[int] = frozenset()) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
     does (the fair reference for benchmarks); "fork" shares what this process already loaded.
-    ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes).
+    ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes);
+    the nodes of the partitions in ``silent`` never answer work (tests of a dead SuperNode).
 
     Returns (results directory, final global model).
     """
     from .server_app import make_run, serve
 
     cfg, method, writer = make_run(dict(run_config))
-    grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config)
+    grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent)
     try:
         x = serve(grid, cfg, method, writer)
     finally:

@@ -78,7 +78,8 @@ class AsyncRun(SyncRun):
         self.lost: dict[str, int] = {}  # handle -> pid of a client given up
         self.buffer: list[tuple[Reply, int]] = []
         self._reset_counts()
-        self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param) for pid in range(self.m)]
+        self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
+                       for pid in range(self.m)]
 
     @property
     def m(self) -> int:

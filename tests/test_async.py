@@ -1,0 +1,89 @@
+"""The asynchronous engine (FedBuff) on the in-process Grid: the simulated clock makes a run a
+pure function of its seed, fast clients are not held back by a slow one, a late update counts
+with its staleness, and a client that fails or never answers neither blocks nor corrupts the model.
+The run through the real Ray simulation is in test_flower_e2e.py."""
+import numpy as np
+import pytest
+
+from zofl.config import ConfigError
+from zofl.inprocess import run_inprocess
+from zofl.methods.fedbuff import buffered_step, staleness_weight
+from zofl.results import read_rounds
+
+ASYNC = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 12,
+         "buffer-size": 2}
+
+
+def run(tmp_path, name, **cfg):
+    return run_inprocess({**ASYNC, **cfg, "output-dir": str(tmp_path), "run-name": name}, workers=0)
+
+
+def test_buffered_step_weights_stale_replies_down():
+    x = np.zeros(3)
+    deltas = [np.ones(3), np.ones(3)]
+    np.testing.assert_allclose(buffered_step(x, deltas, [0, 3], 1.0, 0.5), (1 + 0.5) / 2 * np.ones(3))
+    assert staleness_weight(0, 0.5) == 1.0 and staleness_weight(8, 1.0) == pytest.approx(1 / 9)
+    assert staleness_weight(5, 0.0) == 1.0
+
+
+def test_simulated_clock_runs_are_equal_bit_for_bit(tmp_path):
+    cfg = {"speed-profile": "uniform", "speed-param": 0.2, "availability": "1,0.5", "local-work": "1,2,0.5"}
+    (d1, x1), (d2, x2) = run(tmp_path, "a", **cfg), run(tmp_path, "b", **cfg)
+    np.testing.assert_array_equal(x1, x2)
+    r1, r2 = read_rounds(d1), read_rounds(d2)
+    keys = ("test_loss", "clients", "staleness", "clock_s", "failures", "unavailable")
+    assert [[r.get(k) for k in keys] for r in r1] == [[r.get(k) for k in keys] for r in r2]
+    assert sum(r.get("unavailable", 0) for r in r1) > 0  # availability < 1 was exercised
+    assert any(s > 0 for r in r1[1:] for s in r["staleness"])  # and some replies were stale
+
+
+def test_fast_clients_go_on_while_one_is_ten_times_slower(tmp_path):
+    # client 0 is 10x slower; with K = 1 every reply is an update. The three fast clients finish
+    # a task every T, client 0 its first at 10 T: 27 updates (3 per T for 9 T) come before it,
+    # and it is applied with staleness 27, on the model it started from (version 0).
+    d, _ = run(tmp_path, "slow", **{"buffer-size": 1, "num-rounds": 40, "speed-profile": "slow",
+                                    "slow-clients": "0", "speed-param": 0.1})
+    rec = read_rounds(d)[1:]
+    first = next(i for i, r in enumerate(rec) if 0 in r["clients"])
+    assert first == 27 and all(0 not in r["clients"] for r in rec[:first])
+    assert rec[first]["staleness"] == [27]
+    assert rec[first]["clock_s"] == pytest.approx(10 * rec[0]["clock_s"])
+    # the fast clients finish together: the three replies of one instant are 0, 1 and 2 versions stale
+    assert {s for r in rec[:first] for s in r["staleness"]} == {0, 1, 2}
+
+
+def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path):
+    for clock in ("simulated", "wall"):
+        d, x = run_inprocess({**ASYNC, "clock": clock, "reply-timeout-s": 1.0, "output-dir": str(tmp_path),
+                              "run-name": clock}, workers=0, silent=frozenset({1}))
+        rec = read_rounds(d)
+        assert [r["round"] for r in rec] == list(range(13)) and np.isfinite(x).all()
+        assert all(1 not in r["clients"] for r in rec[1:])
+        # simulated: the clock needs its reply, waits reply-timeout-s once, gives it up and never sends it
+        # work again; wall: the others finish all 12 updates before the timeout, nothing waits for it
+        assert sum(r["failures"] for r in rec) == (1 if clock == "simulated" else 0)
+
+
+def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path):
+    d, x = run(tmp_path, "faults", **{"crash-prob": 0.2, "corrupt-prob": 0.2, "num-rounds": 15})
+    rec = read_rounds(d)
+    assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
+    assert sum(r["rejected"] for r in rec) >= 1 and sum(r["failures"] for r in rec) > sum(r["rejected"] for r in rec)
+    assert rec[-1]["test_acc"] > rec[0]["test_acc"]
+
+
+def test_resume_under_the_simulated_clock_gives_the_uninterrupted_run(tmp_path):
+    cfg = {"speed-profile": "uniform", "speed-param": 0.3, "checkpoint-every": 3, "availability": "0.7"}
+    d_ref, x_ref = run(tmp_path, "ref", **cfg)
+    run(tmp_path, "cut", **{**cfg, "num-rounds": 7})  # stops after update 7 with tasks in flight
+    d, x = run(tmp_path, "cut", **{**cfg, "resume": True})
+    np.testing.assert_array_equal(x, x_ref)
+    keys = ("round", "test_loss", "clients", "staleness", "clock_s")
+    assert [[r.get(k) for k in keys] for r in read_rounds(d)] == [[r.get(k) for k in keys] for r in read_rounds(d_ref)]
+
+
+def test_engine_and_strategy_must_agree():
+    with pytest.raises(ConfigError, match="fedbuff.*engine = 'async'"):
+        run_inprocess({"strategy": "fedbuff"})
+    with pytest.raises(ConfigError, match="'zohfl' runs on engine = 'sync' or 'legacy'"):
+        run_inprocess({"engine": "async"})
