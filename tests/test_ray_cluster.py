@@ -1,0 +1,120 @@
+"""Beyond one machine: the Ray-backed simulation on an existing multi-node Ray cluster.
+
+A head and a second worker node are started with ``ray start`` on this machine (each with its own
+worker-port range: on one host the two raylets otherwise hand out the same ports); the SuperLink
+starts with ``RAY_ADDRESS`` set, so the simulation's ``ray.init()`` joins the cluster instead of
+starting a Ray of its own. The ClientApp actors must run on both nodes (one actor per node's CPU),
+and the numbers must be those of the run without Ray. Every process started is stopped by PID
+(``ray stop`` would kill every Ray process on the machine)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from zofl.inprocess import run_inprocess
+from zofl.launch import flwr_run_command, free_port, local_superlink
+from zofl.results import read_rounds
+
+pytestmark = pytest.mark.flower
+RAY = str(Path(sys.executable).parent / "ray")
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """{pid: (parent pid, command line)} of every process."""
+    out = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                out[int(p.name)] = (ppid, (p / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def _stop_cluster(temp_dir: str, port: int) -> None:
+    procs = _processes()
+    roots = {pid for pid, (_, cmd) in procs.items() if temp_dir in cmd or f":{port}" in cmd and "ray" in cmd}
+    tree, queue = set(), list(roots)
+    while queue:
+        pid = queue.pop()
+        if pid not in tree:
+            tree.add(pid)
+            queue += [c for c, (pp, _) in procs.items() if pp == pid]
+    raylets = [p for p in tree if "raylet/raylet" in procs.get(p, (0, ""))[1]]
+    for group, wait in ((raylets, 3.0), (tree, 3.0)):
+        for pid in group:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        time.sleep(wait)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def ray_cluster():
+    temp_dir = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # short: Ray's socket paths live under it
+    port = free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus=1", "--num-gpus=0", "--object-store-memory=200000000", "--disable-usage-stats"]
+    try:
+        subprocess.run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false",
+                        f"--temp-dir={temp_dir}", "--min-worker-port=20002", "--max-worker-port=20999", *common],
+                       env=env, check=True, capture_output=True, timeout=180)
+        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--min-worker-port=21000",
+                        "--max-worker-port=21999", *common], env=env, check=True, capture_output=True, timeout=180)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # `ray status` lags behind `ray start`
+            status = subprocess.run([RAY, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True,
+                                    text=True, timeout=60).stdout
+            if len(re.findall(r"^\s*1 node_", status.split("Pending")[0], re.M)) == 2:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"the second Ray node did not join: {status}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop_cluster(temp_dir, port)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_simulation_on_a_two_node_ray_cluster_uses_both_nodes_with_the_same_numbers(ray_cluster, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster)  # the SuperLink, and the simulation it starts, inherit it
+    cfg = {"num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 2.0, "step-time-s": 0.05,
+           "output-dir": str(tmp_path), "run-name": "cluster"}
+    raylets_with_actors: set[int] = set()
+    with local_superlink(tmp_path / "sl") as sl:
+        proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 "
+                                                 "client-resources-num-cpus=1"),
+                                env=sl.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+        reader.start()
+        while proc.poll() is None:  # which raylet (Ray node) each ClientApp actor belongs to
+            procs = _processes()
+            for pid, (ppid, cmd) in procs.items():
+                if cmd.startswith("ray::ClientAppActor") and "raylet/raylet" in procs.get(ppid, (0, ""))[1]:
+                    raylets_with_actors.add(ppid)
+            time.sleep(0.2)
+        reader.join(10)
+    assert proc.returncode == 0, "".join(out)[-4000:]
+    assert len(raylets_with_actors) == 2, raylets_with_actors  # actors on the head and on the worker node
+    monkeypatch.delenv("RAY_ADDRESS")
+    d, _ = run_inprocess({**cfg, "run-name": "one-node"}, workers=0)
+    keys = ("test_loss", "sampled", "participants")
+    assert [[r[k] for k in keys] for r in read_rounds(tmp_path / "cluster")] == \
+        [[r[k] for k in keys] for r in read_rounds(d)]
