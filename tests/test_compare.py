@@ -39,7 +39,7 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     grid = tmp_path / "grid.toml"
     grid.write_text(GRID)
     out = tmp_path / "out"
-    main([str(grid), "--out", str(out), "--engine", "inprocess", "--parallel", "1"])
+    main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     assert "8 to run" in capsys.readouterr().out
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len(rows) == 8 and {r["strategy"] for r in rows} == {"zohfl", "fedavg"}
@@ -51,7 +51,7 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     # an interrupted cell (no summary.json) runs again; finished ones are skipped
     victim = out / "cells" / rows[0]["cell"]
     (victim / "summary.json").unlink()
-    main([str(grid), "--out", str(out), "--engine", "inprocess", "--parallel", "1"])
+    main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     assert "7 already finished, 1 to run" in capsys.readouterr().out
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 8
 
@@ -99,7 +99,7 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     grid.write_text('[fixed]\nstrategy = "zohfl"\nnum-rounds = 2\nnum-clients = 3\n'
                     '[grid]\nsettings = [{alpha = 1000.0, beta = 0.9}, {alpha = 0.1, beta = 0.1}]\ntau = [2.0, 4.0]\n')
     out = tmp_path / "out"
-    main([str(grid), "--out", str(out), "--engine", "inprocess", "--parallel", "1"])
+    main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out)], check=True)
     assert (out / "fig2_digits.png").stat().st_size > 10_000
     report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
@@ -120,7 +120,7 @@ def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
                         'beta = 1.0\nlower-rounds = 1\nzo-lr = 0.001\neta = 0.01\n'
                         '[grid]\nsteps = [{local-steps = 0, tau = 0.0}, {local-steps = 2}]\nseed = [0, 1]\n')
         outs.append(tmp_path / task)
-        main([str(grid), "--out", str(outs[-1]), "--engine", "inprocess", "--parallel", "1"])
+        main([str(grid), "--out", str(outs[-1]), "--via", "inprocess", "--parallel", "1"])
     res = subprocess.run([sys.executable, str(root / "experiments" / "fedrzo_fig2_plot.py"), *map(str, outs)],
                          check=True, capture_output=True, text=True)
     assert (outs[0] / "fig2_left.png").stat().st_size > 10_000 and (outs[1] / "fig2_right.png").exists()

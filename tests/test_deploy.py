@@ -1,5 +1,7 @@
 """Deployment: a SuperLink and three SuperNodes as separate processes on 127.0.0.1 with TLS
-(certificates made by the test), ZO-HFL submitted with ``flwr run``; every process is stopped."""
+(certificates made by the test), ZO-HFL (engine sync) and FedBuff (engine async) submitted with
+``flwr run``, and without TLS the legacy engine dropping a slow device at the round deadline;
+every process is stopped."""
 import json
 import subprocess
 
@@ -24,11 +26,13 @@ def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
     assert oct(paths["key"].stat().st_mode & 0o777) == "0o600"
 
 
-def test_zohfl_on_a_tls_superlink_with_three_supernodes(tmp_path):
+def test_zohfl_and_fedbuff_on_a_tls_superlink_with_three_supernodes(tmp_path):
     out = tmp_path / "results"
     with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True) as dep:
         res = dep.run({"num-rounds": 3, "num-clients": 3, "beta": 1.0, "tau": 2.0,
                        "output-dir": str(out), "run-name": "tls"})
+        res_async = dep.run({"strategy": "fedbuff", "engine": "async", "num-rounds": 2, "buffer-size": 1,
+                             "num-clients": 3, "local-steps": 2, "output-dir": str(out), "run-name": "async"})
         log = (tmp_path / "deploy" / "superlink.log").read_text()
         procs = list(dep.procs)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
@@ -37,17 +41,20 @@ def test_zohfl_on_a_tls_superlink_with_three_supernodes(tmp_path):
     assert [r["round"] for r in rec] == [0, 1, 2, 3]
     assert all(r["participants"] == 3 and r["failures"] == 0 for r in rec[1:])
     assert json.loads((out / "tls" / "summary.json").read_text())["final_test_acc"] == rec[-1]["test_acc"]
+    assert res_async.returncode == 0, (res_async.stdout + res_async.stderr)[-4000:]
+    upd = read_rounds(out / "async")
+    assert [r["round"] for r in upd] == [0, 1, 2] and all(len(r["clients"]) == 1 for r in upd[1:])
     assert all(p.poll() is not None for p in procs)
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
 
 
-def test_insecure_deployment_drops_the_slow_device_at_the_deadline(tmp_path):
+def test_insecure_deployment_on_the_legacy_engine_drops_the_slow_device_at_the_deadline(tmp_path):
     # seed 46: client 0's device is 14x slower than the others (zofl.faults.speed_factor), so its
     # 10 local steps of 0.4 s take about 57 s, the others' about 5 s; the round deadline is 20 s.
     out = tmp_path / "results"
     with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=False) as dep:
-        res = dep.run({"num-rounds": 1, "num-clients": 3, "beta": 1.0, "local-steps": 5, "seed": 46,
+        res = dep.run({"engine": "legacy", "num-rounds": 1, "num-clients": 3, "beta": 1.0, "local-steps": 5, "seed": 46,
                        "speed-profile": "uniform", "speed-param": 0.05, "step-time-s": 0.4,
                        "round-deadline-s": 20.0, "output-dir": str(out), "run-name": "slow"})
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]

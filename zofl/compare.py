@@ -1,6 +1,6 @@
 """The strategy-comparison runner: a grid of runs through the Flower simulation, resumable.
 
-    python -m zofl.compare GRID.toml --out DIR [--parallel 2] [--engine flower|inprocess] [--set key=value ...]
+    python -m zofl.compare GRID.toml --out DIR [--parallel 2] [--via flower|inprocess] [--set key=value ...]
 
 GRID.toml:
 
@@ -227,7 +227,7 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
         plt.close(fig)
 
 
-def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: str = "flower",
+def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
              progress: bool = True, column_keys: list[str] | None = None) -> None:
     """Run every unfinished cell; write the reports after each cell."""
     from tqdm import tqdm
@@ -266,7 +266,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, engine: 
     from .launch import local_superlink
 
     with ExitStack() as stack:
-        if engine == "flower":
+        if via == "flower":
             for i in range(parallel):
                 slots.append(stack.enter_context(local_superlink(out / f".superlink-{i}")))
             pool = stack.enter_context(ThreadPoolExecutor(parallel))
@@ -314,9 +314,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("grid", help="grid file (TOML)")
     ap.add_argument("--out", required=True, help="results folder (reused to resume)")
     ap.add_argument("--parallel", type=int, default=2, help="cells run at once (default 2: one per core)")
-    ap.add_argument("--engine", choices=("flower", "inprocess"), default="flower",
+    ap.add_argument("--via", "--engine", dest="via", choices=("flower", "inprocess"), default="flower",
                     help="flower: flwr run on a local simulation SuperLink (default); inprocess: same code and "
-                         "numbers without Ray/SuperLink, for quick studies")
+                         "numbers on the App's in-process Grid, without Ray/SuperLink, for quick studies. (The "
+                         "run-config key 'engine' -- sync, legacy, async -- is set like any key: --set "
+                         "'engine=\"legacy\"'; --engine is an old name of --via.)")
     ap.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                     help="run-config keys for every cell (repeatable)")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_only:
         write_reports(out, cells, report_columns(spec))
         return
-    run_grid(cells, out, max(1, args.parallel), args.engine, column_keys=report_columns(spec))
+    run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec))
 
 
 if __name__ == "__main__":
