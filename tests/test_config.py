@@ -38,7 +38,14 @@ def test_pyproject_config_matches_the_key_table():
     ("crn", "yes", "true or false"),
     ("num-clients", 2.5, ">= 1"),
     ("weighting", "sum", "'uniform', 'participants' or 'rho'"),
-    ("speed-profile", "gamma", "'none', 'uniform' or 'lognormal'"),
+    ("speed-profile", "gamma", "'none', 'uniform', 'lognormal' or 'slow'"),
+    ("engine", "threads", "one of"),
+    ("clock", "sundial", "'simulated' or 'wall'"),
+    ("availability", "1,1.5", "probabilities in [0, 1]"),
+    ("availability", "x", "probabilities in [0, 1]"),
+    ("local-work", "0", "numbers > 0"),
+    ("buffer-size", 0, ">= 1"),
+    ("slow-clients", "a,b", "client ids"),
     ("speed-param", 0.0, "> 0"),
     ("round-deadline-s", -1.0, ">= 0"),
     ("crash-prob", 1.2, "[0, 1]"),
@@ -73,6 +80,10 @@ def test_every_key_refuses_a_value_of_the_wrong_type(key):
      "'crash-prob' \\+ 'hang-prob' \\+ 'corrupt-prob' must be at most 1"),
     ({"speed-profile": "uniform", "speed-param": 2.0}, "'speed-param' must be in \\(0, 1\\]"),
     ({"resume": True}, "'resume' = true needs 'run-name'"),
+    ({"speed-profile": "slow", "slow-clients": "3,12"}, "'slow-clients' names clients \\[12\\]"),
+    ({"strategy": "fedbuff"}, "'engine': strategy='fedbuff' runs on engine = 'async'"),
+    ({"engine": "async"}, "'engine': strategy='zohfl' runs on engine = 'sync' or 'legacy'"),
+    ({"strategy": "flwr-fedavg", "resume": True, "run-name": "a"}, "flwr-fedavg .* cannot resume"),
 ])
 def test_rules_between_keys(config, match):
     with pytest.raises(ConfigError, match=match):

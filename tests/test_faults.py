@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from zofl.core.checks import reply_problem
 from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
 from zofl.launch import flwr_run_command, local_superlink
 from zofl.results import read_rounds
-from zofl.core.checks import reply_problem
 
 
 def test_speed_factors_are_fixed_per_client_and_in_range():
@@ -235,3 +235,13 @@ def test_every_strategy_survives_faults_and_counts_dropped_clients(tmp_path, str
         faulty += len(bad)
         assert r["dropped"] == len(bad) and r["participants"] == len(r["sampled"]) - len(bad), r
     assert faulty >= 2
+
+
+@pytest.mark.parametrize("engine", ["sync", "legacy"])
+def test_a_missed_deadline_is_a_failure_in_both_apis(tmp_path, engine):
+    # client 1 never answers (a dead SuperNode); with a 2 s deadline its round goes on without it
+    cfg = {"engine": engine, "num-rounds": 2, "num-clients": 3, "beta": 1.0, "tau": 1.0, "round-deadline-s": 2.0,
+           "output-dir": str(tmp_path), "run-name": engine}
+    d, x = run_inprocess(cfg, workers=0, silent=frozenset({1}))
+    for r in read_rounds(d)[1:]:
+        assert (r["participants"], r["dropped"], r["failures"]) == (2, 1, 1), r

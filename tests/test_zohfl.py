@@ -12,9 +12,9 @@ from zofl.algorithms.zohfl import (
     server_update,
     zo_estimate,
 )
+from zofl.core.sampling import sample_round
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
-from zofl.core.sampling import sample_round
 
 SMALL = {"num-rounds": 4, "num-clients": 5, "tau": 3.0, "beta": 0.6, "seed": 7}
 

@@ -260,7 +260,8 @@ def _cross_checks(cfg: Config) -> None:
     if (cfg.engine == "async") != (cfg.strategy in ASYNC_STRATEGIES):
         need = f"engine = 'async' (asynchronous: {ASYNC_STRATEGIES})" if cfg.strategy in ASYNC_STRATEGIES \
             else "engine = 'sync' or 'legacy'"
-        raise ConfigError(f"run-config key 'engine': strategy={cfg.strategy!r} runs on {need}, got engine={cfg.engine!r}")
+        raise ConfigError(f"run-config key 'engine': strategy={cfg.strategy!r} runs on {need}, "
+                          f"got engine={cfg.engine!r}")
     if cfg.strategy == "flwr-fedavg" and cfg.resume:
         raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; use fedavg")
     if cfg.resume and not cfg.run_name:

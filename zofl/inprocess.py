@@ -11,6 +11,7 @@ engine for tests, and the pure-compute reference of the benchmarks.
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -19,8 +20,8 @@ from uuid import uuid4
 import numpy as np
 from flwr.app import Context, Message, RecordDict
 from flwr.app.error import Error
+from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
 from flwr.serverapp import Grid
-from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -57,7 +58,7 @@ class InProcessGrid(Grid):
             for i, nid in enumerate(ids)}
         self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method)) if workers > 0 \
             else ThreadPoolExecutor(1)
-        self.pending: dict[str, tuple[Future, int]] = {}
+        self.pending: dict[str, tuple[Future, int, Message]] = {}
         # partitions whose node never answers a train message (a SuperNode that died): tests of the engines
         self.silent = {nid for i, nid in enumerate(ids) if i in silent}
 
@@ -82,17 +83,24 @@ class InProcessGrid(Grid):
             msg.metadata.__dict__["_message_id"] = mid
             node = msg.metadata.dst_node_id
             if node in self.silent and msg.metadata.message_type.startswith("train"):
-                self.pending[mid] = (Future(), node)  # never done
+                self.pending[mid] = (Future(), node, msg)  # never done
             else:
-                self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node)
+                self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node, msg)
             ids.append(mid)
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         out = []
+        now = time.time()
         for mid in message_ids:
-            fut, node = self.pending.get(mid, (None, None))
-            if fut is None or not fut.done():
+            fut, node, msg = self.pending.get(mid, (None, None, None))
+            if fut is None:
+                continue
+            if not fut.done():
+                if now > msg.metadata.created_at + msg.metadata.ttl:  # as Flower's link state does
+                    del self.pending[mid]
+                    out.append(Message(Error(code=ErrorCode.MESSAGE_UNAVAILABLE, reason="Message TTL has expired"),
+                                       reply_to=msg))
                 continue
             del self.pending[mid]
             reply, context = fut.result()
@@ -102,8 +110,17 @@ class InProcessGrid(Grid):
         return out
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        """Push, wait until every reply is in, the timeout passes or every TTL has expired, pull.
+
+        A message whose TTL expired gets Flower's error reply ("Message TTL has expired"), as the
+        SuperLink's link state gives it: the legacy API sends without a timeout and relies on it."""
         ids = list(self.push_messages(messages))
-        wait([self.pending[m][0] for m in ids], timeout=timeout)
+        if not ids:
+            return []
+        end = max(self.pending[m][2].metadata.created_at + self.pending[m][2].metadata.ttl for m in ids)
+        if timeout is not None:
+            end = min(end, time.time() + timeout)
+        wait([self.pending[m][0] for m in ids], timeout=max(0.0, end - time.time()) + 0.01)
         return self.pull_messages(ids)
 
     def close(self) -> None:

@@ -80,7 +80,8 @@ class SyncRun:
         works = self.method.plan(self.state, r, sampled, stragglers)
         return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0)
 
-    def check(self, plan: RoundPlan, replies: list[Reply], failures: list[Failure]) -> tuple[list[Reply], list[Failure]]:
+    def check(self, plan: RoundPlan, replies: list[Reply],
+              failures: list[Failure]) -> tuple[list[Reply], list[Failure]]:
         """The usable replies (one per sampled client, checked, sorted by client id) and all failures."""
         shapes = self.method.reply_shapes(self.state, plan.r)
         good: dict[int, Reply] = {}
@@ -96,6 +97,12 @@ class SyncRun:
                 failures.append(Failure(rep.pid, problem, rejected=True))
                 continue
             good[rep.pid] = rep
+        # a sampled client with neither reply nor failure missed the deadline (the Message API returns
+        # nothing for it; the legacy API raises an error without saying which client it was)
+        accounted = {rep.pid for rep in replies} | {f.pid for f in failures if f.pid is not None}
+        missing = [p for p in plan.sampled if p not in accounted]
+        anonymous = sum(f.pid is None for f in failures)
+        failures += [Failure(p, "no reply before the round deadline") for p in missing[anonymous:]]
         for f in failures:
             if not f.rejected:
                 log.warning("round %d: client %s failed or missed the deadline: %s", k, f.pid, f.reason)

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.fedrzo_bl import (
-    LOWER_BASE,
     LOWER_PLUS,
     UPPER,
     Phase,

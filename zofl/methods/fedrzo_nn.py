@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+
 from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions

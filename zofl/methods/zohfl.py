@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import (

@@ -69,4 +69,5 @@ class LegacyStrategy(LegacyAPIStrategy):
 
 
 def serve_legacy(grid: Grid, strategy: LegacyAPIStrategy, num_rounds: int, deadline_s: float) -> None:
-    start_grid(grid=grid, strategy=strategy, config=ServerConfig(num_rounds=num_rounds, round_timeout=deadline_s or None))
+    start_grid(grid=grid, strategy=strategy,
+               config=ServerConfig(num_rounds=num_rounds, round_timeout=deadline_s or None))
