@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff")
-ASYNC_STRATEGIES = ("fedbuff",)
+STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff", "afbo",
+              "fednest")
+ASYNC_STRATEGIES = ("fedbuff", "afbo")
 ENGINES = ("sync", "legacy", "async")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
 
@@ -211,6 +212,33 @@ KEYS: tuple[Key, ...] = (
     Key("holdout-fraction", float, 0.3, "a number in (0, 1)",
         "hyper-logistic: share of each client's examples held out for the upper level f_i", "ours",
         lambda v: 0 < v < 1),
+    # --- hyper-gradient bilevel methods: AFBO (paper 002) and FedNest --------------------------------
+    Key("inner-rounds", int, 5, "an integer >= 1",
+        "K^t: inner (lower-level) steps per outer round (AFBO: server y-steps; FedNest: FedAvg rounds)", "ours",
+        lambda v: v >= 1),
+    Key("inner-lr", float, 0.5, "a number > 0", "beta: AFBO's server step on y with the mean stored G_i", "ours",
+        _pos),
+    Key("outer-lr", float, 0.1, "a number > 0", "eta: the server's step on x with the (mean) hyper-gradient",
+        "ours", _pos),
+    Key("neumann-steps", str, "5", "a comma list of integers >= 1",
+        "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first)", "ours",
+        lambda v: _floats(v, lambda n: n >= 1 and float(n).is_integer())),
+    Key("lipschitz-g", float, 10.0, "a number > 0",
+        "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", _pos),
+    Key("aphe", str, "random-depth", "'random-depth', 'sum' or 'printed'",
+        "APHE's reading of Algorithm 2 (zofl.algorithms.afbo.aphe): random depth (the cited estimator), "
+        "the truncated sum, or the fixed-depth product as printed", "ours",
+        _choice("random-depth", "sum", "printed")),
+    Key("stored-average", str, "stored", "'stored' or 'all'",
+        "AFBO: average the stored updates over the clients heard from, or over all m (never heard = 0)", "ours",
+        _choice("stored", "all")),
+    Key("max-outer-delay", int, 1, "an integer >= 0 (0 = no bound)",
+        "AFBO's tau_M (Assumption 6): a client whose newest H_i is more than this many outer rounds old "
+        "computes a new one before more inner work", "ours", lambda v: v >= 0),
+    Key("corruption", float, 0.5, "a number in [0, 1]",
+        "hyper-cleaning: probability that a training label is replaced by a random class", "ours",
+        lambda v: 0 <= v <= 1),
+    Key("lower-l2", float, 0.001, "a number > 0", "hyper-cleaning: (lower-l2 / 2)||W||^2 in g_i", "ours", _pos),
     Key("y-l2", float, 0.1, "a number > 0", "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)",
         "ours", _pos),
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 from uuid import uuid4
@@ -122,6 +122,14 @@ class InProcessGrid(Grid):
             end = min(end, time.time() + timeout)
         wait([self.pending[m][0] for m in ids], timeout=max(0.0, end - time.time()) + 0.01)
         return self.pull_messages(ids)
+
+    def wait_any(self, message_ids: Iterable[str], timeout: float) -> None:
+        """Block until a reply to one of ``message_ids`` is ready or ``timeout`` passes."""
+        futures = [self.pending[m][0] for m in message_ids if m in self.pending]
+        if futures:
+            wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        else:
+            time.sleep(timeout)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

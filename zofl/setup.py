@@ -5,9 +5,10 @@ import os
 from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
-from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, load_task
+from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 
 BILEVEL_STRATEGIES = ("fedrzo-bl",)
+HYPERGRAD_STRATEGIES = ("afbo", "fednest")
 
 
 def data_spec(cfg: Config) -> DataSpec:
@@ -23,10 +24,14 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         task = load_task(cfg.task)
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
-    bilevel_strategy = cfg.strategy in BILEVEL_STRATEGIES
-    if is_bilevel(task) != bilevel_strategy:
-        need = "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)" if bilevel_strategy \
-            else "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"
+    if cfg.strategy in HYPERGRAD_STRATEGIES:
+        ok, need = is_hypergrad(task), "a hyper-gradient bilevel task (hyper-cleaning or a zofl.tasks.hypergrad task)"
+    elif cfg.strategy in BILEVEL_STRATEGIES:
+        ok, need = is_bilevel(task), "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)"
+    else:
+        ok = not is_bilevel(task) and not is_hypergrad(task)
+        need = "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"
+    if not ok:
         raise ConfigError(f"run-config key 'task': strategy={cfg.strategy!r} needs {need}, got task={cfg.task!r}")
     spec = data_spec(cfg)
     try:

@@ -77,6 +77,8 @@ class AsyncRun(SyncRun):
         self.rejoins: list[tuple[float, int, int]] = []  # (clock time, task number, pid)
         self.lost: dict[str, int] = {}  # handle -> pid of a client given up
         self.buffer: list[tuple[Reply, int]] = []
+        self.replied: set[int] = set()  # clients whose reply was buffered at this version
+        self.waiting: list[int] = []  # clients waiting for the next version (one_task_per_version)
         self._reset_counts()
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(self.m)]
@@ -139,6 +141,10 @@ class AsyncRun(SyncRun):
                 self.dispatch(pid)
         while self.version < self.total:
             if not self.tasks and not self.rejoins:
+                if self.waiting:
+                    raise RuntimeError(f"asynchronous run: update {self.version + 1} needs buffer-size = {self.K} "
+                                       f"replies of distinct clients, but only {len(self.waiting)} client(s) are "
+                                       f"left (the others were given up: see the log)")
                 raise RuntimeError(f"asynchronous run: no client left with work after {self.version} updates "
                                    f"(every client was given up: see the log)")
             if self.simulated:
@@ -202,19 +208,28 @@ class AsyncRun(SyncRun):
         else:
             self.counts["uplink_bytes"] += result.nbytes()
             result.pid = pid  # the server knows whom it sent the task to
-            problem = reply_problem(result.arrays, self.method.reply_shapes(self.state, self.version),
+            problem = reply_problem(result.arrays, self.method.task_reply_shapes(self.state, task.work),
                                     self.cfg.reply_max_abs)
             if problem:
                 self.counts["failures"] += 1
                 self.counts["rejected"] += 1
                 log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
             else:
+                self.state = self.method.receive(self.state, result, self.version - task.version)
                 self.buffer.append((result, self.version - task.version))
-                if len(self.buffer) >= self.K:
+                if self.method.ready(self.state, [rep for rep, _ in self.buffer]):
                     applied = self._apply()
+        if isinstance(result, Reply) and applied is None and self.method.counts(self.state, result):
+            self.replied.add(pid)
         if handle not in self.lost:
-            self.dispatch(pid)
+            if self.method.one_task_per_version and pid in self.replied:
+                self.waiting.append(pid)  # it has given its update for this version
+            else:
+                self.dispatch(pid)
         if applied is not None:
+            waiting, self.waiting = self.waiting, []
+            for other in waiting:
+                self.dispatch(other)
             self._write_record(self.version, applied)
 
     def _apply(self) -> dict[str, Any]:
@@ -227,6 +242,7 @@ class AsyncRun(SyncRun):
         self.state = state
         self.version += 1
         self.buffer = []
+        self.replied = set()
         computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in replies]
         c = self.counts
         info = {

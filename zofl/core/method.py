@@ -10,7 +10,8 @@ and returned (a dict of numpy arrays with at least ``x``, the global model), so 
     state, fields = method.update(state, r, replies)       # checked replies, sorted by client id
 
 and ``method.metrics(state)`` for the round record. An asynchronous method (``asynchronous =
-True``) instead has ``plan_task`` / ``update_async``, see ``zofl.methods.fedbuff``.
+True``) instead has ``plan_task``, ``task_steps``, ``ready`` and ``update_async``, see
+``zofl.methods.fedbuff`` and ``zofl.methods.afbo``.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class Method:
     title = "base"  # for printed summaries
     bilevel = False  # needs a zofl.tasks.bilevel.BilevelTask
     asynchronous = False  # runs on the async engine (and only there)
+    one_task_per_version = False  # async: a client that replied at this version waits for the next
 
     def __init__(self, cfg, task, spec):
         self.cfg, self.task, self.spec = cfg, task, spec
@@ -100,6 +102,27 @@ class Method:
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """The state after round r from the checked replies (sorted by client id), and record fields."""
         raise NotImplementedError
+
+    # -- an asynchronous method (asynchronous = True) ----------------------------------------
+    def buffer_size(self) -> int:
+        """Replies per server update (``buffer-size``)."""
+        return self.cfg.buffer_size
+
+    def ready(self, state: State, replies: list[Reply]) -> bool:
+        """Whether the buffered replies make the next update (default: ``buffer_size`` of them)."""
+        return len(replies) >= self.buffer_size()
+
+    def receive(self, state: State, reply: Reply, staleness: int) -> State:
+        """The state once ``reply`` has arrived, before any update (AFBO stores it; default: unchanged)."""
+        return state
+
+    def counts(self, state: State, reply: Reply) -> bool:
+        """Whether ``reply`` counts toward the next update (with one_task_per_version its client then waits)."""
+        return True
+
+    def task_reply_shapes(self, state: State, work: Work) -> dict[str, tuple[int, ...]]:
+        """The reply shapes expected for ``work`` (methods with tasks of several kinds override it)."""
+        return self.reply_shapes(state, work.round)
 
     # -- records ----------------------------------------------------------------------------
     def metrics(self, state: State) -> dict[str, Any]:

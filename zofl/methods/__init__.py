@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import fedavg, fedbuff, fedprox, fedrzo_bl, fedrzo_nn, scaffold, zohfl
+from . import afbo, fedavg, fedbuff, fednest, fedprox, fedrzo_bl, fedrzo_nn, scaffold, zohfl
 
 
 @dataclass(frozen=True)
@@ -26,4 +26,6 @@ METHODS = {
     "fedrzo-nn": MethodEntry(fedrzo_nn.FedRZOnn, fedrzo_nn.client_work),
     "fedrzo-bl": MethodEntry(fedrzo_bl.FedRZObl, fedrzo_bl.client_work),
     "fedbuff": MethodEntry(fedbuff.FedBuff, fedbuff.client_work),
+    "afbo": MethodEntry(afbo.AFBO, afbo.client_work),
+    "fednest": MethodEntry(fednest.FedNest, fednest.client_work),
 }

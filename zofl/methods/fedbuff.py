@@ -47,9 +47,6 @@ class FedBuff(Method):
     name, title = "fedbuff", "FedBuff"
     asynchronous = True
 
-    def buffer_size(self) -> int:
-        return self.cfg.buffer_size
-
     def plan_task(self, state: State, version: int, task: int, pid: int) -> Work:
         """Client ``pid``'s task number ``task`` on x^(version)."""
         H = local_steps(version, self.cfg.tau, self.cfg.local_steps)

@@ -39,15 +39,23 @@ class FedRZOblStrategy(MessageStrategy):
     """FedRZO_bl (paper 001, Algorithm 2, lower-level rounds as real rounds) on the Message API."""
 
 
+class FedNestStrategy(MessageStrategy):
+    """FedNest_SGD (synchronous federated bilevel optimization) on the Message API."""
+
+
 class FedBuffStrategy(AsyncStrategy):
     """FedBuff (buffered asynchronous FedAvg) on the Message API's push / pull."""
 
 
+class AFBOStrategy(AsyncStrategy):
+    """AFBO (anarchic federated bilevel optimization, paper 002) on the Message API's push / pull."""
+
+
 MESSAGE_STRATEGIES = {"zohfl": ZOHFLStrategy, "fedavg": FedAvgStrategy, "fedprox": FedProxStrategy,
                       "scaffold": ScaffoldStrategy, "fedrzo-nn": FedRZOnnStrategy, "fedrzo-bl": FedRZOblStrategy,
-                      "flwr-fedavg": FlowerFedAvg}
+                      "fednest": FedNestStrategy, "flwr-fedavg": FlowerFedAvg}
 LEGACY_STRATEGIES = {"flwr-fedavg": LegacyFlowerFedAvg}  # every other method: LegacyStrategy
-ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy}
+ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy, "afbo": AFBOStrategy}
 
 __all__ = ["AsyncStrategy", "FlowerFedAvg", "GridTransport", "LegacyFlowerFedAvg", "LegacyStrategy",
            "MessageStrategy", "MESSAGE_STRATEGIES", "LEGACY_STRATEGIES", "ASYNC_STRATEGIES"]

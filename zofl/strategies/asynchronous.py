@@ -46,7 +46,11 @@ class GridTransport:
         return out
 
     def wait(self, seconds: float) -> None:
-        time.sleep(max(seconds, self.poll_s))
+        """Until a reply may have come: a grid that can say so (the in-process Grid) is asked, any other polled."""
+        if hasattr(self.grid, "wait_any"):
+            self.grid.wait_any(list(self.pid_of), max(seconds, self.poll_s))
+        else:
+            time.sleep(max(seconds, self.poll_s))
 
 
 class AsyncStrategy(Strategy):

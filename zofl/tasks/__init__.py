@@ -10,12 +10,14 @@ import importlib
 from .base import DataSpec, SplitTask, Task, evaluate
 from .bilevel import BILEVEL_REQUIRED, BilevelTask, ClientProblem, FairReluTask, HyperLogisticTask, is_bilevel
 from .data import ArrayData, DataError
+from .hypergrad import HYPERGRAD_REQUIRED, HyperCleaningTask, Oracles, QuadraticHypergrad, is_hypergrad
 from .relunet import ReluNetTask
 from .softmax import SoftmaxTask
 
 TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "hyper-logistic": HyperLogisticTask,
-         "fair-relu": FairReluTask}
+         "fair-relu": FairReluTask, "hyper-cleaning": HyperCleaningTask}
 BILEVEL_TASKS = ("hyper-logistic", "fair-relu")
+HYPERGRAD_TASKS = ("hyper-cleaning",)
 REQUIRED = ("check", "server_data", "client_data", "test_data", "num_train", "init_params", "loss", "grad", "predict")
 
 
@@ -35,15 +37,16 @@ def load_task(name: str) -> Task:
     except (ImportError, AttributeError) as exc:
         raise TaskError(f"task {name!r} cannot be imported: {exc}") from exc
     is_factory = isinstance(obj, type) or (callable(obj) and not all(hasattr(obj, m) for m in REQUIRED)
-                                           and not is_bilevel(obj))
+                                           and not is_bilevel(obj) and not is_hypergrad(obj))
     task = obj() if is_factory else obj
     missing = [m for m in REQUIRED if not callable(getattr(task, m, None))]
-    if missing and not is_bilevel(task):
+    if missing and not is_bilevel(task) and not is_hypergrad(task):
         raise TaskError(f"task {name!r} lacks the methods {missing} of zofl.tasks.base.Task (or the methods "
-                        f"{list(BILEVEL_REQUIRED)} of zofl.tasks.bilevel.BilevelTask)")
+                        f"{list(BILEVEL_REQUIRED)} of zofl.tasks.bilevel.BilevelTask, or "
+                        f"{list(HYPERGRAD_REQUIRED)} of zofl.tasks.hypergrad)")
     return task
 
 
-__all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperLogisticTask",
+__all__ = ["ArrayData", "BilevelTask", "HyperCleaningTask", "Oracles", "QuadraticHypergrad", "is_hypergrad", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperLogisticTask",
            "ReluNetTask", "SoftmaxTask", "SplitTask", "Task", "TaskError", "TASKS", "evaluate", "is_bilevel",
            "load_task"]

@@ -1,0 +1,177 @@
+"""AFBO (paper 002) and FedNest: APHE against dense matrices, both methods reaching the
+closed-form solution of a quadratic bilevel problem, AFBO's stored updates and delays, and the
+simulated clock's reproducibility. Engines: the in-process Grid (the Ray runs are in
+test_flower_e2e.py)."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.afbo import APHE_MODES, aphe, dense_aphe, neumann_hypergradient, stored_mean
+from zofl.config import parse_config
+from zofl.core.protocol import Reply
+from zofl.inprocess import run_inprocess
+from zofl.methods.afbo import AFBO
+from zofl.methods.fednest import phase_of
+from zofl.results import read_rounds
+from zofl.setup import prepare
+from zofl.tasks.hypergrad import QuadraticHypergrad
+
+TOY = "zofl.tasks.hypergrad:QuadraticHypergrad"
+
+
+def _problem(rng, p=4, q=3, n_hess=8):
+    Hs = []
+    for _ in range(n_hess):
+        Q = rng.normal(size=(q, q))
+        Hs.append(Q @ Q.T / q + np.eye(q))
+    return rng.normal(size=p), rng.normal(size=(p, q)), Hs, rng.normal(size=q)
+
+
+@pytest.mark.parametrize("mode", APHE_MODES)
+def test_aphe_with_products_equals_the_dense_computation(mode):
+    rng = np.random.default_rng(1)
+    d, W, Hs, v = _problem(rng)
+    N_i, l_g = 5, 8.0
+    batches = [np.array([k]) for k in range(3 + N_i)]  # minibatch k of the k-th oracle call
+    got = aphe(lambda idx: d, lambda idx: v, lambda x, idx: Hs[int(idx[0]) - 3] @ x, lambda x, idx: W @ x,
+               batches, N_i, l_g, mode, np.random.default_rng(7), N=6)
+    depth = int(np.random.default_rng(7).integers(N_i))
+    want = dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, mode, depth=depth, N=6)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_random_depth_is_unbiased_for_the_truncated_series():
+    rng = np.random.default_rng(2)
+    d, W, Hs, v = _problem(rng)
+    H = [Hs[0]] * 8  # one Hessian, so the expectation over the depth is exact
+    N_i, l_g = 6, 5.0
+    mean = np.mean([dense_aphe(d, W, H, v, N_i, l_g, "random-depth", depth=k) for k in range(N_i)], axis=0)
+    np.testing.assert_allclose(mean, dense_aphe(d, W, H, v, N_i, l_g, "sum"), rtol=1e-12)
+    # and the truncated series tends to the exact hyper-gradient d - W H^{-1} v as N grows
+    exact = d - W @ np.linalg.solve(Hs[0], v)
+    far = neumann_hypergradient(d, lambda x: W @ x, v, lambda x: Hs[0] @ x, 400, l_g)
+    np.testing.assert_allclose(far, exact, rtol=1e-8)
+
+
+def test_stored_mean_over_all_or_the_clients_heard_from():
+    stored = np.array([[2.0, 0.0], [4.0, 2.0], [0.0, 0.0]])
+    have = np.array([True, True, False])
+    np.testing.assert_allclose(stored_mean(stored, have, "stored"), [3.0, 1.0])
+    np.testing.assert_allclose(stored_mean(stored, have, "all"), [2.0, 2.0 / 3])
+
+
+def test_afbo_keeps_the_last_update_of_a_silent_client_and_counts_delays():
+    cfg, task, spec = prepare({"strategy": "afbo", "engine": "async", "task": TOY, "num-clients": 3,
+                               "inner-rounds": 2, "inner-lr": 0.5, "outer-lr": 0.1, "buffer-size": 1})
+    method = AFBO(cfg, task, spec)
+    s = method.init()
+
+    def arrive(s, *replies):
+        for rep in replies:
+            s = method.receive(s, rep, 0)
+        return s
+
+    def G(pid, val):
+        return Reply(pid, {"G": np.full(3, float(val))}, 1)
+
+    s, f = method.update_async(arrive(s, G(0, 2.0), G(1, 4.0)), 0, [], [])
+    np.testing.assert_array_equal(s["rho"], [0, 0, 1])
+    np.testing.assert_allclose(s["y"], -0.5 * np.full(3, 3.0))  # mean of the two stored G's
+    s, f = method.update_async(arrive(s, G(0, 0.0)), 1, [], [])  # client 1 silent: its G = 4 still counts
+    np.testing.assert_array_equal(s["rho"], [0, 1, 2])
+    np.testing.assert_allclose(s["y"], -1.5 - 0.5 * 2.0)
+    assert method.phase(s) == "outer" and f["step"] == "inner"  # K^t = 2 inner steps done
+    assert not method.ready(s, [G(2, 1.0)])  # a late inner reply does not make an outer step...
+    s = arrive(s, G(2, 1.0))
+    assert s["G_have"][2]  # ...but it is stored at once, for the next inner steps
+    H = Reply(2, {"H": np.ones(3)}, 1, {"t": 0})
+    assert method.ready(s, [G(2, 1.0), H])
+    s, f = method.update_async(arrive(s, H), 2, [], [])
+    np.testing.assert_array_equal(s["tau"], [1, 1, 0])
+    assert f["step"] == "outer" and method.phase(s) == "inner" and s["H_round"][2] == 0
+    np.testing.assert_allclose(s["x"], -0.1 * np.ones(3))  # only client 2's H is stored so far
+    # outer round 1: client 0 has no H at all (more than max-outer-delay = 1 round old), so it computes
+    # one before more inner work; client 2's H is from round 0, one round old: inner work
+    assert s["counters"][0] == 1
+    assert method.plan_task(s, 3, 9, 0).config["phase"] == "outer"
+    assert method.plan_task(s, 3, 9, 2).config["phase"] == "inner"
+
+
+def test_fednest_round_schedule():
+    assert [phase_of(k, 2, 3)[1] for k in range(7)] == ["inner", "inner", "gradf", "neumann", "neumann", "hyper",
+                                                        "inner"]
+    assert phase_of(6, 2, 3)[0] == 1
+
+
+TOY_RUN = {"task": TOY, "num-clients": 4, "local-steps": 1, "lower-lr": 0.2, "inner-lr": 0.3, "inner-rounds": 5,
+           "lipschitz-g": 2.6, "neumann-steps": "20", "aphe": "sum", "beta": 1.0, "checkpoint-every": 0}
+# l_{g,1} = 2.6 >= the largest eigenvalue of A (2.36 for seed 0, 4 clients), so the series converges
+
+
+def test_afbo_and_fednest_reach_the_closed_form_solution(tmp_path):
+    x_star, y_star = QuadraticHypergrad().solution(prepare({"task": TOY, "strategy": "afbo", "engine": "async",
+                                                            "num-clients": 4})[2])
+    # AFBO: 3 of 4 clients per step, devices of speeds U(0.5, 1), so updates are stale
+    d_a, x_a = run_inprocess({**TOY_RUN, "strategy": "afbo", "engine": "async", "buffer-size": 3, "outer-lr": 0.3,
+                              "num-rounds": 6 * 40, "speed-profile": "uniform", "speed-param": 0.5,
+                              "output-dir": str(tmp_path), "run-name": "afbo"}, workers=0)
+    d_f, x_f = run_inprocess({**TOY_RUN, "strategy": "fednest", "outer-lr": 0.5, "num-rounds": 25,
+                              "output-dir": str(tmp_path), "run-name": "fednest"}, workers=0)
+    start = np.linalg.norm(x_star)
+    for d, x in ((d_a, x_a), (d_f, x_f)):
+        last = read_rounds(d)[-1]
+        assert np.linalg.norm(x - x_star) < 1e-3 * start, (x, x_star)
+        assert last["y_error"] < 1e-2 * np.linalg.norm(y_star)
+    rec = read_rounds(d_a)[1:]
+    assert max(r["outer_delay_mean"] for r in rec) > 0 and any(s > 0 for r in rec for s in r["staleness"])
+
+
+def test_averaging_local_hypergradients_is_biased_when_jacobians_differ(tmp_path):
+    # With a different B_i per client, AFBO's mean of the clients' own hyper-gradients goes to the
+    # zero of lam x + mean_i B_i^T A^-1 (y*(x) - c_i), not to x*; FedNest's global products do not.
+    het = "zofl.tasks.hypergrad:HeterogeneousQuadratic"
+    from zofl.tasks.hypergrad import HeterogeneousQuadratic
+
+    spec = prepare({"task": het, "strategy": "fednest", "num-clients": 4})[2]
+    x_star, x_local = HeterogeneousQuadratic().solution(spec)[0], HeterogeneousQuadratic().local_average_solution(spec)
+    lip = f"{1.1 * HeterogeneousQuadratic().lipschitz(spec):.3f}"
+    _, x_a = run_inprocess({**TOY_RUN, "task": het, "lipschitz-g": float(lip), "strategy": "afbo", "engine": "async",
+                            "buffer-size": 4, "outer-lr": 0.5, "num-rounds": 6 * 40, "output-dir": str(tmp_path),
+                            "run-name": "afbo"}, workers=0)
+    _, x_f = run_inprocess({**TOY_RUN, "task": het, "lipschitz-g": float(lip), "strategy": "fednest",
+                            "outer-lr": 0.5, "num-rounds": 40, "output-dir": str(tmp_path), "run-name": "fednest"},
+                           workers=0)
+    assert np.linalg.norm(x_star - x_local) > 0.1 * np.linalg.norm(x_star)  # the two points are far apart
+    np.testing.assert_allclose(x_a, x_local, atol=2e-3)
+    np.testing.assert_allclose(x_f, x_star, atol=2e-3)
+
+
+def test_afbo_simulated_clock_runs_are_equal_bit_for_bit(tmp_path):
+    cfg = {**TOY_RUN, "strategy": "afbo", "engine": "async", "aphe": "random-depth", "neumann-steps": "3,6",
+           "availability": "1,0.5", "local-work": "1,3", "speed-profile": "uniform", "speed-param": 0.2,
+           "inner-rounds": 3, "num-rounds": 24, "output-dir": str(tmp_path)}  # any participation, N_i and E_i
+    (d1, x1), (d2, x2) = (run_inprocess({**cfg, "run-name": n}, workers=0) for n in ("a", "b"))
+    np.testing.assert_array_equal(x1, x2)
+    keys = ("test_loss", "clients", "staleness", "clock_s", "inner_delay_mean", "outer_delay_mean")
+    assert [[r.get(k) for k in keys] for r in read_rounds(d1)] == [[r.get(k) for k in keys] for r in read_rounds(d2)]
+
+
+@pytest.mark.parametrize("strategy", ["afbo", "fednest"])
+def test_hyper_cleaning_runs_and_learns(tmp_path, strategy):
+    cfg = {"strategy": strategy, "task": "hyper-cleaning", "num-clients": 4, "server-fraction": 0.0,
+           "local-steps": 5, "lower-lr": 0.5, "inner-lr": 1.0, "inner-rounds": 5, "outer-lr": 10.0,
+           "neumann-steps": "5", "lipschitz-g": 20.0, "output-dir": str(tmp_path), "run-name": strategy}
+    cfg.update({"engine": "async", "num-rounds": 36} if strategy == "afbo" else {"num-rounds": 3})
+    d, x = run_inprocess(cfg, workers=0)
+    rec = read_rounds(d)
+    assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.3 and np.isfinite(x).all()
+    assert all(np.isfinite(r["weight_clean"]) for r in rec)
+
+
+def test_bilevel_methods_need_a_hypergradient_task():
+    from zofl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="needs a hyper-gradient bilevel task"):
+        prepare({"strategy": "fednest"})
+    with pytest.raises(ConfigError, match="needs a single-level task"):
+        prepare({"task": "hyper-cleaning"})
+    assert parse_config({"strategy": "afbo", "engine": "async"}).aphe == "random-depth"

@@ -1,0 +1,281 @@
+"""Bilevel tasks for hyper-gradient methods (AFBO, FedNest): first- and second-order oracles.
+
+    min_x (1/m) sum_i f_i(x, y*(x)),   y*(x) = argmin_y (1/m) sum_i g_i(x, y),  g_i strongly convex in y.
+
+A task gives, per client i, ``client_oracles(cfg, spec, pid) -> Oracles``: closures over the
+client's data for grad_y g_i, grad_x f_i, grad_y f_i and the products grad^2_yy g_i v (Hessian-vector)
+and grad^2_xy g_i v (an x-sized vector), each on a minibatch ``idx`` of the client's lower
+(``n_lower``) or upper (``n_upper``) examples; plus ``dims``, ``init_x``, ``init_y`` and
+``evaluate(cfg, spec, x, y)``. Built in:
+
+* ``hyper-cleaning`` (paper 002, Sec. 5.1, after Franceschi et al. 2017 and FedNest/ADBO): each
+  client's examples are split into a training part whose labels are replaced by a uniformly random
+  class with probability ``corruption`` and a clean validation part (``holdout-fraction``).
+  x holds one weight per training example of every client (client i's slice only matters to
+  client i); y is a linear softmax classifier W (features + bias, C classes).
+      g_i(x, W) = (1/n_i) sum_{j in train_i} sigmoid(x_j) CE(W; u_j, label~_j) + (lower-l2 / 2)||W||^2
+      f_i(x, W) = (1/v_i) sum_{j in val_i} CE(W; u_j, label_j)
+  Our choices (the paper gives none): a linear classifier with bias, sigmoid weights, x_0 = 0
+  (weight 1/2 for every example), corruption 0.5, lower-l2 = 0.001, splits as every task's
+  (Dirichlet ``alpha``: large = IID).
+* ``zofl.tasks.hypergrad:QuadraticHypergrad``: a small problem with a closed-form solution.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..algorithms.smoothing import seed_sequence
+from .base import DataSpec, SplitTask
+from .bilevel import holdout_split
+from .data import ArrayData
+
+STREAM_CORRUPT = 0x53
+Oracle = Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
+class Oracles:
+    """Client i's first- and second-order oracles (closures over its data)."""
+
+    grad_y_g: Oracle  # (x, y, idx) -> q
+    hvp_yy_g: Oracle  # (x, y, v, idx) -> q: grad^2_yy g_i v
+    jvp_xy_g: Oracle  # (x, y, v, idx) -> p: grad^2_xy g_i v
+    grad_x_f: Oracle  # (x, y, idx) -> p
+    grad_y_f: Oracle  # (x, y, idx) -> q
+    n_lower: int  # examples of g_i (idx of grad_y_g, hvp, jvp)
+    n_upper: int  # examples of f_i (idx of grad_x_f, grad_y_f)
+    num_examples: int
+
+
+HYPERGRAD_REQUIRED = ("check", "server_data", "test_data", "num_train", "dims", "init_x", "init_y",
+                      "client_oracles", "evaluate")
+
+
+def is_hypergrad(task) -> bool:
+    return all(callable(getattr(task, m, None)) for m in HYPERGRAD_REQUIRED)
+
+
+# -- softmax cross-entropy pieces (W: (d, C); rows of u carry a trailing 1 for the bias) ----------
+def _probs(W: np.ndarray, u: np.ndarray) -> np.ndarray:
+    z = u @ W
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+def _residual(W, u, labels):
+    """s - e_label per row: the gradient of CE in the logits."""
+    r = _probs(W, u)
+    r[np.arange(len(labels)), labels] -= 1.0
+    return r
+
+
+def ce_loss(W: np.ndarray, u: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-row cross-entropy."""
+    z = u @ W
+    z -= z.max(axis=1, keepdims=True)
+    return np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(labels)), labels]
+
+
+def weighted_ce_grad(W, u, labels, w):
+    """grad_W of (1/n) sum_j w_j CE_j."""
+    return u.T @ (w[:, None] * _residual(W, u, labels)) / len(labels)
+
+
+def weighted_ce_hvp(W, u, w, V):
+    """grad^2_W of (1/n) sum_j w_j CE_j applied to V: u^T [w (S o Z - S sum_c(S o Z))] / n, Z = u V."""
+    S = _probs(W, u)
+    SZ = S * (u @ V)
+    return u.T @ (w[:, None] * (SZ - S * SZ.sum(axis=1, keepdims=True))) / len(w)
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+@functools.lru_cache(maxsize=None)
+def _cleaning_arrays(spec: DataSpec, pid: int, fraction: float, corruption: float):
+    """Client pid's (u_train, noisy labels, true labels, u_val, val labels, C) with a bias column."""
+    data = SplitTask().client_data(spec, pid)
+    lo, up = holdout_split(spec, pid, len(data), fraction)
+    u = np.hstack([data.x, np.ones((len(data), 1), dtype=data.x.dtype)]).astype(np.float64)
+    labels = data.y.astype(np.int64)
+    rng = np.random.default_rng(seed_sequence(spec.seed, pid, STREAM_CORRUPT))
+    noisy = labels[lo].copy()
+    flip = rng.random(len(lo)) < corruption
+    noisy[flip] = rng.integers(data.num_classes, size=int(flip.sum()))
+    return u[lo], noisy, labels[lo], u[up], labels[up], data.num_classes
+
+
+@functools.lru_cache(maxsize=4)
+def _offsets(spec: DataSpec, fraction: float) -> tuple[int, ...]:
+    """Where each client's slice of x starts (x: one weight per training example of every client)."""
+    sizes = [len(holdout_split(spec, i, len(SplitTask().client_data(spec, i)), fraction)[0])
+             for i in range(spec.num_clients)]
+    return tuple(int(v) for v in np.concatenate([[0], np.cumsum(sizes)]))
+
+
+class HyperCleaningTask(SplitTask):
+    """Data hyper-cleaning (see the module docstring)."""
+
+    def dims(self, cfg, spec: DataSpec) -> tuple[int, int]:
+        test = self.test_data(spec)
+        return _offsets(spec, cfg.holdout_fraction)[-1], (test.x.shape[1] + 1) * test.num_classes
+
+    def init_x(self, cfg, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dims(cfg, spec)[0])
+
+    def init_y(self, cfg, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dims(cfg, spec)[1])
+
+    def client_oracles(self, cfg, spec: DataSpec, pid: int) -> Oracles:
+        u_tr, noisy, _, u_val, val_labels, C = _cleaning_arrays(spec, pid, cfg.holdout_fraction, cfg.corruption)
+        lo, hi = _offsets(spec, cfg.holdout_fraction)[pid:pid + 2]
+        d, mu = u_tr.shape[1], cfg.lower_l2
+        p = _offsets(spec, cfg.holdout_fraction)[-1]
+
+        def weights(x, idx):
+            return _sigmoid(x[lo:hi][idx])
+
+        def grad_y_g(x, y, idx):
+            W = y.reshape(d, C)
+            return (weighted_ce_grad(W, u_tr[idx], noisy[idx], weights(x, idx)) + mu * W).reshape(-1)
+
+        def hvp_yy_g(x, y, v, idx):
+            W, V = y.reshape(d, C), v.reshape(d, C)
+            return (weighted_ce_hvp(W, u_tr[idx], weights(x, idx), V) + mu * V).reshape(-1)
+
+        def jvp_xy_g(x, y, v, idx):
+            # d/dx_j <grad_W g_i, V> = sigmoid'(x_j) <u_j (s_j - e_j)^T, V> / |idx| for j in idx
+            W, V = y.reshape(d, C), v.reshape(d, C)
+            s = weights(x, idx)
+            inner = np.sum(_residual(W, u_tr[idx], noisy[idx]) * (u_tr[idx] @ V), axis=1)
+            out = np.zeros(p)
+            np.add.at(out, lo + idx, s * (1 - s) * inner / len(idx))
+            return out
+
+        def grad_x_f(x, y, idx):
+            return np.zeros(p)  # f_i does not depend on x
+
+        def grad_y_f(x, y, idx):
+            W = y.reshape(d, C)
+            return weighted_ce_grad(W, u_val[idx], val_labels[idx], np.ones(len(idx))).reshape(-1)
+
+        return Oracles(grad_y_g, hvp_yy_g, jvp_xy_g, grad_x_f, grad_y_f, len(noisy), len(val_labels),
+                       len(noisy) + len(val_labels))
+
+    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        test = self.test_data(spec)
+        u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
+        W = y.reshape(u.shape[1], test.num_classes)
+        # how well x tells corrupted from clean training examples: mean weight of each kind
+        flipped, kept = [], []
+        for i in range(spec.num_clients):
+            _, noisy, true, _, _, _ = _cleaning_arrays(spec, i, cfg.holdout_fraction, cfg.corruption)
+            lo, hi = _offsets(spec, cfg.holdout_fraction)[i:i + 2]
+            w = _sigmoid(x[lo:hi])
+            flipped.append(w[noisy != true])
+            kept.append(w[noisy == true])
+        flipped, kept = np.concatenate(flipped), np.concatenate(kept)
+        return {"test_loss": float(np.mean(ce_loss(W, u, test.y))),
+                "test_acc": float(np.mean(np.argmax(u @ W, axis=1) == test.y)),
+                "weight_corrupted": float(flipped.mean()) if len(flipped) else float("nan"),
+                "weight_clean": float(kept.mean()) if len(kept) else float("nan")}
+
+
+def _no_data(dim: int = 2) -> ArrayData:
+    return ArrayData(np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=np.int64), 2)
+
+
+class QuadraticHypergrad:
+    """A quadratic bilevel problem with closed-form solutions (tests; an example of a task):
+
+        g_i(x, y) = (1/2) y^T A y - y^T (B_i x + e_i),    f_i(x, y) = (1/2)||y - c_i||^2 + (lam/2)||x||^2
+        y*(x) = A^{-1} (B x + e),  x* = (M^T M + lam I)^{-1} M^T (c - A^{-1} e),  M = A^{-1} B
+
+    (B, e, c the means over clients). c_i and e_i differ between clients (so local solves drift),
+    A is common, and B_i = B for every client unless ``shared_jacobian`` is False. There is no
+    sample noise (``idx`` is ignored). p = q = 3.
+
+    With client-specific B_i, a method that averages the clients' *own* hyper-gradients, as AFBO
+    does, B_i^T A^{-1} (y - c_i), converges to ``local_average_solution`` instead of x*: the mean
+    of the products is not the product of the means (paper 002, Sec. 3.2, difficulty (ii))."""
+
+    dim, lam = 3, 0.5
+    shared_jacobian = True
+
+    def _data(self, spec: DataSpec):
+        rng = np.random.default_rng(seed_sequence(spec.seed, 0x54))
+        Q = rng.normal(size=(self.dim, self.dim))
+        A = Q @ Q.T / self.dim + np.eye(self.dim)
+        Bs = rng.normal(size=(spec.num_clients, self.dim, self.dim))
+        if self.shared_jacobian:
+            Bs[:] = Bs.mean(axis=0)
+        cs = rng.normal(size=(spec.num_clients, self.dim))
+        es = rng.normal(size=(spec.num_clients, self.dim))
+        return A, Bs, cs, es
+
+    def solution(self, spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+        """(x*, y*(x*)) of the federated problem."""
+        A, Bs, cs, es = self._data(spec)
+        M, Ae = np.linalg.solve(A, Bs.mean(axis=0)), np.linalg.solve(A, es.mean(axis=0))
+        x = np.linalg.solve(M.T @ M + self.lam * np.eye(self.dim), M.T @ (cs.mean(axis=0) - Ae))
+        return x, M @ x + Ae
+
+    def local_average_solution(self, spec: DataSpec) -> np.ndarray:
+        """The zero of lam x + mean_i B_i^T A^{-1} (y*(x) - c_i): where averaging local hyper-gradients leads."""
+        A, Bs, cs, es = self._data(spec)
+        M, Ae = np.linalg.solve(A, Bs.mean(axis=0)), np.linalg.solve(A, es.mean(axis=0))
+        rhs = np.mean([B.T @ np.linalg.solve(A, c) for B, c in zip(Bs, cs)], axis=0) - M.T @ Ae
+        return np.linalg.solve(M.T @ M + self.lam * np.eye(self.dim), rhs)
+
+    def lipschitz(self, spec: DataSpec) -> float:
+        """The largest eigenvalue of grad^2_yy g = A (l_{g,1})."""
+        return float(np.linalg.eigvalsh(self._data(spec)[0]).max())
+
+    def check(self, spec: DataSpec) -> None:
+        pass
+
+    def server_data(self, spec):
+        return _no_data()
+
+    def test_data(self, spec):
+        return _no_data()
+
+    def num_train(self, spec) -> int:
+        return spec.num_clients
+
+    def dims(self, cfg, spec: DataSpec) -> tuple[int, int]:
+        return self.dim, self.dim
+
+    def init_x(self, cfg, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dim)
+
+    def init_y(self, cfg, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dim)
+
+    def client_oracles(self, cfg, spec: DataSpec, pid: int) -> Oracles:
+        A, Bs, cs, es = self._data(spec)
+        B, c, e, lam = Bs[pid], cs[pid], es[pid], self.lam
+        return Oracles(grad_y_g=lambda x, y, idx: A @ y - B @ x - e,
+                       hvp_yy_g=lambda x, y, v, idx: A @ v,
+                       jvp_xy_g=lambda x, y, v, idx: -B.T @ v,
+                       grad_x_f=lambda x, y, idx: lam * x,
+                       grad_y_f=lambda x, y, idx: y - c,
+                       n_lower=1, n_upper=1, num_examples=1)
+
+    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        xs, ys = self.solution(spec)
+        return {"test_loss": float(np.linalg.norm(x - xs)), "test_acc": float("nan"),
+                "y_error": float(np.linalg.norm(y - ys))}
+
+
+class HeterogeneousQuadratic(QuadraticHypergrad):
+    """QuadraticHypergrad with a different B_i for every client (see ``local_average_solution``)."""
+
+    shared_jacobian = False
