@@ -103,7 +103,8 @@ class AFBO(Method):
         arrays = {"x": state["x"], "y": state["y"]}
         catch_up = self.cfg.max_outer_delay and t - int(state["H_round"][pid]) > self.cfg.max_outer_delay
         if self.phase(state) == INNER and not catch_up:
-            E = client_local_steps(local_steps(t, self.cfg.tau, self.cfg.local_steps), per_client(self.cfg.local_work, pid))
+            H = local_steps(t, self.cfg.tau, self.cfg.local_steps)
+            E = client_local_steps(H, per_client(self.cfg.local_work, pid))
             return Work(pid, task, E, arrays, {"phase": INNER, "t": t, "k": k})
         return Work(pid, task, neumann_depth(self.cfg, pid), arrays, {"phase": OUTER, "t": t, "N": self.N})
 

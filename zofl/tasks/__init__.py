@@ -47,6 +47,6 @@ def load_task(name: str) -> Task:
     return task
 
 
-__all__ = ["ArrayData", "BilevelTask", "HyperCleaningTask", "Oracles", "QuadraticHypergrad", "is_hypergrad", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperLogisticTask",
-           "ReluNetTask", "SoftmaxTask", "SplitTask", "Task", "TaskError", "TASKS", "evaluate", "is_bilevel",
-           "load_task"]
+__all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperCleaningTask",
+           "HyperLogisticTask", "Oracles", "QuadraticHypergrad", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
+           "TaskError", "TASKS", "evaluate", "is_bilevel", "is_hypergrad", "load_task"]
