@@ -68,13 +68,25 @@ def test_legacy_engine_keeps_scaffold_state_across_flower_rounds(superlink, tmp_
     assert losses(rec) == losses(read_rounds(d))
 
 
-def test_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
-    cfg = {"strategy": "fedbuff", "engine": "async", "num-rounds": 8, "num-clients": 4, "local-steps": 2,
-           "speed-profile": "uniform", "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path),
-           "run-name": "fedbuff"}
+HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 0.0, "local-steps": 5,
+                 "lower-lr": 0.5, "inner-lr": 1.0, "inner-rounds": 3, "outer-lr": 10.0, "neumann-steps": "3,5",
+                 "lipschitz-g": 20.0}
+
+
+def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
+    cfg = {**HYPERCLEANING, "strategy": "afbo", "engine": "async", "num-rounds": 8, "speed-profile": "uniform",
+           "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path), "run-name": "afbo"}
     rec, ref = run_both(superlink, cfg, 4)
-    keys = ("test_loss", "clients", "staleness", "clock_s")
+    keys = ("test_loss", "clients", "staleness", "clock_s", "outer_delay_mean")
     assert [[r.get(k) for k in keys] for r in rec] == [[r.get(k) for k in keys] for r in ref]
+    assert {r.get("step") for r in rec[1:]} == {"inner", "outer"}
+
+
+def test_fednest_on_the_sync_engine_matches_in_process(superlink, tmp_path):
+    cfg = {**HYPERCLEANING, "strategy": "fednest", "num-rounds": 1, "beta": 0.5, "output-dir": str(tmp_path),
+           "run-name": "fednest"}
+    rec, ref = run_both(superlink, cfg, 4)
+    assert losses(rec) == losses(ref) and len(rec) == 1 + (3 + 3 + 1)  # FedNest takes N = the first N_i
 
 
 def test_async_engine_on_the_wall_clock_does_not_wait_for_a_slow_device(superlink, tmp_path):

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..faults import draw_fault, speed_factor
+from ..faults import draw_fault
 from .checks import reply_problem
 from .method import Method
 from .protocol import Failure, Reply, Work
@@ -80,8 +80,6 @@ class AsyncRun(SyncRun):
         self.replied: set[int] = set()  # clients whose reply was buffered at this version
         self.waiting: list[int] = []  # clients waiting for the next version (one_task_per_version)
         self._reset_counts()
-        self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
-                       for pid in range(self.m)]
 
     @property
     def m(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from ..faults import speed_factor
 from .checks import reply_problem
 from .method import Method, State
 from .protocol import Failure, Reply, Work
@@ -49,6 +50,9 @@ class SyncRun:
         self.state: State | None = None
         self.resumed_extra: dict[str, np.ndarray] = {}  # the asynchronous engine's queue, on resume
         self.total = method.communication_rounds()
+        self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
+                       for pid in range(cfg.num_clients)]
+        self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
         if cfg.resume:
             self._resume()
         if self.state is None:
@@ -63,6 +67,7 @@ class SyncRun:
             return
         self.offset, self.t_before, arrays, self.resumed_extra = ck
         self.state = self.method.load_state_dict(arrays)
+        self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))
         self.writer.truncate(self.offset)  # rounds after the checkpoint are run (and written) again
         log.info("resume: continuing %s after round %d", self.writer.dir, self.offset)
 
@@ -123,6 +128,7 @@ class SyncRun:
             log.error("round %d: the aggregate is not finite; the global model stays x_r", plan.r + 1)
             state, fields = self.state, {**fields, "model_rejected": True}
         self.state = state
+        self.sim_clock += self.round_sim_s(used)
         rejected = sum(f.rejected for f in failures)
         computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
         info = {
@@ -134,7 +140,8 @@ class SyncRun:
             else plan.downlink_bytes,
             "wall_s": time.perf_counter() - plan.t0,
             "client_compute_s": float(sum(computes)), "client_compute_max_s": max(computes, default=0.0),
-            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in used), "H": plan.H, **fields,
+            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in used), "H": plan.H,
+            "clock_s": self.sim_clock, **fields,
         }
         return self._write_record(plan.r + 1, info)
 
@@ -157,9 +164,18 @@ class SyncRun:
             self.finish()
         return record
 
+    def round_sim_s(self, used: list[Reply]) -> float:
+        """Simulated duration of a synchronous round: its slowest participant's local steps x
+        ``sim-step-s`` / s_i + ``latency-s``, at most ``round-deadline-s`` (the device model of the
+        asynchronous engine's simulated clock, so that both can be compared on one clock)."""
+        cfg = self.cfg
+        longest = max((int(rep.metrics.get("steps", 0)) * cfg.sim_step_s / self.speeds[rep.pid] for rep in used),
+                      default=0.0) + cfg.latency_s
+        return min(longest, cfg.round_deadline_s) if cfg.round_deadline_s else longest
+
     def checkpoint_extra(self) -> dict[str, np.ndarray]:
-        """More to checkpoint besides the method's state (the asynchronous engine's queue)."""
-        return {}
+        """More to checkpoint besides the method's state: the simulated clock (and the asynchronous queue)."""
+        return {"sim_clock": np.array(self.sim_clock)}
 
     def setting(self) -> str:
         cfg = self.cfg
