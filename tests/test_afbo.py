@@ -61,7 +61,8 @@ def test_stored_mean_over_all_or_the_clients_heard_from():
 
 def test_afbo_keeps_the_last_update_of_a_silent_client_and_counts_delays():
     cfg, task, spec = prepare({"strategy": "afbo", "engine": "async", "task": TOY, "num-clients": 3,
-                               "inner-rounds": 2, "inner-lr": 0.5, "outer-lr": 0.1, "buffer-size": 1})
+                               "inner-rounds": 2, "inner-lr": 0.5, "outer-lr": 0.1, "buffer-size": 1,
+                               "max-outer-delay": 1})
     method = AFBO(cfg, task, spec)
     s = method.init()
 

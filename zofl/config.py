@@ -232,7 +232,7 @@ KEYS: tuple[Key, ...] = (
     Key("stored-average", str, "stored", "'stored' or 'all'",
         "AFBO: average the stored updates over the clients heard from, or over all m (never heard = 0)", "ours",
         _choice("stored", "all")),
-    Key("max-outer-delay", int, 1, "an integer >= 0 (0 = no bound)",
+    Key("max-outer-delay", int, 0, "an integer >= 0 (0 = no bound)",
         "AFBO's tau_M (Assumption 6): a client whose newest H_i is more than this many outer rounds old "
         "computes a new one before more inner work", "ours", lambda v: v >= 0),
     Key("corruption", float, 0.5, "a number in [0, 1]",

@@ -22,12 +22,10 @@ delay; every record has the mean inner and outer delays. Choices (ours, keys): t
 clients heard from until every client has sent once (``stored-average``); E_i = ``local-steps``
 (or the tau schedule at the outer round t) times the client's ``local-work``; one "round" of the
 paper's counters rho_i / tau_i is one server step of that kind; a client sends one update per
-server step (it waits for the next one after it has replied). Bounded outer delay (Assumption 6,
-tau_M = ``max-outer-delay``): in Algorithm 1 each client taking part in round t computes its
-H_i after its inner work; here a client whose newest H_i is more than tau_M outer rounds old is
-given an outer task (on the newest x, y) before more inner work. Without it (0) a client that is
-busy whenever the short outer phase passes never refreshes its H_i, and the frozen H_i biases
-every outer step (measured on the quadratic test problem: a plateau at 40% of the distance).
+server step (it waits for the next one after it has replied). Optionally (``max-outer-delay`` =
+tau_M > 0, Assumption 6's bound made true by the schedule) a client whose newest H_i is more than
+tau_M outer rounds old is given an outer task (on the newest x, y) before more inner work; off by
+default, as it did not help on the quadratic test problem (docs/afbo.md).
 """
 from __future__ import annotations
 
