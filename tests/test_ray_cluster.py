@@ -85,7 +85,7 @@ def ray_cluster():
             time.sleep(1)
         else:
             pytest.fail(f"the second Ray node did not join: {status}")
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", temp_dir
     finally:
         _stop_cluster(temp_dir, port)
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -93,7 +93,8 @@ def ray_cluster():
 
 def test_simulation_on_a_two_node_ray_cluster_uses_both_nodes_with_the_same_numbers(ray_cluster, tmp_path,
                                                                                       monkeypatch):
-    monkeypatch.setenv("RAY_ADDRESS", ray_cluster)  # the SuperLink, and the simulation it starts, inherit it
+    address, temp_dir = ray_cluster
+    monkeypatch.setenv("RAY_ADDRESS", address)  # the SuperLink, and the simulation it starts, inherit it
     cfg = {"num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 2.0, "step-time-s": 0.05,
            "output-dir": str(tmp_path), "run-name": "cluster"}
     raylets_with_actors: set[int] = set()
@@ -107,7 +108,9 @@ def test_simulation_on_a_two_node_ray_cluster_uses_both_nodes_with_the_same_numb
         while proc.poll() is None:  # which raylet (Ray node) each ClientApp actor belongs to
             procs = _processes()
             for pid, (ppid, cmd) in procs.items():
-                if cmd.startswith("ray::ClientAppActor") and "raylet/raylet" in procs.get(ppid, (0, ""))[1]:
+                parent = procs.get(ppid, (0, ""))[1]
+                # the raylets of this cluster name its temp dir (other Rays on the machine do not count)
+                if cmd.startswith("ray::ClientAppActor") and "raylet/raylet" in parent and temp_dir in parent:
                     raylets_with_actors.add(ppid)
             time.sleep(0.2)
         reader.join(10)
