@@ -23,6 +23,7 @@ Writes to --out: fig_<setting>.png (accuracy vs simulated time | vs communicatio
 and references.json (plain softmax SGD on the same clients' training parts: noisy labels, clean
 labels, and the clean validation parts alone; computed once and cached).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,9 +57,18 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                 steps.append(int(r["round"]))
                 wc.append(float(r.get("weight_corrupted", np.nan)))
                 wk.append(float(r.get("weight_clean", np.nan)))
-            cells.append({"dir": str(d), "cfg": cfg, "clock": np.array(clock), "comm": np.array(comm),
-                          "acc": np.array(acc), "steps": np.array(steps), "w_corrupt": np.array(wc),
-                          "w_clean": np.array(wk)})
+            cells.append(
+                {
+                    "dir": str(d),
+                    "cfg": cfg,
+                    "clock": np.array(clock),
+                    "comm": np.array(comm),
+                    "acc": np.array(acc),
+                    "steps": np.array(steps),
+                    "w_corrupt": np.array(wc),
+                    "w_clean": np.array(wk),
+                }
+            )
     return cells
 
 
@@ -81,8 +91,11 @@ STEP_KEYS = ("outer-lr", "inner-lr", "lower-lr", "buffer-size", "beta", "lipschi
 def method_of(cfg: dict, vary: dict[str, set[str]]) -> str:
     name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)"}.get(cfg["strategy"], cfg["strategy"])
     keys = [k for k in STEP_KEYS if k in vary.get(cfg["strategy"], set())]
-    return name + (" " + ", ".join(f"{k}={cfg[k]:g}" if isinstance(cfg[k], float) else f"{k}={cfg[k]}"
-                                   for k in keys) if keys else "")
+    return name + (
+        " " + ", ".join(f"{k}={cfg[k]:g}" if isinstance(cfg[k], float) else f"{k}={cfg[k]}" for k in keys)
+        if keys
+        else ""
+    )
 
 
 def varying_step_keys(cells: list[dict]) -> dict[str, set[str]]:
@@ -151,7 +164,7 @@ def references(cfg: dict, epochs: int = 4, lr: float = 0.1, batch: int = 128) ->
         for ep in range(epochs):
             order = rng.permutation(len(y))
             for s in range(0, len(y), batch):
-                idx = order[s:s + batch]
+                idx = order[s : s + batch]
                 z = u[idx] @ W
                 z -= z.max(axis=1, keepdims=True)
                 p = np.exp(z)
@@ -162,9 +175,15 @@ def references(cfg: dict, epochs: int = 4, lr: float = 0.1, batch: int = 128) ->
                     avg, k = avg + W, k + 1
         return float(np.mean(np.argmax(u_te @ (avg / k), axis=1) == test.y))
 
-    return {"noisy": train(u_tr, noisy), "clean": train(np.vstack([u_tr, u_val]), np.concatenate([true, y_val])),
-            "val_only": train(u_val, y_val), "corrupted_share": float(np.mean(noisy != true)),
-            "n_train": int(len(noisy)), "n_val": int(len(y_val)), "n_test": int(len(test.y))}
+    return {
+        "noisy": train(u_tr, noisy),
+        "clean": train(np.vstack([u_tr, u_val]), np.concatenate([true, y_val])),
+        "val_only": train(u_val, y_val),
+        "corrupted_share": float(np.mean(noisy != true)),
+        "n_train": int(len(noisy)),
+        "n_val": int(len(y_val)),
+        "n_test": int(len(test.y)),
+    }
 
 
 def reference_table(cells: list[dict], out: Path) -> dict[str, dict]:
@@ -229,17 +248,41 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
             comm_T = [float(hold(c["clock"], c["comm"], np.array([T]))[0]) for c in cs]
             steps_T = [float(hold(c["clock"], c["steps"].astype(float), np.array([T]))[0]) for c in cs]
             reach = {thr: [first_reach(c, thr, T) for c in cs] for thr in thresholds}
-            srow[name] = {"seeds": [c["cfg"]["seed"] for c in cs], "acc0": float(cs[0]["acc"][0]),
-                          "acc_at_T": ci(atT), "acc_last20pct": ci(last), "acc_at_comm_budget": ci(atC),
-                          "w_corrupted_at_T": ci(wcor), "w_clean_at_T": ci(wcln), "comm_at_T": ci(comm_T),
-                          "server_steps_at_T": ci(steps_T),
-                          "reach": {str(t): {"reached": int(np.sum(~np.isnan(v))), "n": len(v),
-                                             "time": ci([x for x in v if not np.isnan(x)])} for t, v in reach.items()},
-                          "per_seed_acc_at_T": atT,
-                          "config": {k: cs[0]["cfg"].get(k) for k in (*STEP_KEYS, "num-rounds", "engine",
-                                                                      "local-steps", "inner-rounds", "speed-profile",
-                                                                      "slow-clients", "speed-param", "sim-step-s",
-                                                                      "latency-s")}}
+            srow[name] = {
+                "seeds": [c["cfg"]["seed"] for c in cs],
+                "acc0": float(cs[0]["acc"][0]),
+                "acc_at_T": ci(atT),
+                "acc_last20pct": ci(last),
+                "acc_at_comm_budget": ci(atC),
+                "w_corrupted_at_T": ci(wcor),
+                "w_clean_at_T": ci(wcln),
+                "comm_at_T": ci(comm_T),
+                "server_steps_at_T": ci(steps_T),
+                "reach": {
+                    str(t): {
+                        "reached": int(np.sum(~np.isnan(v))),
+                        "n": len(v),
+                        "time": ci([x for x in v if not np.isnan(x)]),
+                    }
+                    for t, v in reach.items()
+                },
+                "per_seed_acc_at_T": atT,
+                "config": {
+                    k: cs[0]["cfg"].get(k)
+                    for k in (
+                        *STEP_KEYS,
+                        "num-rounds",
+                        "engine",
+                        "local-steps",
+                        "inner-rounds",
+                        "speed-profile",
+                        "slow-clients",
+                        "speed-param",
+                        "sim-step-s",
+                        "latency-s",
+                    )
+                },
+            }
         # controls: the starting point, and the reference classifiers (mean over the seeds present)
         acc0 = next(iter(srow.values()))["acc0"]
         for ax in axes:
@@ -248,8 +291,11 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
         keys = sorted({f"alpha={c['cfg']['alpha']:g},seed={c['cfg']['seed']}" for c in any_cell})
         rr = {}
         if ref:
-            for kind, style, label in (("clean", "--", "clean-label ceiling"), ("noisy", "-.", "noisy labels, no cleaning"),
-                                       ("val_only", ":", "clean validation parts only")):
+            for kind, style, label in (
+                ("clean", "--", "clean-label ceiling"),
+                ("noisy", "-.", "noisy labels, no cleaning"),
+                ("val_only", ":", "clean validation parts only"),
+            ):
                 v = np.mean([ref[k][kind] for k in keys])
                 rr[kind] = float(v)
                 for ax in axes:
@@ -257,15 +303,28 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
         axes[0].set_xlabel("simulated device time (s)  [clock_s; not machine time]")
         axes[1].set_xlabel("communication: replies received by the server / m  (= rounds for FedNest)")
         axes[0].set_ylabel("test accuracy (%)")
-        lo = min(100 * min(float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 100 for cs in methods.values()
-                           for c in cs), 100 * rr.get("noisy", 100)) - 3
+        lo = (
+            min(
+                100
+                * min(float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 100 for cs in methods.values() for c in cs),
+                100 * rr.get("noisy", 100),
+            )
+            - 3
+        )
         for ax in axes:
-            ax.set_ylim(max(lo, 50.0), 100 * max(rr.get("clean", 0), max(float(np.max(c["acc"])) for cs in methods.values()
-                                                                      for c in cs)) + 2)
+            ax.set_ylim(
+                max(lo, 50.0),
+                100 * max(rr.get("clean", 0), max(float(np.max(c["acc"])) for cs in methods.values() for c in cs)) + 2,
+            )
             ax.grid(alpha=0.3)
         axes[1].legend(fontsize=7, loc="lower right")
-        fig.suptitle(f"{setting_title(s)}; mean and 95% interval over seeds (round-0 accuracy {100 * acc0:.1f}%, "
-                     f"below the y-range)" if 100 * acc0 < axes[0].get_ylim()[0] else setting_title(s), fontsize=9)
+        fig.suptitle(
+            f"{setting_title(s)}; mean and 95% interval over seeds (round-0 accuracy {100 * acc0:.1f}%, "
+            f"below the y-range)"
+            if 100 * acc0 < axes[0].get_ylim()[0]
+            else setting_title(s),
+            fontsize=9,
+        )
         fig.tight_layout()
         fig.savefig(out / f"fig_{s}.png", dpi=110)
         plt.close(fig)
@@ -277,12 +336,22 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
         if len(a) == 1 and len(f) == 1:
             common = sorted(set(seeds_by_method[a[0]]) & set(seeds_by_method[f[0]]))
             for label, key, grid_x in (("acc_at_T", "clock", T), ("acc_at_comm_budget", "comm", Cm)):
-                d = [float(hold(seeds_by_method[a[0]][sd][key], seeds_by_method[a[0]][sd]["acc"], np.array([grid_x]))[0]
-                           - hold(seeds_by_method[f[0]][sd][key], seeds_by_method[f[0]][sd]["acc"],
-                                  np.array([grid_x]))[0]) for sd in common]
+                d = [
+                    float(
+                        hold(seeds_by_method[a[0]][sd][key], seeds_by_method[a[0]][sd]["acc"], np.array([grid_x]))[0]
+                        - hold(seeds_by_method[f[0]][sd][key], seeds_by_method[f[0]][sd]["acc"], np.array([grid_x]))[0]
+                    )
+                    for sd in common
+                ]
                 diff[label] = ci(d)
-        summary[s] = {"title": setting_title(s), "time_budget_s": T, "comm_budget": Cm, "methods": srow,
-                      "references": rr, "afbo_minus_fednest": diff}
+        summary[s] = {
+            "title": setting_title(s),
+            "time_budget_s": T,
+            "comm_budget": Cm,
+            "methods": srow,
+            "references": rr,
+            "afbo_minus_fednest": diff,
+        }
         lines_md += table_md(s, summary[s], thresholds)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     (out / "table.md").write_text("\n".join(lines_md) + "\n")
@@ -300,14 +369,18 @@ def pm(t: tuple, scale: float = 100.0, digits: int = 1) -> str:
 
 def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
     T, Cm = S["time_budget_s"], S["comm_budget"]
-    out = [f"### {S['title']}", "",
-           f"Budget: {T:.2f} simulated s (the smallest final clock of all cells of this setting); "
-           f"communication budget {Cm:.1f} replies per client. Mean +- 95% interval over seeds "
-           f"(t with n-1 degrees of freedom).", "",
-           "| method | seeds | acc. at T (%) | mean acc. over [0.8T, T] (%) | acc. at comm. budget (%) | "
-           + " | ".join(f"time to {100 * t:g}% (s)" for t in thresholds)
-           + " | replies/client by T | server steps by T | weight corrupted / clean at T |",
-           "|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|"]
+    out = [
+        f"### {S['title']}",
+        "",
+        f"Budget: {T:.2f} simulated s (the smallest final clock of all cells of this setting); "
+        f"communication budget {Cm:.1f} replies per client. Mean +- 95% interval over seeds "
+        f"(t with n-1 degrees of freedom).",
+        "",
+        "| method | seeds | acc. at T (%) | mean acc. over [0.8T, T] (%) | acc. at comm. budget (%) | "
+        + " | ".join(f"time to {100 * t:g}% (s)" for t in thresholds)
+        + " | replies/client by T | server steps by T | weight corrupted / clean at T |",
+        "|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|",
+    ]
     for name, r in S["methods"].items():
         reach = []
         for t in thresholds:
@@ -316,19 +389,28 @@ def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
             if 0 < q["reached"] < q["n"]:
                 txt += f" ({q['reached']}/{q['n']} seeds)"
             reach.append(txt)
-        out.append(f"| {name} | {','.join(map(str, r['seeds']))} | {pm(r['acc_at_T'])} | {pm(r['acc_last20pct'])} | "
-                   f"{pm(r['acc_at_comm_budget'])} | " + " | ".join(reach)
-                   + f" | {pm(r['comm_at_T'], 1.0, 0)} | {pm(r['server_steps_at_T'], 1.0, 0)} | "
-                   f"{pm(r['w_corrupted_at_T'], 1.0, 3)} / {pm(r['w_clean_at_T'], 1.0, 3)} |")
+        out.append(
+            f"| {name} | {','.join(map(str, r['seeds']))} | {pm(r['acc_at_T'])} | {pm(r['acc_last20pct'])} | "
+            f"{pm(r['acc_at_comm_budget'])} | "
+            + " | ".join(reach)
+            + f" | {pm(r['comm_at_T'], 1.0, 0)} | {pm(r['server_steps_at_T'], 1.0, 0)} | "
+            f"{pm(r['w_corrupted_at_T'], 1.0, 3)} / {pm(r['w_clean_at_T'], 1.0, 3)} |"
+        )
     d = S["afbo_minus_fednest"]
     if d:
-        out += ["", "Paired difference AFBO - FedNest (same seed: same split and corruption), percentage points: "
-                f"at T {pm(d['acc_at_T'], 100, 2)}; at the communication budget {pm(d['acc_at_comm_budget'], 100, 2)}."]
+        out += [
+            "",
+            "Paired difference AFBO - FedNest (same seed: same split and corruption), percentage points: "
+            f"at T {pm(d['acc_at_T'], 100, 2)}; at the communication budget {pm(d['acc_at_comm_budget'], 100, 2)}.",
+        ]
     if S["references"]:
         r = S["references"]
-        out += ["", f"Controls: round-0 accuracy {100 * next(iter(S['methods'].values()))['acc0']:.1f}%; "
-                f"softmax SGD references (4 epochs at step 0.1, last-epoch average, mean over the seeds' splits): noisy labels {100 * r['noisy']:.1f}%, "
-                f"clean validation parts only {100 * r['val_only']:.1f}%, clean labels (ceiling) {100 * r['clean']:.1f}%."]
+        out += [
+            "",
+            f"Controls: round-0 accuracy {100 * next(iter(S['methods'].values()))['acc0']:.1f}%; "
+            f"softmax SGD references (4 epochs at step 0.1, last-epoch average, mean over the seeds' splits): noisy labels {100 * r['noisy']:.1f}%, "
+            f"clean validation parts only {100 * r['val_only']:.1f}%, clean labels (ceiling) {100 * r['clean']:.1f}%.",
+        ]
     return out + [""]
 
 
@@ -341,13 +423,20 @@ def tuning(dirs: list[Path], out: Path) -> None:
     for c in sorted(cells, key=lambda c: (c["cfg"]["strategy"], method_of(c["cfg"], vary))):
         grid = np.linspace(0, T, GRID_POINTS)
         accs = hold(c["clock"], c["acc"], grid)
-        rows.append(f"| {method_of(c['cfg'], vary)} | {100 * accs[-1]:.1f} | {100 * accs[grid >= 0.5 * T].mean():.1f} | "
-                    f"{100 * c['acc'].max():.1f} | {float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
-                    f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | {c['clock'][-1]:.2f} |")
-    text = ["Step-size pilot: seed 0, IID (alpha=1000), no stragglers; every number at the common simulated "
-            f"budget T = {T:.2f} s (the smallest final clock).", "",
-            "| method, steps | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | weight corrupted / clean at T "
-            "| final clock (s) |", "|---|---|---|---|---|---|", *rows]
+        rows.append(
+            f"| {method_of(c['cfg'], vary)} | {100 * accs[-1]:.1f} | {100 * accs[grid >= 0.5 * T].mean():.1f} | "
+            f"{100 * c['acc'].max():.1f} | {float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
+            f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | {c['clock'][-1]:.2f} |"
+        )
+    text = [
+        "Step-size pilot: seed 0, IID (alpha=1000), no stragglers; every number at the common simulated "
+        f"budget T = {T:.2f} s (the smallest final clock).",
+        "",
+        "| method, steps | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | weight corrupted / clean at T "
+        "| final clock (s) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
