@@ -7,29 +7,32 @@ against its physical floor. Every figure comes from one invocation, runs interle
 Parts (``--part``, repeatable; default all):
   scaling     for m in --clients and work in {noop, real}: seconds per round of engine sync (Ray),
               legacy (Ray), in-process (InProcessGrid, 2 spawned workers, engine sync), and seconds
-              per update of engine async (fedbuff, Ray). Round / update 1 (Ray and worker start-up,
-              data loading) is dropped; min and median over the next --rounds (--rounds-1000 at
-              1,000 clients). Every Flower run also gives the partition-learning time (its log line)
-              and the peak RSS of its whole process tree.
-  memory      peak RSS at 1,000 clients: taken from the scaling runs at 1,000 if there were any,
-              otherwise one dedicated run (engine sync, real work).
-  diag        what the partition learning costs inside Flower: one pass of the simulation engine's
-              message extractor over Flower's InMemoryLinkState at 100 and 1,000 nodes.
-  table1      ZO-HFL, Fashion-MNIST, m = 10, alpha 1, beta 0.5, R = --table1-rounds (500), tau 20:
-              `flwr run` (engine sync, 10 SuperNodes, 2 Ray actors of 1 CPU), in-process with 2
-              spawned workers, and in-process with workers = 0 (serial, one process) where the
-              server's plan / update / evaluation / record / checkpoint are timed directly.
+              per update of engine async (fedbuff, Ray), run one after the other. Round / update 1
+              (Ray and worker start-up, data loading) is dropped; min and median over the next
+              --rounds (--rounds-1000 at 1,000 clients). Every run also gives the partition-learning
+              time (the ServerApp's log line), the peak RSS of its whole process tree, the server's
+              own compute, and the CPU time other processes used meanwhile.
+  memory      peak RSS at 1,000 clients: from the scaling runs at 1,000 if there were any, otherwise
+              one dedicated run (engine sync, real work).
+  diag        what partition learning costs inside Flower: passes of the simulation engine's message
+              extractor over Flower's own InMemoryLinkState at 100 and 1,000 nodes.
+  table1      ZO-HFL, Fashion-MNIST, m = 10, alpha 1, beta 0.5, R = --table1-rounds (500), tau 20,
+              other keys at their defaults: `flwr run` (engine sync, 10 SuperNodes, 2 Ray actors of 1
+              CPU), in-process with 2 spawned workers, in-process with workers = 0 (serial).
 
 Work: noop = fedavg, tau = 0, local-steps = 0 (0 local steps; the client still decodes, loads its
 data once per process and replies with its model); real = fedavg, tau = 20 (K = 2 ceil(20 sqrt(r+1))
 local SGD steps, batch 32). Scaling runs use Fashion-MNIST, alpha = 1000 (near-equal splits),
 min-partition-size 1, seed 0; beta = 1 up to 100 clients and --beta-1000 (0.1) at 1,000. The async
-engine gets buffer-size = concurrency = clients per sync round, so one update aggregates as many
-replies as one synchronous round (docs/benchmark-engines.md).
+engine gets buffer-size = concurrency = clients per synchronous round, so one update aggregates as
+many replies as one round.
 
-The script reads the ServerApp's "learned the partitions" log line through a sitecustomize hook it
-writes to a temporary folder (put on PYTHONPATH for the processes it starts): the App configures no
-handler for its "zofl" logger. Nothing in the App is changed.
+Instrumentation without touching the App: the script writes a ``sitecustomize.py`` (HOOK) to a
+temporary folder on PYTHONPATH of every process it starts. It sends the "zofl" logger's partition
+line and warnings to stdout (the App configures no handler, so Flower's stream does not show them)
+and, when ``zofl.server_app`` is imported, wraps the server's own steps (make_run, SyncRun init /
+plan / complete, the method's update and metrics, the round record, the checkpoint) with timers
+whose totals are printed when the run finishes.
 """
 from __future__ import annotations
 
@@ -48,18 +51,21 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
-
-from bench_scale import _tree_rss  # noqa: E402
 
 PARTITIONS_RE = re.compile(r"learned the partitions of (\d+) SuperNodes in ([0-9.]+)s")
+TIMING_PREFIX = "zofl-bench-timing "
 WORK = {
     "noop": {"strategy": "fedavg", "tau": 0.0, "local-steps": 0},
     "real": {"strategy": "fedavg", "tau": 20.0},
 }
 HOOK = '''\
+"""bench_engines.py instrumentation (written to a temporary folder on PYTHONPATH; not part of the App)."""
+import importlib.abc as _abc
+import importlib.util as _util
+import json as _json
 import logging as _logging
 import sys as _sys
+import time as _time
 
 
 class _ZoflToStdout(_logging.Handler):
@@ -78,38 +84,175 @@ class _ZoflToStdout(_logging.Handler):
 _lg = _logging.getLogger("zofl")
 _lg.addHandler(_ZoflToStdout())
 _lg.setLevel(_logging.INFO)
+
+_TIMES = {}
+
+
+def _wrap(owner, name, key):
+    fn = getattr(owner, name, None)
+    if fn is None or getattr(fn, "_bench_wrapped", False):
+        return
+
+    def timed(*a, **k):
+        t = _time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            _TIMES[key] = _TIMES.get(key, 0.0) + _time.perf_counter() - t
+            _TIMES["n_" + key] = _TIMES.get("n_" + key, 0) + 1
+
+    timed._bench_wrapped = True
+    setattr(owner, name, timed)
+
+
+def _instrument():
+    import zofl.core.rounds as rounds
+    import zofl.server_app as sa
+    from zofl.methods import METHODS
+    from zofl.results import ResultsWriter
+
+    _wrap(sa, "make_run", "make_run")  # parse, load + split the data, server data, test set
+    _wrap(rounds.SyncRun, "__init__", "run_init")  # x_0 (pretrain), round-0 evaluation and record
+    _wrap(rounds.SyncRun, "plan", "plan")  # S_r, every sampled client's Work
+    _wrap(rounds.SyncRun, "complete", "complete")  # checks, update, evaluation, record, checkpoint
+    _wrap(rounds, "save_checkpoint", "checkpoint")
+    _wrap(ResultsWriter, "write_round", "write_round")
+    for entry in METHODS.values():
+        _wrap(entry.server, "update", "update")
+        _wrap(entry.server, "update_async", "update")
+        _wrap(entry.server, "plan_task", "plan")
+        _wrap(entry.server, "metrics", "metrics")  # evaluation of the new model
+    finish = rounds.SyncRun.finish
+
+    def finish_and_report(self, *a, **k):
+        out = finish(self, *a, **k)
+        print("zofl-bench-timing " + _json.dumps(_TIMES), flush=True)
+        return out
+
+    rounds.SyncRun.finish = finish_and_report
+
+
+class _Finder(_abc.MetaPathFinder):
+    """Instrument the server once zofl.server_app has been executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "zofl.server_app":
+            return None
+        _sys.meta_path.remove(self)
+        spec = _util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_instrument(module):
+            exec_module(module)
+            try:
+                _instrument()
+            except Exception as exc:  # never break the run
+                print("zofl-bench-timing-error %r" % (exc,), flush=True)
+
+        spec.loader.exec_module = exec_and_instrument
+        return spec
+
+
+_sys.meta_path.insert(0, _Finder())
 '''
 
 
 # ---------------------------------------------------------------------------------------------
-# helpers
+# measuring a run: peak RSS of its process tree, CPU time of everything else on the machine
+
+CLK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
 
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-class PeakRSS:
-    """Samples every 0.5 s the RSS summed over a process and all its descendants (bench_scale)."""
+def _procs() -> dict[int, tuple[int, int, int, int]]:
+    """{pid: (ppid, cpu ticks user+system, rss bytes, start time)} of every process."""
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            out[int(p)] = (int(st[1]), int(st[11]) + int(st[12]), int(st[21]) * PAGE, int(st[19]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
 
-    def __init__(self, pid: int):
-        self.pid, self.peak, self.procs = pid, 0, 0
+
+def _under(procs: dict, root: int) -> set[int]:
+    """``root`` and its descendants."""
+    inside = set()
+    for pid in procs:
+        q, seen = pid, 0
+        while q > 1 and q != root and seen < 64:
+            q, seen = procs.get(q, (0,))[0], seen + 1
+        if q == root:
+            inside.add(pid)
+    return inside
+
+
+def _cpu_stat() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(v) for v in f.readline().split()[1:]]
+
+
+class Sampler:
+    """Every 0.5 s: RSS summed over ``root`` and its descendants (as bench_scale.py: SuperLink ->
+    SuperExec -> simulation process with the ServerApp -> Ray's processes and actors), and the CPU
+    time of every process that is not this benchmark's (other work on the machine)."""
+
+    def __init__(self, root: int):
+        self.root, self.me = root, os.getpid()
+        self.peak = self.procs = 0
+        self.foreign_ticks = 0
+        self._prev: dict[tuple[int, int], int] | None = None
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
+    def _sample(self):
+        procs = _procs()
+        tree = _under(procs, self.root)
+        self.peak = max(self.peak, sum(procs[p][2] for p in tree))
+        self.procs = max(self.procs, len(tree))
+        mine = _under(procs, self.me)
+        cur = {(p, v[3]): v[1] for p, v in procs.items() if p not in mine}
+        if self._prev is not None:
+            # a process first seen now started after the last sample: count all its CPU time
+            self.foreign_ticks += sum(c - self._prev.get(k, 0) for k, c in cur.items())
+        self._prev = cur
+
     def _loop(self):
         while not self._stop.is_set():
-            rss, count = _tree_rss(self.pid)
-            self.peak, self.procs = max(self.peak, rss), max(self.procs, count)
+            self._sample()
             self._stop.wait(0.5)
 
     def __enter__(self):
+        self.t0, self.stat0 = time.perf_counter(), _cpu_stat()
         self._t.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._t.join()
+        self._sample()
+        wall = time.perf_counter() - self.t0
+        d = [b - a for a, b in zip(self.stat0[:8], _cpu_stat()[:8])]  # user .. steal
+        cores = os.cpu_count() or 1
+        self.result = {"peak_rss_gib": self.peak / 2**30, "max_procs": self.procs,
+                       "foreign_cpu_s": self.foreign_ticks / CLK,
+                       "foreign_cpu_share": self.foreign_ticks / CLK / (cores * wall),
+                       "machine_busy_share": (sum(d) - d[3] - d[4]) / max(1, sum(d)),
+                       "steal_s": d[7] / CLK if len(d) > 7 else None}
 
+
+# ---------------------------------------------------------------------------------------------
+# figures of a run
 
 def stats(values: list[float]) -> dict:
     if not values:
@@ -120,20 +263,42 @@ def stats(values: list[float]) -> dict:
 def round_figures(recs: list[dict], skip: int = 1) -> dict:
     """Per-round (or per-update) wall and client compute of the records after the first ``skip``."""
     measured = [r for r in recs if r["round"] > skip]
-    wall = [r["wall_s"] for r in measured]
-    comp = [r["client_compute_s"] for r in measured]
-    out = {"first_wall_s": next((r["wall_s"] for r in recs if r["round"] == 1), None),
-           "wall": stats(wall), "compute": stats(comp),
-           "compute_max": stats([r["client_compute_max_s"] for r in measured]),
-           "participants": statistics.median([r["participants"] for r in measured]) if measured else None,
-           "rounds_measured": [r["round"] for r in measured],
-           "wall_all": [round(r["wall_s"], 4) for r in recs if r["round"] >= 1]}
+    return {"first_wall_s": next((r["wall_s"] for r in recs if r["round"] == 1), None),
+            "wall": stats([r["wall_s"] for r in measured]),
+            "compute": stats([r["client_compute_s"] for r in measured]),
+            "compute_max": stats([r["client_compute_max_s"] for r in measured]),
+            "participants": statistics.median([r["participants"] for r in measured]) if measured else None,
+            "rounds_measured": [r["round"] for r in measured],
+            "wall_all": [round(r["wall_s"], 4) for r in recs if r["round"] >= 1]}
+
+
+def collect(run_dir: Path, keep_records: bool = False) -> dict:
+    from zofl.results import read_rounds
+
+    out = {}
+    if (run_dir / "rounds.jsonl").exists():
+        recs = read_rounds(run_dir)
+        out["rounds"] = round_figures(recs)
+        if keep_records:  # every round's figures (rounds >= 1), for the Table I analysis
+            rs = [r for r in recs if r["round"] >= 1]
+            out["records"] = {k: [round(r[k], 5) if isinstance(r[k], float) else r[k] for r in rs]
+                              for k in ("round", "wall_s", "client_compute_s", "client_compute_max_s",
+                                        "participants")}
+    if (run_dir / "summary.json").exists():
+        s = json.loads((run_dir / "summary.json").read_text())
+        out["summary"] = {k: s.get(k) for k in ("total_wall_s", "total_client_compute_s", "final_test_acc",
+                                                  "best_test_acc", "rounds")}
     return out
 
 
-def partition_seconds(text: str) -> float | None:
+def parse_output(text: str) -> dict:
+    out = {}
     m = PARTITIONS_RE.search(text)
-    return float(m.group(2)) if m else None
+    out["partitions_s"] = float(m.group(2)) if m else None
+    for line in text.splitlines():
+        if line.startswith(TIMING_PREFIX):
+            out["server_timing"] = json.loads(line[len(TIMING_PREFIX):])
+    return out
 
 
 def fmt(v, nd=3):
@@ -161,7 +326,7 @@ def ray_run(sl, cfg: dict, m: int, timeout: float, keep_records: bool = False) -
     lines: list[str] = []
     phases: dict[str, float] = {}
     t = time.perf_counter()
-    with PeakRSS(sl.proc.pid) as mem:
+    with Sampler(sl.proc.pid) as smp:
         proc = subprocess.Popen(cmd, env=sl.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         def read():
@@ -181,43 +346,25 @@ def ray_run(sl, cfg: dict, m: int, timeout: float, keep_records: bool = False) -
             rc = f"timeout after {timeout:.0f}s"
         reader.join(10)
     text = "".join(lines)
-    out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, peak_rss_gib=mem.peak / 2**30,
-               max_procs=mem.procs, load_end=load(), partitions_s=partition_seconds(text),
-               phases_s={k: round(v, 2) for k, v in phases.items()})
+    out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, load_end=load(), **smp.result,
+               phases_s={k: round(v, 2) for k, v in phases.items()}, **parse_output(text))
     out.update(collect(Path(cfg["output-dir"]) / cfg["run-name"], keep_records))
     if rc != 0 or "summary" not in out:
         out["error_tail"] = text[-3000:]
     return out
 
 
-def collect(run_dir: Path, keep_records: bool = False) -> dict:
-    from zofl.results import read_rounds
-
-    out = {}
-    if (run_dir / "rounds.jsonl").exists():
-        recs = read_rounds(run_dir)
-        out["rounds"] = round_figures(recs)
-        if keep_records:  # every round's figures (rounds >= 1), for the Table I analysis
-            rs = [r for r in recs if r["round"] >= 1]
-            out["records"] = {k: [round(r[k], 5) if isinstance(r[k], float) else r[k] for r in rs]
-                              for k in ("round", "wall_s", "client_compute_s", "client_compute_max_s",
-                                        "participants")}
-    if (run_dir / "summary.json").exists():
-        s = json.loads((run_dir / "summary.json").read_text())
-        out["summary"] = {k: s.get(k) for k in ("total_wall_s", "total_client_compute_s", "final_test_acc",
-                                                  "best_test_acc", "rounds")}
-    return out
-
-
-def inprocess_run(cfg: dict, workers: int, timeout: float, timed: bool = False, keep_records: bool = False) -> dict:
-    """run_inprocess in a fresh child process (its own imports and data, like a Ray run)."""
+def inprocess_run(cfg: dict, workers: int, timeout: float, keep_records: bool = False) -> dict:
+    """``zofl.inprocess.run_inprocess`` in a fresh child process (its own imports and data, as a Ray run)."""
     out = {"how": f"inprocess-w{workers}", "load_start": load()}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_inprocess", json.dumps(cfg), str(workers),
-           "1" if timed else "0"]
+    code = ("import json, sys; from zofl.inprocess import run_inprocess; "
+            "run_inprocess(json.loads(sys.argv[1]), workers=int(sys.argv[2]), start_method='spawn')")
+    path = [p for p in (os.environ.get("PYTHONPATH"), str(HERE.parent)) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    with PeakRSS(proc.pid) as mem:
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg), str(workers)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with Sampler(proc.pid) as smp:
         try:
             text, _ = proc.communicate(timeout=timeout)
             rc = proc.returncode
@@ -225,66 +372,12 @@ def inprocess_run(cfg: dict, workers: int, timeout: float, timed: bool = False, 
             os.killpg(proc.pid, 9)
             text, _ = proc.communicate()
             rc = f"timeout after {timeout:.0f}s"
-    out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, peak_rss_gib=mem.peak / 2**30,
-               max_procs=mem.procs, load_end=load(), partitions_s=partition_seconds(text))
-    for line in text.splitlines():
-        if line.startswith("BENCH-RESULT "):
-            out["server_timing"] = json.loads(line[len("BENCH-RESULT "):])
+    out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, load_end=load(), **smp.result,
+               **parse_output(text))
     out.update(collect(Path(cfg["output-dir"]) / cfg["run-name"], keep_records))
     if rc != 0 or "summary" not in out:
         out["error_tail"] = text[-3000:]
     return out
-
-
-def _inprocess_child(cfg_json: str, workers: int, timed: bool) -> None:
-    """Child mode: run one in-process run; with ``timed``, time the server's own work."""
-    import logging
-    import threading as _th
-
-    zl = logging.getLogger("zofl")
-    if not zl.handlers:  # normally the sitecustomize hook (HOOK) has put its handler there already
-        exec(compile(HOOK, "hook", "exec"), {})
-
-    cfg = json.loads(cfg_json)
-    times: dict[str, float] = {}
-    main_thread = _th.main_thread()
-
-    def wrap(owner, name, key):
-        fn = getattr(owner, name)
-
-        def timed_fn(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                if _th.current_thread() is main_thread:  # the server's work, not a worker thread's
-                    times[key] = times.get(key, 0.0) + time.perf_counter() - t
-
-        setattr(owner, name, timed_fn)
-
-    if timed:
-        import zofl.core.rounds as rounds
-        import zofl.server_app as server_app
-        from zofl.methods import METHODS
-        from zofl.results import ResultsWriter
-
-        cls = METHODS[cfg["strategy"]].server
-        wrap(server_app, "make_run", "make_run")  # parse, load + split data, server data, test set
-        wrap(rounds.SyncRun, "__init__", "run_init")  # x_0 (pretrain) + round-0 evaluation and record
-        wrap(rounds.SyncRun, "plan", "plan")  # S_r, per-client Work
-        wrap(rounds.SyncRun, "complete", "complete")  # checks + update + evaluation + record + checkpoint
-        wrap(cls, "update", "update")
-        wrap(cls, "metrics", "metrics")  # evaluation of x_{r+1}: test acc/loss, f1
-        wrap(ResultsWriter, "write_round", "write_round")
-        wrap(rounds, "save_checkpoint", "checkpoint")
-        wrap(rounds.SyncRun, "finish", "finish")
-
-    from zofl.inprocess import run_inprocess
-
-    t = time.perf_counter()
-    run_inprocess(cfg, workers=workers, start_method="spawn")
-    times["run_inprocess"] = time.perf_counter() - t
-    print("BENCH-RESULT " + json.dumps(times), flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,14 +394,28 @@ def scaling_cfg(data_dir: str, out_dir: str, m: int, work: str, engine: str, bet
     return cfg
 
 
+def round_floor(r: dict) -> None:
+    """The run's physical floor per round (update): median client compute / 2 cores + the server's
+    own work inside a round's wall_s (plan + update, per round, timed in this run). A round's wall_s
+    runs from the plan to the update; evaluation, record and checkpoint follow it."""
+    st = r.get("server_timing") or {}
+    n = st.get("n_update")
+    c = r.get("rounds", {}).get("compute", {}).get("median")
+    r["server_round_s"] = (st.get("plan", 0.0) + st.get("update", 0.0)) / n if n else None
+    r["eval_record_round_s"] = ((st.get("metrics", 0.0) + st.get("write_round", 0.0) + st.get("checkpoint", 0.0))
+                                / n if n else None)
+    r["floor_round_s"] = None if c is None or not n else c / 2 + r["server_round_s"]
+
+
 def print_row(r: dict) -> None:
     rd = r.get("rounds", {})
     w, c = rd.get("wall", {}), rd.get("compute", {})
     print(f"  m={r['m']:<5} {r['work']:<4} {r['engine']:<10} per {'update' if r['engine'] == 'async' else 'round '}"
-          f" median {fmt(w.get('median'))} s (min {fmt(w.get('min'))}), client compute median "
-          f"{fmt(c.get('median'))} s, floor {fmt(r.get('floor_round_s'))} s, first {fmt(rd.get('first_wall_s'), 2)} s, "
+          f" median {fmt(w.get('median'))} s (min {fmt(w.get('min'))}), floor {fmt(r.get('floor_round_s'))} s "
+          f"(client compute {fmt(c.get('median'))} s), first {fmt(rd.get('first_wall_s'), 2)} s, "
           f"partitions {fmt(r.get('partitions_s'), 2)} s, peak RSS {r['peak_rss_gib']:.2f} GiB, "
-          f"command {r['cmd_wall_s']:.1f} s, load {r['load_start']}->{r['load_end']}"
+          f"command {r['cmd_wall_s']:.1f} s, other work {100 * r['foreign_cpu_share']:.0f}% of the cores, "
+          f"load {r['load_start'][0]}->{r['load_end'][0]}"
           + (f"  rc={r['returncode']}" if r["returncode"] != 0 else ""), flush=True)
 
 
@@ -316,44 +423,32 @@ def part_scaling(args, tmp: Path) -> list[dict]:
     from zofl.launch import local_superlink
 
     results = []
-    sizes = [int(s) for s in args.clients.split(",")]
-    for m in sizes:
+    for m in [int(s) for s in args.clients.split(",")]:
         beta = 1.0 if m <= 100 else args.beta_1000
         rounds = args.rounds if m < 1000 else args.rounds_1000
         print(f"[scaling] m = {m}, beta = {beta}, {rounds} measured rounds (+1 dropped)", flush=True)
         with local_superlink(tmp / f"superlink-{m}") as sl:
             for work in ("noop", "real"):
-                cell = []
                 for engine in ("sync", "legacy", "async", "inprocess"):
-                    name = f"scale-{m}-{work}-{engine}"
                     eng = "sync" if engine == "inprocess" else engine
-                    cfg = scaling_cfg(args.data_dir, str(tmp / "out"), m, work, eng, beta, rounds, name)
+                    cfg = scaling_cfg(args.data_dir, str(tmp / "out"), m, work, eng, beta, rounds,
+                                      f"scale-{m}-{work}-{engine}")
                     if engine == "inprocess":
-                        r = inprocess_run(cfg, workers=2, timeout=args.run_timeout, timed=True)
+                        r = inprocess_run(cfg, workers=2, timeout=args.run_timeout)
                     else:
                         r = ray_run(sl, cfg, m, timeout=args.run_timeout)
                     r.update(m=m, work=work, engine=engine, beta=beta, config=cfg)
-                    cell.append(r)
-                # the per-round physical floor of each run: its own client compute / 2 cores, plus the
-                # server's per-round work measured in the cell's in-process run (plan + update)
-                # (a round's wall_s runs from plan to the update; evaluation, record and checkpoint follow it)
-                ip = cell[-1].get("server_timing") or {}
-                nrounds = rounds + 1
-                server_round = (ip.get("plan", 0.0) + ip.get("update", 0.0)) / nrounds if ip else None
-                for r in cell:
-                    c = r.get("rounds", {}).get("compute", {}).get("median")
-                    r["server_round_s"] = server_round
-                    r["floor_round_s"] = None if c is None or server_round is None else c / 2 + server_round
+                    round_floor(r)
                     print_row(r)
-                results += cell
+                    results.append(r)
     return results
 
 
 def part_memory(args, tmp: Path, scaling: list[dict]) -> list[dict]:
+    keys = ("m", "work", "engine", "peak_rss_gib", "max_procs", "cmd_wall_s", "partitions_s")
     big = [r for r in scaling if r["m"] == 1000]
     if big:
-        return [{k: r.get(k) for k in ("m", "work", "engine", "peak_rss_gib", "max_procs", "cmd_wall_s")}
-                for r in big]
+        return [{k: r.get(k) for k in keys} for r in big]
     from zofl.launch import local_superlink
 
     cfg = scaling_cfg(args.data_dir, str(tmp / "out"), 1000, "real", "sync", args.beta_1000, args.rounds_1000,
@@ -361,15 +456,15 @@ def part_memory(args, tmp: Path, scaling: list[dict]) -> list[dict]:
     with local_superlink(tmp / "superlink-memory") as sl:
         r = ray_run(sl, cfg, 1000, timeout=args.run_timeout)
     r.update(m=1000, work="real", engine="sync", beta=args.beta_1000, config=cfg)
+    round_floor(r)
     print_row(r)
-    return [{k: r.get(k) for k in ("m", "work", "engine", "peak_rss_gib", "max_procs", "cmd_wall_s",
-                                   "partitions_s")}]
+    return [{k: r.get(k) for k in keys}]
 
 
 def part_diag() -> list[dict]:
-    """One pass of Flower's simulation message extractor (vce_api.add_messages_to_queue, which runs
-    every 0.1 s): get_message_ins(node, limit=1) for every node, on Flower's own InMemoryLinkState
-    with one query message per node, as when the ServerApp learns the partitions."""
+    """Flower's simulation engine hands messages to the Ray actors from a thread that, every 0.1 s,
+    calls ``state.get_message_ins(node_id, limit=1)`` for every node (vce_api.add_messages_to_queue).
+    Time such passes on Flower's own InMemoryLinkState holding one query message per node."""
     import dataclasses
 
     from flwr.app import Message, RecordDict
@@ -405,11 +500,11 @@ def part_diag() -> list[dict]:
         for _ in range(2):
             t = time.perf_counter()
             got = sum(len(state.get_message_ins(node_id=n, limit=1)) for n in nodes)
-            passes.append({"s": time.perf_counter() - t, "delivered": got})
-        row = {"nodes": nodes_n, "messages": msgs_n, "push_s": push_s, "pass_delivering_s": passes[0]["s"],
-               "pass_after_delivery_s": passes[1]["s"], "delivered": passes[0]["delivered"]}
-        print(f"  [diag] {nodes_n} nodes, {msgs_n} messages in flight: push {push_s:.3f} s, extractor pass "
-              f"{passes[0]['s']:.3f} s (delivers {passes[0]['delivered']}), next pass {passes[1]['s']:.3f} s",
+            passes.append((time.perf_counter() - t, got))
+        row = {"nodes": nodes_n, "messages": msgs_n, "push_s": push_s, "pass_delivering_s": passes[0][0],
+               "delivered": passes[0][1], "pass_after_delivery_s": passes[1][0]}
+        print(f"  {nodes_n} nodes, {msgs_n} messages: push {push_s:.3f} s, extractor pass {passes[0][0]:.3f} s "
+              f"(delivers {passes[0][1]}), next pass {passes[1][0]:.3f} s (messages delivered, replies pending)",
               flush=True)
         out.append(row)
     return out
@@ -421,85 +516,69 @@ def part_table1(args, tmp: Path) -> dict:
     cfg = {"strategy": "zohfl", "dataset": "fashion_mnist", "data-dir": args.data_dir, "num-clients": 10,
            "alpha": 1.0, "beta": 0.5, "tau": 20.0, "num-rounds": args.table1_rounds, "seed": 0,
            "output-dir": str(tmp / "out")}
-    res = {}
+    res = {"config": cfg}
     print(f"[table1] ZO-HFL, Fashion-MNIST, m=10, alpha=1, beta=0.5, tau=20, R={args.table1_rounds}", flush=True)
     with local_superlink(tmp / "superlink-table1") as sl:
         res["ray"] = ray_run(sl, {**cfg, "run-name": "table1-ray"}, 10, timeout=args.run_timeout * 4,
                              keep_records=True)
-    print(f"  ray: command {res['ray']['cmd_wall_s']:.1f} s, ServerApp "
-          f"{fmt((res['ray'].get('summary') or {}).get('total_wall_s'), 1)} s, client compute "
-          f"{fmt((res['ray'].get('summary') or {}).get('total_client_compute_s'), 1)} s, load "
-          f"{res['ray']['load_start']}->{res['ray']['load_end']}", flush=True)
     for w in (2, 0):
-        r = inprocess_run({**cfg, "run-name": f"table1-inprocess-w{w}"}, workers=w, timeout=args.run_timeout * 4,
-                          timed=True, keep_records=True)
-        res[f"inprocess_w{w}"] = r
-        print(f"  in-process workers={w}: command {r['cmd_wall_s']:.1f} s, ServerApp "
-              f"{fmt((r.get('summary') or {}).get('total_wall_s'), 1)} s, client compute "
-              f"{fmt((r.get('summary') or {}).get('total_client_compute_s'), 1)} s, load "
-              f"{r['load_start']}->{r['load_end']}", flush=True)
-    res["analysis"] = table1_analysis(res, args.table1_rounds)
-    for k, v in res["analysis"].items():
-        print(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}", flush=True)
+        res[f"inprocess_w{w}"] = inprocess_run({**cfg, "run-name": f"table1-inprocess-w{w}"}, workers=w,
+                                               timeout=args.run_timeout * 4, keep_records=True)
+    res["analysis"] = table1_analysis(res)
+    for key in ("ray", "inprocess_w2", "inprocess_w0"):
+        r, a = res[key], res["analysis"].get(key, {})
+        print(f"  {key:<12} command {r['cmd_wall_s']:.1f} s, ServerApp {fmt(a.get('wall_serverapp_s'), 1)} s, floor "
+              f"{fmt(a.get('floor_s'), 1)} s (client compute {fmt(a.get('client_compute_s'), 1)} s / "
+              f"{a.get('cores')} + server {fmt(a.get('server_s'), 1)} s): ratio {fmt(a.get('ratio_serverapp'), 2)} "
+              f"(command {fmt(a.get('ratio_command'), 2)}); round barrier +{fmt(a.get('barrier_excess_s'), 1)} s, "
+              f"engine {fmt(a.get('engine_per_round_after_r1_s'))} s/round after round 1, round 1 "
+              f"{fmt(a.get('round1_wall_s'), 1)} s, outside the ServerApp {fmt(a.get('outside_serverapp_s'), 1)} s; "
+              f"other work {100 * r['foreign_cpu_share']:.0f}% of the cores", flush=True)
     return res
 
 
-def table1_analysis(res: dict, R: int) -> dict:
-    """Floor = summed client compute / 2 cores + server compute, the latter timed directly (plan,
-    complete = checks + update + evaluation + record + checkpoint (+ the summary), the x_0 set-up) in
-    the serial in-process run. ServerApp wall W = S + M + E: S the server compute, M the synchronous
-    rounds' client time on 2 cores (each round waits for its busier core: ceil(p/2) clients of
-    compute / p each, clients assumed equal), E the engine's own time."""
-    st = res["inprocess_w0"].get("server_timing") or {}
-    S = sum(st.get(k, 0.0) for k in ("run_init", "plan", "complete"))  # finish() runs inside complete()
-    a = {"server_compute_s": S, "server_make_run_s": st.get("make_run"), "server_init_s": st.get("run_init"),
-         "server_plan_s": st.get("plan"), "server_complete_s": st.get("complete"), "server_update_s": st.get("update"),
-         "server_metrics_s": st.get("metrics"), "server_write_round_s": st.get("write_round"),
-         "server_checkpoint_s": st.get("checkpoint"), "server_finish_s": st.get("finish")}
-    w0 = res["inprocess_w0"].get("summary") or {}
-    if w0:
-        a["w0_wall_minus_compute_s"] = w0["total_wall_s"] - w0["total_client_compute_s"]
+def table1_analysis(res: dict) -> dict:
+    """Per run: floor = its summed client compute / cores + its server compute S (timed directly in
+    the run: make_run is outside the ServerApp's total_wall_s; S = SyncRun init (x_0, round-0
+    evaluation) + plan + complete (checks, update, evaluation, record, checkpoint, summary)).
+    ServerApp wall W = S + M + E: M the synchronous rounds' client time on the cores (a round waits
+    for its busier core: ceil(p/2) of p clients, clients taken as equal), E what the engine adds."""
+    out = {}
     for key in ("ray", "inprocess_w2", "inprocess_w0"):
         r = res[key]
-        s = r.get("summary") or {}
-        if not s:
+        s, st, rec = r.get("summary") or {}, r.get("server_timing") or {}, r.get("records")
+        if not s or not st or not rec:
             continue
         cores = 1 if key == "inprocess_w0" else 2
-        C = s["total_client_compute_s"]
-        W = s["total_wall_s"]
+        C, W = s["total_client_compute_s"], s["total_wall_s"]
+        S = st.get("run_init", 0.0) + st.get("plan", 0.0) + st.get("complete", 0.0)
         floor = C / cores + S
-        a[f"{key}_client_compute_s"] = C
-        a[f"{key}_floor_s"] = floor
-        a[f"{key}_wall_serverapp_s"] = W
-        a[f"{key}_ratio_serverapp"] = W / floor
-        a[f"{key}_wall_command_s"] = r["cmd_wall_s"]
-        a[f"{key}_ratio_command"] = r["cmd_wall_s"] / (floor + (st.get("make_run") or 0.0))
-        a[f"{key}_outside_serverapp_s"] = r["cmd_wall_s"] - W  # start-up (Ray, app install), make_run, shutdown
-        rec = r.get("records")
-        if rec:
-            if cores == 2:
-                M = sum(-(-p // 2) * c / p for p, c in zip(rec["participants"], rec["client_compute_s"]) if p)
-            else:
-                M = C
-            a[f"{key}_round_barrier_s"] = M
-            a[f"{key}_barrier_excess_s"] = M - C / cores
-            a[f"{key}_engine_s"] = W - S - M
-            a[f"{key}_engine_per_round_s"] = (W - S - M) / len(rec["wall_s"])
-            a[f"{key}_round_wall_median_s"] = statistics.median(rec["wall_s"])
-            # round 1 also holds each worker's / actor's start: imports and loading its data
-            p1, c1, w1 = rec["participants"][0], rec["client_compute_s"][0], rec["wall_s"][0]
-            m1 = (-(-p1 // 2) * c1 / p1 if cores == 2 else c1) if p1 else 0.0
-            a[f"{key}_round1_wall_s"] = w1
-            a[f"{key}_engine_per_round_after_r1_s"] = (W - S - M - (w1 - m1)) / max(1, len(rec["wall_s"]) - 1)
-    return a
+        M = sum(-(-p // cores) * c / p for p, c in zip(rec["participants"], rec["client_compute_s"]) if p)
+        p1, c1, w1 = rec["participants"][0], rec["client_compute_s"][0], rec["wall_s"][0]
+        m1 = -(-p1 // cores) * c1 / p1 if p1 else 0.0
+        R = len(rec["wall_s"])
+        out[key] = {
+            "cores": cores, "client_compute_s": C, "server_s": S, "floor_s": floor, "wall_serverapp_s": W,
+            "ratio_serverapp": W / floor, "wall_command_s": r["cmd_wall_s"],
+            "floor_command_s": floor + st.get("make_run", 0.0),
+            "ratio_command": r["cmd_wall_s"] / (floor + st.get("make_run", 0.0)),
+            "outside_serverapp_s": r["cmd_wall_s"] - W,
+            "server_make_run_s": st.get("make_run"), "server_init_s": st.get("run_init"),
+            "server_plan_s": st.get("plan"), "server_update_s": st.get("update"),
+            "server_metrics_s": st.get("metrics"), "server_write_round_s": st.get("write_round"),
+            "server_checkpoint_s": st.get("checkpoint"),
+            "round_barrier_s": M, "barrier_excess_s": M - C / cores, "engine_s": W - S - M,
+            "round1_wall_s": w1, "engine_per_round_after_r1_s": (W - S - M - (w1 - m1)) / max(1, R - 1),
+            "round_wall_median_s": statistics.median(rec["wall_s"]),
+            "wall_minus_compute_s": W - C if cores == 1 else None,
+            "final_test_acc": s.get("final_test_acc"),
+        }
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--_inprocess":
-        _inprocess_child(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
-        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", required=True, help="absolute folder holding fashion_mnist.npz")
     ap.add_argument("--clients", default="10,100,1000", help="comma list of client counts (scaling)")
@@ -520,14 +599,11 @@ def main() -> None:
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": os.cpu_count(),
               "machine": platform.machine(), "python": platform.python_version(), "load_start": load(),
               "parts": parts}
-    try:
-        import flwr
-        import numpy
-        import ray
+    import flwr
+    import numpy
+    import ray
 
-        report["versions"] = {"flwr": flwr.__version__, "ray": ray.__version__, "numpy": numpy.__version__}
-    except ImportError:
-        pass
+    report["versions"] = {"flwr": flwr.__version__, "ray": ray.__version__, "numpy": numpy.__version__}
     print(f"bench_engines: {report['nproc']} cores, load {report['load_start']}, parts {parts}", flush=True)
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="zofl-bench-engines-") as tmpd:
@@ -543,13 +619,13 @@ def main() -> None:
             scaling = part_scaling(args, tmp)
             report["scaling"] = scaling
         if "memory" in parts:
-            print("[memory] peak RSS of every process of a run at 1,000 clients", flush=True)
+            print("[memory] peak RSS of all processes of a run at 1,000 clients", flush=True)
             report["memory"] = part_memory(args, tmp, scaling)
             for r in report["memory"]:
                 print(f"  {r['engine']:<10} {r['work']:<4} {r['peak_rss_gib']:.2f} GiB ({r['max_procs']} processes)",
                       flush=True)
         if "diag" in parts:
-            print("[diag] Flower's simulation extractor over InMemoryLinkState", flush=True)
+            print("[diag] Flower's simulation message extractor over its InMemoryLinkState", flush=True)
             report["diag"] = part_diag()
         if "table1" in parts:
             report["table1"] = part_table1(args, tmp)
