@@ -1,11 +1,13 @@
-"""AFBO vs FedNest on MNIST hyper-cleaning (issue 10, item 5): figures and tables from finished cells.
+"""AFBO vs FedNest (issue 10, item 5): figures and tables from finished cells, for MNIST hyper-cleaning
+and for regularization-coefficient optimization.
 
     python experiments/afbo_plot.py figures RUNS_DIR [RUNS_DIR ...] --out docs/results/afbo
     python experiments/afbo_plot.py tuning /tmp/afbo-runs/tuning --out docs/results/afbo
 
 Reads every finished cell (config.json + rounds.jsonl + summary.json) under RUNS_DIR/cells. A
-*setting* is (alpha, stragglers or not); a *line* is a method (strategy, with its step sizes if
-several are present). Per setting:
+*setting* is (task, alpha, stragglers or not); a *line* is a method (strategy, with its step sizes if
+several are present; ``outer-lr = 0`` is the control "x fixed at x_0": the lower level alone, the
+same method's y steps and clock). Per setting:
 
 * x-axis 1, ``clock_s``: the SIMULATED device time of the records (local steps x sim-step-s / device
   speed + latency-s; a synchronous round lasts as long as its slowest participant). Not machine time.
@@ -19,9 +21,12 @@ several are present). Per setting:
 * 95% interval: mean +- t_{0.975, n-1} std / sqrt(n) over seeds (std with ddof 1).
 
 Writes to --out: fig_<setting>.png (accuracy vs simulated time | vs communication), table.md
-(numbers at the budget, time to reach thresholds, paired AFBO - FedNest differences), summary.json,
-and references.json (plain softmax SGD on the same clients' training parts: noisy labels, clean
-labels, and the clean validation parts alone; computed once and cached).
+(numbers at the budget, time to reach thresholds, paired AFBO - FedNest differences, and each method
+minus its outer-lr = 0 control), summary.json, and references.json (plain softmax SGD on the same
+clients' data; hyper-cleaning: noisy labels, clean labels, the clean validation parts alone;
+regularization: all clients' data at the starting coefficients, the centralised ceiling; computed
+once and cached). Regularization figures have a third panel, test loss against the clock (digits'
+test set has 180 examples: accuracy moves in steps of 0.56 points).
 """
 
 from __future__ import annotations
@@ -47,16 +52,17 @@ def read_cells(dirs: list[Path]) -> list[dict]:
             cfg = json.loads((d / "config.json").read_text())
             recs = [json.loads(line) for line in (d / "rounds.jsonl").read_text().splitlines() if line.strip()]
             m = cfg["num-clients"]
-            clock, comm, acc, steps, wc, wk = [], [], [], [], [], []
+            clock, comm, acc, loss, steps, wc, wk = [], [], [], [], [], [], []
             replies = 0
             for r in recs:
                 replies += r.get("participants", 0) or 0
                 clock.append(float(r.get("clock_s", 0.0)))
                 comm.append(replies / m)
                 acc.append(float(r["test_acc"]))
+                loss.append(float(r.get("test_loss", np.nan)))
                 steps.append(int(r["round"]))
-                wc.append(float(r.get("weight_corrupted", np.nan)))
-                wk.append(float(r.get("weight_clean", np.nan)))
+                wc.append(float(r.get("weight_corrupted", r.get("mean_log_coef", np.nan))))
+                wk.append(float(r.get("weight_clean", r.get("spread_log_coef", np.nan))))
             cells.append(
                 {
                     "dir": str(d),
@@ -64,6 +70,7 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                     "clock": np.array(clock),
                     "comm": np.array(comm),
                     "acc": np.array(acc),
+                    "loss": np.array(loss),
                     "steps": np.array(steps),
                     "w_corrupt": np.array(wc),
                     "w_clean": np.array(wk),
@@ -72,24 +79,35 @@ def read_cells(dirs: list[Path]) -> list[dict]:
     return cells
 
 
+def is_reg(cfg: dict) -> bool:
+    return cfg.get("task") == "regularization"
+
+
 def setting_of(cfg: dict) -> str:
     split = "iid" if cfg["alpha"] >= 100 else f"noniid-alpha{cfg['alpha']:g}"
     strag = "stragglers" if cfg.get("speed-profile") == "slow" and cfg.get("slow-clients") else "nostragglers"
-    return f"{split}_{strag}"
+    return f"{'reg-' + cfg['dataset'] + '_' if is_reg(cfg) else ''}{split}_{strag}"
 
 
 def setting_title(s: str) -> str:
-    split, strag = s.split("_")
+    *task, split, strag = s.split("_")
     split = "IID (alpha=1000)" if split == "iid" else f"non-IID (Dirichlet alpha={split.split('alpha')[1]})"
     strag = "5 of 10 clients 5x slower" if strag == "stragglers" else "no stragglers"
-    return f"MNIST hyper-cleaning, {split}, {strag}"
+    what = f"{task[0][4:]} regularization coefficients" if task else "MNIST hyper-cleaning"
+    return f"{what}, {split}, {strag}"
 
 
 STEP_KEYS = ("outer-lr", "inner-lr", "lower-lr", "buffer-size", "beta", "lipschitz-g", "neumann-steps", "batch-size")
 
 
+def is_control(cfg: dict) -> bool:
+    return float(cfg.get("outer-lr", 1.0)) == 0.0
+
+
 def method_of(cfg: dict, vary: dict[str, set[str]]) -> str:
     name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)"}.get(cfg["strategy"], cfg["strategy"])
+    if is_control(cfg):
+        return name + ", x fixed (outer-lr=0: control)"
     keys = [k for k in STEP_KEYS if k in vary.get(cfg["strategy"], set())]
     return name + (
         " " + ", ".join(f"{k}={cfg[k]:g}" if isinstance(cfg[k], float) else f"{k}={cfg[k]}" for k in keys)
@@ -102,7 +120,7 @@ def varying_step_keys(cells: list[dict]) -> dict[str, set[str]]:
     """Per strategy, the step keys that differ between its cells (then they label its lines)."""
     out = {}
     for strat in {c["cfg"]["strategy"] for c in cells}:
-        cs = [c["cfg"] for c in cells if c["cfg"]["strategy"] == strat]
+        cs = [c["cfg"] for c in cells if c["cfg"]["strategy"] == strat and not is_control(c["cfg"])]
         out[strat] = {k for k in STEP_KEYS if len({json.dumps(c.get(k)) for c in cs}) > 1}
     return out
 
@@ -186,22 +204,76 @@ def references(cfg: dict, epochs: int = 4, lr: float = 0.1, batch: int = 128) ->
     }
 
 
+def references_reg(cfg: dict, epochs: int = 30, lr: float = 0.5, batch: int = 32) -> dict[str, float]:
+    """The centralised ceiling of the regularization task: the same classifier with the starting
+    coefficients (lower-l2 for every row of W) trained by minibatch SGD on the union of all clients'
+    data (training and validation parts); last-epoch average of the iterates."""
+    from zofl.setup import prepare
+    from zofl.tasks.hypergrad import _labelled_arrays, ce_loss
+
+    c, task, spec = prepare({k: v for k, v in cfg.items() if k not in ("output-dir", "run-name")})
+    parts = [_labelled_arrays(spec, i, c.holdout_fraction) for i in range(spec.num_clients)]
+    u = np.vstack([np.vstack([p[0], p[2]]) for p in parts])
+    y = np.concatenate([np.concatenate([p[1], p[3]]) for p in parts])
+    C = parts[0][4]
+    test = task.test_data(spec)
+    u_te = np.hstack([test.x, np.ones((len(test), 1))])
+    rng = np.random.default_rng(0)
+    W = np.zeros((u.shape[1], C))
+    avg, k = np.zeros_like(W), 0
+    for ep in range(epochs):
+        order = rng.permutation(len(y))
+        for s in range(0, len(y), batch):
+            idx = order[s : s + batch]
+            z = u[idx] @ W
+            z -= z.max(axis=1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(len(idx)), y[idx]] -= 1.0
+            W -= lr * (u[idx].T @ p / len(idx) + c.lower_l2 * W)
+            if ep == epochs - 1:
+                avg, k = avg + W, k + 1
+    W = avg / k
+    return {
+        "central": float(np.mean(np.argmax(u_te @ W, axis=1) == test.y)),
+        "central_loss": float(np.mean(ce_loss(W, u_te, test.y))),
+        "n_train": int(len(y)),
+        "n_test": int(len(test.y)),
+    }
+
+
+def reference_key(cfg: dict) -> str:
+    key = f"alpha={cfg['alpha']:g},seed={cfg['seed']}"
+    return f"{cfg['task']},{cfg['dataset']},{key}" if is_reg(cfg) else key
+
+
 def reference_table(cells: list[dict], out: Path) -> dict[str, dict]:
-    """references() per (alpha, seed), cached in out/references.json."""
+    """references() per (task, alpha, seed), cached in out/references.json."""
     path = out / "references.json"
     cache = json.loads(path.read_text()) if path.exists() else {}
     for c in cells:
         cfg = c["cfg"]
-        key = f"alpha={cfg['alpha']:g},seed={cfg['seed']}"
+        key = reference_key(cfg)
         if key not in cache:
             print(f"reference classifiers for {key} ...", flush=True)
-            cache[key] = references(cfg)
+            cache[key] = references_reg(cfg) if is_reg(cfg) else references(cfg)
             path.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     return cache
 
 
 # -- the figures -------------------------------------------------------------------------------
 COLORS = {"afbo": "tab:blue", "fednest": "tab:orange"}
+
+
+def paired(a: dict, b: dict, key: str, at: float, what: str = "acc") -> tuple[float, float, int]:
+    """Mean and 95% interval of a - b at x = ``at`` over the seeds both have (same seed: same split)."""
+    common = sorted(set(a) & set(b))
+    return ci(
+        [
+            float(hold(a[sd][key], a[sd][what], np.array([at]))[0] - hold(b[sd][key], b[sd][what], np.array([at]))[0])
+            for sd in common
+        ]
+    )
 
 
 def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) -> None:
@@ -220,27 +292,44 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
     for c in cells:
         settings.setdefault(setting_of(c["cfg"]), {}).setdefault(method_of(c["cfg"], vary), []).append(c)
     order = ["iid_nostragglers", "noniid-alpha0.5_nostragglers", "iid_stragglers", "noniid-alpha0.5_stragglers"]
-    names = sorted(settings, key=lambda s: (order.index(s) if s in order else 99, s))
+
+    def rank(s: str) -> tuple:
+        base = s.split("_", 1)[1] if s.startswith("reg-") else s
+        return (s.startswith("reg-"), order.index(base) if base in order else 99, s)
+
+    names = sorted(settings, key=rank)
     summary: dict[str, dict] = {}
     lines_md = []
     for s in names:
-        methods = settings[s]
+        methods = dict(sorted(settings[s].items(), key=lambda kv: (is_control(kv[1][0]["cfg"]), kv[0])))
+        reg = is_reg(next(iter(methods.values()))[0]["cfg"])
         T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs)
         Cm = min(float(c["comm"][-1]) for cs in methods.values() for c in cs)
         tgrid, cgrid = np.linspace(0, T, GRID_POINTS), np.linspace(0, Cm, GRID_POINTS)
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.3), sharey=True)
+        panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + ([("clock", tgrid, "loss")] if reg else [])
+        fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.3))
         srow = {}
         seeds_by_method = {}
         for name, cs in methods.items():
             cs = sorted(cs, key=lambda c: c["cfg"]["seed"])
             col = COLORS.get(cs[0]["cfg"]["strategy"])
+            ls = "--" if is_control(cs[0]["cfg"]) else "-"
             seeds_by_method[name] = {c["cfg"]["seed"]: c for c in cs}
-            for ax, grid, key in ((axes[0], tgrid, "clock"), (axes[1], cgrid, "comm")):
-                mat = np.array([hold(c[key], c["acc"], grid) for c in cs])
+            for ax, (key, grid, what) in zip(axes, panels):
+                mat = np.array([hold(c[key], c[what], grid) for c in cs])
                 mean, half = band(mat)
-                ax.plot(grid, 100 * mean, color=col, label=f"{name} (n={len(cs)} seeds)")
-                ax.fill_between(grid, 100 * (mean - half), 100 * (mean + half), color=col, alpha=0.25, lw=0)
+                scale = 100 if what == "acc" else 1
+                ax.plot(grid, scale * mean, color=col, ls=ls, label=f"{name} (n={len(cs)} seeds)")
+                ax.fill_between(
+                    grid,
+                    scale * (mean - half),
+                    scale * (mean + half),
+                    color=col,
+                    alpha=0.12 if ls == "--" else 0.25,
+                    lw=0,
+                )
             atT = [float(hold(c["clock"], c["acc"], np.array([T]))[0]) for c in cs]
+            lossT = [float(hold(c["clock"], c["loss"], np.array([T]))[0]) for c in cs]
             last = [float(np.mean(hold(c["clock"], c["acc"], tgrid[tgrid >= 0.8 * T]))) for c in cs]
             atC = [float(hold(c["comm"], c["acc"], np.array([Cm]))[0]) for c in cs]
             wcor = [float(hold(c["clock"], c["w_corrupt"], np.array([T]))[0]) for c in cs]
@@ -252,6 +341,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
                 "seeds": [c["cfg"]["seed"] for c in cs],
                 "acc0": float(cs[0]["acc"][0]),
                 "acc_at_T": ci(atT),
+                "loss_at_T": ci(lossT),
                 "acc_last20pct": ci(last),
                 "acc_at_comm_budget": ci(atC),
                 "w_corrupted_at_T": ci(wcor),
@@ -267,10 +357,12 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
                     for t, v in reach.items()
                 },
                 "per_seed_acc_at_T": atT,
+                "per_seed_loss_at_T": lossT,
                 "config": {
                     k: cs[0]["cfg"].get(k)
                     for k in (
                         *STEP_KEYS,
+                        "outer-lr",
                         "num-rounds",
                         "engine",
                         "local-steps",
@@ -285,44 +377,68 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
             }
         # controls: the starting point, and the reference classifiers (mean over the seeds present)
         acc0 = next(iter(srow.values()))["acc0"]
-        for ax in axes:
-            ax.axhline(100 * acc0, color="gray", ls=":", lw=1, label=f"start (round 0): {100 * acc0:.1f}%")
+        for ax, (_, _, what) in zip(axes, panels):
+            if what == "acc":
+                ax.axhline(100 * acc0, color="gray", ls=":", lw=1, label=f"start (round 0): {100 * acc0:.1f}%")
         any_cell = next(iter(methods.values()))
-        keys = sorted({f"alpha={c['cfg']['alpha']:g},seed={c['cfg']['seed']}" for c in any_cell})
+        keys = sorted({reference_key(c["cfg"]) for c in any_cell})
         rr = {}
         if ref:
-            for kind, style, label in (
-                ("clean", "--", "clean-label ceiling"),
-                ("noisy", "-.", "noisy labels, no cleaning"),
-                ("val_only", ":", "clean validation parts only"),
-            ):
+            kinds = (
+                (("central", "--", "centralised, all client data (SGD ref.)"),)
+                if reg
+                else (
+                    ("clean", "--", "clean-label ceiling (SGD ref.)"),
+                    ("noisy", "-.", "noisy labels, no cleaning (SGD ref.)"),
+                    ("val_only", ":", "clean validation parts only (SGD ref.)"),
+                )
+            )
+            for kind, style, label in kinds:
                 v = np.mean([ref[k][kind] for k in keys])
                 rr[kind] = float(v)
-                for ax in axes:
-                    ax.axhline(100 * v, color="k", ls=style, lw=0.9, label=f"{label} (SGD ref.): {100 * v:.1f}%")
-        axes[0].set_xlabel("simulated device time (s)  [clock_s; not machine time]")
-        axes[1].set_xlabel("communication: replies received by the server / m  (= rounds for FedNest)")
-        axes[0].set_ylabel("test accuracy (%)")
-        lo = (
-            min(
-                100
-                * min(float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 100 for cs in methods.values() for c in cs),
-                100 * rr.get("noisy", 100),
-            )
-            - 3
-        )
-        for ax in axes:
-            ax.set_ylim(
-                max(lo, 50.0),
-                100 * max(rr.get("clean", 0), max(float(np.max(c["acc"])) for cs in methods.values() for c in cs)) + 2,
-            )
+                for ax, (_, _, what) in zip(axes, panels):
+                    if what == "acc":
+                        ax.axhline(100 * v, color="k", ls=style, lw=0.9, label=f"{label}: {100 * v:.1f}%")
+            if reg:
+                rr["central_loss"] = float(np.mean([ref[k]["central_loss"] for k in keys]))
+                axes[2].axhline(
+                    rr["central_loss"],
+                    color="k",
+                    ls="--",
+                    lw=0.9,
+                    label=f"centralised (SGD ref.): {rr['central_loss']:.3f}",
+                )
+        xlabels = {
+            "clock": "simulated device time (s)  [clock_s; not machine time]",
+            "comm": "communication: replies received by the server / m  (= rounds for FedNest)",
+        }
+        for ax, (key, _, what) in zip(axes, panels):
+            ax.set_xlabel(xlabels[key])
+            ax.set_ylabel("test accuracy (%)" if what == "acc" else "test loss (cross-entropy)")
             ax.grid(alpha=0.3)
-        axes[1].legend(fontsize=7, loc="lower right")
+        accs = [float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 1.0 for cs in methods.values() for c in cs]
+        lo = min(100 * min(accs), 100 * rr.get("noisy", 1.0)) - 3
+        hi = (
+            100
+            * max(
+                rr.get("clean", 0),
+                rr.get("central", 0),
+                max(float(np.max(c["acc"])) for cs in methods.values() for c in cs),
+            )
+            + 2
+        )
+        for ax, (_, _, what) in zip(axes, panels):
+            if what == "acc":
+                ax.set_ylim(max(lo, 80.0 if reg else 50.0), min(hi, 100.5))
+            else:
+                losses = [float(np.nanmin(c["loss"])) for cs in methods.values() for c in cs]
+                ax.set_ylim(0.9 * min(losses + [rr.get("central_loss", np.inf)]), 3 * max(losses))
+                ax.set_yscale("log")
+        axes[-1].legend(fontsize=7, loc="upper right" if reg else "lower right")
+        below = 100 * acc0 < axes[0].get_ylim()[0]
         fig.suptitle(
-            f"{setting_title(s)}; mean and 95% interval over seeds (round-0 accuracy {100 * acc0:.1f}%, "
-            f"below the y-range)"
-            if 100 * acc0 < axes[0].get_ylim()[0]
-            else setting_title(s),
+            f"{setting_title(s)}; mean and 95% interval over seeds"
+            + (f" (round-0 accuracy {100 * acc0:.1f}%, below the y-range)" if below else ""),
             fontsize=9,
         )
         fig.tight_layout()
@@ -330,29 +446,38 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool) ->
         plt.close(fig)
         # paired differences (same seed = same split and corruption)
         diff = {}
-        names_m = list(methods)
-        a = [n for n in names_m if n.startswith("AFBO")]
-        f = [n for n in names_m if n.startswith("FedNest")]
+        main = [n for n in methods if not is_control(methods[n][0]["cfg"])]
+        a = [n for n in main if n.startswith("AFBO")]
+        f = [n for n in main if n.startswith("FedNest")]
         if len(a) == 1 and len(f) == 1:
-            common = sorted(set(seeds_by_method[a[0]]) & set(seeds_by_method[f[0]]))
-            for label, key, grid_x in (("acc_at_T", "clock", T), ("acc_at_comm_budget", "comm", Cm)):
-                d = [
-                    float(
-                        hold(seeds_by_method[a[0]][sd][key], seeds_by_method[a[0]][sd]["acc"], np.array([grid_x]))[0]
-                        - hold(seeds_by_method[f[0]][sd][key], seeds_by_method[f[0]][sd]["acc"], np.array([grid_x]))[0]
-                    )
-                    for sd in common
-                ]
-                diff[label] = ci(d)
+            A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
+            diff["afbo_minus_fednest"] = {
+                "acc_at_T": paired(A, F, "clock", T),
+                "acc_at_comm_budget": paired(A, F, "comm", Cm),
+                "loss_at_T": paired(A, F, "clock", T, "loss"),
+            }
+        for n in main:
+            ctrl = [
+                m
+                for m in methods
+                if is_control(methods[m][0]["cfg"])
+                and methods[m][0]["cfg"]["strategy"] == methods[n][0]["cfg"]["strategy"]
+            ]
+            if len(ctrl) == 1:
+                M, K = seeds_by_method[n], seeds_by_method[ctrl[0]]
+                diff[f"{n} minus control"] = {
+                    "acc_at_T": paired(M, K, "clock", T),
+                    "loss_at_T": paired(M, K, "clock", T, "loss"),
+                }
         summary[s] = {
             "title": setting_title(s),
             "time_budget_s": T,
             "comm_budget": Cm,
             "methods": srow,
             "references": rr,
-            "afbo_minus_fednest": diff,
+            "paired_differences": diff,
         }
-        lines_md += table_md(s, summary[s], thresholds)
+        lines_md += table_md(s, summary[s], thresholds, reg)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     (out / "table.md").write_text("\n".join(lines_md) + "\n")
     print(f"wrote {out}/table.md, summary.json, fig_*.png for {names}")
@@ -367,8 +492,9 @@ def pm(t: tuple, scale: float = 100.0, digits: int = 1) -> str:
     return f"{scale * mean:.{digits}f} +- {scale * half:.{digits}f}"
 
 
-def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
+def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> list[str]:
     T, Cm = S["time_budget_s"], S["comm_budget"]
+    extra = "mean / spread of log coefficients at T" if reg else "weight corrupted / clean at T"
     out = [
         f"### {S['title']}",
         "",
@@ -376,10 +502,10 @@ def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
         f"communication budget {Cm:.1f} replies per client. Mean +- 95% interval over seeds "
         f"(t with n-1 degrees of freedom).",
         "",
-        "| method | seeds | acc. at T (%) | mean acc. over [0.8T, T] (%) | acc. at comm. budget (%) | "
+        "| method | seeds | acc. at T (%) | test loss at T | mean acc. over [0.8T, T] (%) | acc. at comm. budget (%) | "
         + " | ".join(f"time to {100 * t:g}% (s)" for t in thresholds)
-        + " | replies/client by T | server steps by T | weight corrupted / clean at T |",
-        "|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|",
+        + f" | replies/client by T | server steps by T | {extra} |",
+        "|---|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|",
     ]
     for name, r in S["methods"].items():
         reach = []
@@ -390,27 +516,46 @@ def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
                 txt += f" ({q['reached']}/{q['n']} seeds)"
             reach.append(txt)
         out.append(
-            f"| {name} | {','.join(map(str, r['seeds']))} | {pm(r['acc_at_T'])} | {pm(r['acc_last20pct'])} | "
-            f"{pm(r['acc_at_comm_budget'])} | "
+            f"| {name} | {','.join(map(str, r['seeds']))} | {pm(r['acc_at_T'])} | {pm(r['loss_at_T'], 1.0, 4)} | "
+            f"{pm(r['acc_last20pct'])} | {pm(r['acc_at_comm_budget'])} | "
             + " | ".join(reach)
             + f" | {pm(r['comm_at_T'], 1.0, 0)} | {pm(r['server_steps_at_T'], 1.0, 0)} | "
             f"{pm(r['w_corrupted_at_T'], 1.0, 3)} / {pm(r['w_clean_at_T'], 1.0, 3)} |"
         )
-    d = S["afbo_minus_fednest"]
-    if d:
+    d = S["paired_differences"]
+    if "afbo_minus_fednest" in d:
+        q = d["afbo_minus_fednest"]
         out += [
             "",
-            "Paired difference AFBO - FedNest (same seed: same split and corruption), percentage points: "
-            f"at T {pm(d['acc_at_T'], 100, 2)}; at the communication budget {pm(d['acc_at_comm_budget'], 100, 2)}.",
+            "Paired difference AFBO - FedNest (same seed: same split and corruption): accuracy at T "
+            f"{pm(q['acc_at_T'], 100, 2)} points; at the communication budget {pm(q['acc_at_comm_budget'], 100, 2)} "
+            f"points; test loss at T {pm(q['loss_at_T'], 1.0, 4)}.",
         ]
+    for k, q in d.items():
+        if k.endswith("minus control"):
+            out += [
+                "",
+                f"Paired difference {k} (outer-lr = 0, same seeds): accuracy at T "
+                f"{pm(q['acc_at_T'], 100, 2)} points, test loss at T {pm(q['loss_at_T'], 1.0, 4)}.",
+            ]
     if S["references"]:
         r = S["references"]
-        out += [
-            "",
-            f"Controls: round-0 accuracy {100 * next(iter(S['methods'].values()))['acc0']:.1f}%; "
-            f"softmax SGD references (4 epochs at step 0.1, last-epoch average, mean over the seeds' splits): noisy labels {100 * r['noisy']:.1f}%, "
-            f"clean validation parts only {100 * r['val_only']:.1f}%, clean labels (ceiling) {100 * r['clean']:.1f}%.",
-        ]
+        acc0 = 100 * next(iter(S["methods"].values()))["acc0"]
+        if reg:
+            out += [
+                "",
+                f"Controls: round-0 accuracy {acc0:.1f}%; centralised ceiling (softmax SGD on all clients' "
+                f"data at the starting coefficients, 30 epochs, last-epoch average, mean over the seeds' "
+                f"splits): {100 * r['central']:.1f}%, test loss {r['central_loss']:.4f}.",
+            ]
+        else:
+            out += [
+                "",
+                f"Controls: round-0 accuracy {acc0:.1f}%; "
+                f"softmax SGD references (4 epochs at step 0.1, last-epoch average, mean over the seeds' splits): "
+                f"noisy labels {100 * r['noisy']:.1f}%, clean validation parts only {100 * r['val_only']:.1f}%, "
+                f"clean labels (ceiling) {100 * r['clean']:.1f}%.",
+            ]
     return out + [""]
 
 
@@ -418,23 +563,39 @@ def table_md(s: str, S: dict, thresholds: list[float]) -> list[str]:
 def tuning(dirs: list[Path], out: Path) -> None:
     cells = read_cells(dirs)
     vary = varying_step_keys(cells)
-    T = min(float(c["clock"][-1]) for c in cells)
+    # a cell whose clock stopped well short of its strategy's others diverged (its rounds failed):
+    # it is listed, but does not set the common budget
+    longest = {
+        c["cfg"]["strategy"]: max(float(d["clock"][-1]) for d in cells if d["cfg"]["strategy"] == c["cfg"]["strategy"])
+        for c in cells
+    }
+    diverged = [c for c in cells if float(c["clock"][-1]) < 0.9 * longest[c["cfg"]["strategy"]]]
+    T = min(float(c["clock"][-1]) for c in cells if not any(c is d for d in diverged))
     rows = []
     for c in sorted(cells, key=lambda c: (c["cfg"]["strategy"], method_of(c["cfg"], vary))):
+        if any(c is d for d in diverged):
+            rows.append(
+                f"| {method_of(c['cfg'], vary)} | diverged: its rounds failed from clock {c['clock'][-1]:.2f} s "
+                f"(not finite) | | | | | {c['clock'][-1]:.2f} |"
+            )
+            continue
         grid = np.linspace(0, T, GRID_POINTS)
         accs = hold(c["clock"], c["acc"], grid)
         rows.append(
             f"| {method_of(c['cfg'], vary)} | {100 * accs[-1]:.1f} | {100 * accs[grid >= 0.5 * T].mean():.1f} | "
-            f"{100 * c['acc'].max():.1f} | {float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
+            f"{100 * c['acc'].max():.1f} | {float(hold(c['clock'], c['loss'], np.array([T]))[0]):.4f} | "
+            f"{float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
             f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | {c['clock'][-1]:.2f} |"
         )
+    c0 = cells[0]["cfg"]
+    extra = "mean / spread of log coefficients" if is_reg(c0) else "weight corrupted / clean"
     text = [
-        "Step-size pilot: seed 0, IID (alpha=1000), no stragglers; every number at the common simulated "
-        f"budget T = {T:.2f} s (the smallest final clock).",
+        f"Step-size pilot: seed {c0['seed']}, IID (alpha={c0['alpha']:g}), no stragglers; every number at the "
+        f"common simulated budget T = {T:.2f} s (the smallest final clock of the runs that did not diverge).",
         "",
-        "| method, steps | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | weight corrupted / clean at T "
-        "| final clock (s) |",
-        "|---|---|---|---|---|---|",
+        "| method, steps | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | test loss at T "
+        f"| {extra} at T | final clock (s) |",
+        "|---|---|---|---|---|---|---|",
         *rows,
     ]
     out.mkdir(parents=True, exist_ok=True)

@@ -93,3 +93,28 @@ def test_cifar_shaped_npz_is_flattened(tmp_path):
              y_test=rng.integers(0, 10, (10, 1)).astype(np.uint8))
     p = load_pooled("cifar10", str(tmp_path))
     assert p.x.shape == (60, 3072) and p.y.shape == (60,)
+
+
+def test_covtype_fetched_with_scikit_learn_and_scaled(tmp_path, monkeypatch):
+    """Covertype (paper 002, Sec. 5.2): fetch_covtype replaced (no network here); columns scaled to
+    [0, 1] by their min and max, cover types 1..7 -> 0..6; a missing file names download=true."""
+    import sklearn.datasets
+
+    with pytest.raises(DataError, match="download=true"):
+        check_available("covtype", str(tmp_path), download=False)
+    rng = np.random.default_rng(0)
+    x = np.hstack([rng.uniform(1800, 3900, (70, 1)), rng.integers(0, 2, (70, 53))])
+    y = np.arange(70) % 7 + 1
+    calls = []
+
+    def fake_fetch(data_home, download_if_missing):
+        calls.append((data_home, download_if_missing))
+        return sklearn.datasets._base.Bunch(data=x, target=y)
+
+    monkeypatch.setattr(sklearn.datasets, "fetch_covtype", fake_fetch)
+    p = load_pooled("covtype", str(tmp_path), True)
+    assert calls == [(str(tmp_path / "sklearn"), True)] and (tmp_path / "covtype.npz").is_file()
+    assert p.x.shape == (70, 54) and p.x.min() == 0.0 and p.x.max() == 1.0 and p.num_classes == 7
+    np.testing.assert_allclose(p.x[:, 0], (x[:, 0] - x[:, 0].min()) / np.ptp(x[:, 0]), atol=1e-6)
+    assert sorted(set(p.y.tolist())) == list(range(7))
+    check_available("covtype", str(tmp_path), download=False)  # now found

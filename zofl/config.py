@@ -68,7 +68,8 @@ KEYS: tuple[Key, ...] = (
     Key("data-dir", str, "~/.cache/zofl/data", "an absolute path (~ allowed)",
         "where <dataset>.npz files are read from (and downloaded to)", "run",
         lambda v: Path(v).expanduser().is_absolute()),
-    Key("download", bool, False, "true or false", "fetch a missing dataset with torchvision (needs a network)", "run"),
+    Key("download", bool, False, "true or false",
+        "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run"),
     Key("seed", int, 0, "an integer >= 0", "seed of the splits, directions, minibatches and sampling", "run",
         lambda v: v >= 0),
     Key("num-rounds", int, 20, "an integer >= 0", "R, communication rounds", "run", lambda v: v >= 0),
@@ -218,8 +219,9 @@ KEYS: tuple[Key, ...] = (
         lambda v: v >= 1),
     Key("inner-lr", float, 0.5, "a number > 0", "beta: AFBO's server step on y with the mean stored G_i", "ours",
         _pos),
-    Key("outer-lr", float, 0.1, "a number > 0", "eta: the server's step on x with the (mean) hyper-gradient",
-        "ours", _pos),
+    Key("outer-lr", float, 0.1, "a number >= 0",
+        "eta: the server's step on x with the (mean) hyper-gradient (0: x stays at x_0, the lower level "
+        "alone: the control of every hyper-gradient figure)", "ours", _nonneg),
     Key("neumann-steps", str, "5", "a comma list of integers >= 1",
         "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first)", "ours",
         lambda v: _floats(v, lambda n: n >= 1 and float(n).is_integer())),
@@ -238,7 +240,9 @@ KEYS: tuple[Key, ...] = (
     Key("corruption", float, 0.5, "a number in [0, 1]",
         "hyper-cleaning: probability that a training label is replaced by a random class", "ours",
         lambda v: 0 <= v <= 1),
-    Key("lower-l2", float, 0.001, "a number > 0", "hyper-cleaning: (lower-l2 / 2)||W||^2 in g_i", "ours", _pos),
+    Key("lower-l2", float, 0.001, "a number > 0",
+        "hyper-cleaning: (lower-l2 / 2)||W||^2 in g_i; regularization: the bias row's fixed coefficient "
+        "and every feature's starting coefficient (x_0 = log lower-l2)", "ours", _pos),
     Key("y-l2", float, 0.1, "a number > 0", "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)",
         "ours", _pos),
 )

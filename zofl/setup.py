@@ -25,7 +25,8 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
     if cfg.strategy in HYPERGRAD_STRATEGIES:
-        ok, need = is_hypergrad(task), "a hyper-gradient bilevel task (hyper-cleaning or a zofl.tasks.hypergrad task)"
+        ok = is_hypergrad(task)
+        need = "a hyper-gradient bilevel task (hyper-cleaning, regularization or a zofl.tasks.hypergrad task)"
     elif cfg.strategy in BILEVEL_STRATEGIES:
         ok, need = is_bilevel(task), "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)"
     else:

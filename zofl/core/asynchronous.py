@@ -141,8 +141,9 @@ class AsyncRun(SyncRun):
             if not self.tasks and not self.rejoins:
                 if self.waiting:
                     raise RuntimeError(f"asynchronous run: update {self.version + 1} needs buffer-size = {self.K} "
-                                       f"replies of distinct clients, but only {len(self.waiting)} client(s) are "
-                                       f"left (the others were given up: see the log)")
+                                       f"usable replies, but no work is in flight: {len(self.waiting)} client(s) "
+                                       f"have replied for this version and wait for the update (the other "
+                                       f"replies were rejected or their clients given up: see the log)")
                 raise RuntimeError(f"asynchronous run: no client left with work after {self.version} updates "
                                    f"(every client was given up: see the log)")
             if self.simulated:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .checkpoint import load_checkpoint, save_checkpoint
 from ..faults import speed_factor
+from .checkpoint import load_checkpoint, save_checkpoint
 from .checks import reply_problem
 from .method import Method, State
 from .protocol import Failure, Reply, Work

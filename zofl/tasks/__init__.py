@@ -10,14 +10,22 @@ import importlib
 from .base import DataSpec, SplitTask, Task, evaluate
 from .bilevel import BILEVEL_REQUIRED, BilevelTask, ClientProblem, FairReluTask, HyperLogisticTask, is_bilevel
 from .data import ArrayData, DataError
-from .hypergrad import HYPERGRAD_REQUIRED, HyperCleaningTask, Oracles, QuadraticHypergrad, is_hypergrad
+from .hypergrad import (
+    HYPERGRAD_REQUIRED,
+    HyperCleaningTask,
+    Oracles,
+    QuadraticHypergrad,
+    RegularizationTask,
+    is_hypergrad,
+)
 from .relunet import ReluNetTask
 from .softmax import SoftmaxTask
 
 TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "hyper-logistic": HyperLogisticTask,
-         "fair-relu": FairReluTask, "hyper-cleaning": HyperCleaningTask}
+         "fair-relu": FairReluTask, "hyper-cleaning": HyperCleaningTask,
+         "regularization": RegularizationTask}
 BILEVEL_TASKS = ("hyper-logistic", "fair-relu")
-HYPERGRAD_TASKS = ("hyper-cleaning",)
+HYPERGRAD_TASKS = ("hyper-cleaning", "regularization")
 REQUIRED = ("check", "server_data", "client_data", "test_data", "num_train", "init_params", "loss", "grad", "predict")
 
 
@@ -48,5 +56,6 @@ def load_task(name: str) -> Task:
 
 
 __all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperCleaningTask",
-           "HyperLogisticTask", "Oracles", "QuadraticHypergrad", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
+           "HyperLogisticTask", "Oracles", "QuadraticHypergrad",
+           "RegularizationTask", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
            "TaskError", "TASKS", "evaluate", "is_bilevel", "is_hypergrad", "load_task"]

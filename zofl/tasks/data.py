@@ -4,6 +4,11 @@ Datasets (``DATASETS``):
 
 * ``digits``        -- scikit-learn's 8x8 digits (1,797 images), shipped inside scikit-learn:
   the embedded default, so a run works offline with nothing to fetch.
+* ``covtype``       -- Covertype (581,012 examples, 54 cartographic features, 7 forest cover types;
+  paper 002's Sec. 5.2): read from ``<data-dir>/covtype.npz`` (keys ``x``, ``y``, as written
+  here), or, with ``download = true`` and a network, fetched once by scikit-learn's
+  ``fetch_covtype`` into data-dir and saved as that .npz. Features are scaled to [0, 1] by each
+  column's min and max; labels 1..7 become 0..6.
 * ``mnist``, ``fashion_mnist``, ``cifar10`` -- read from ``<data-dir>/<name>.npz`` with
   Keras-style keys ``x_train, y_train, x_test, y_test`` (uint8), as written by
   ``shared/datasets/prepare.py``; or, with ``download = true`` and a network, fetched once by
@@ -24,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
-FILE_DATASETS = ("mnist", "fashion_mnist", "cifar10")
+DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")
+FILE_DATASETS = ("covtype", "mnist", "fashion_mnist", "cifar10")
 TEST_FRACTION = 0.1
 
 
@@ -62,6 +67,10 @@ def npz_path(data_dir: str | os.PathLike, name: str) -> Path:
 
 def missing_file_message(data_dir: str | os.PathLike, name: str) -> str:
     path = npz_path(data_dir, name)
+    if name == "covtype":
+        return (f"dataset 'covtype': file {path} not found. With a network, set run-config download=true: "
+                f"scikit-learn's fetch_covtype fetches it (about 11 MB) into data-dir and writes that file; "
+                f"offline, write {path} yourself with arrays x (581012, 54) and y (labels 1..7).")
     return (
         f"dataset {name!r}: file {path} not found. Get it either way:\n"
         f"  1) offline: python <path-to>/shared/datasets/prepare.py {path.parent} {name}\n"
@@ -78,8 +87,44 @@ def check_available(name: str, data_dir: str, download: bool) -> None:
         raise DataError(missing_file_message(data_dir, name))
 
 
+def _write_npz(out: Path, **arrays) -> Path:
+    tmp = out.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out)
+    return out
+
+
+def download_covtype(data_dir: str | os.PathLike) -> Path:
+    """Fetch Covertype with scikit-learn into ``data_dir`` and write ``covtype.npz`` (needs a network)."""
+    from sklearn.datasets import fetch_covtype
+
+    root = Path(data_dir).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        bunch = fetch_covtype(data_home=str(root / "sklearn"), download_if_missing=True)
+    except OSError as exc:
+        raise DataError(f"dataset 'covtype': scikit-learn's fetch_covtype failed ({exc}); "
+                        f"{missing_file_message(root, 'covtype')}") from exc
+    return _write_npz(npz_path(root, "covtype"), x=np.asarray(bunch.data, dtype=np.float32),
+                      y=np.asarray(bunch.target, dtype=np.int64))
+
+
+def _load_covtype(path: Path) -> Pooled:
+    with np.load(path) as f:
+        missing = {"x", "y"} - set(f.files)
+        if missing:
+            raise DataError(f"{path} lacks the keys {sorted(missing)} (covtype.npz holds x and y)")
+        x, y = f["x"].astype(np.float64), f["y"].astype(np.int64).reshape(-1)
+    lo, span = x.min(axis=0), np.ptp(x, axis=0)
+    x = (x - lo) / np.where(span > 0, span, 1.0)
+    y = y - y.min()  # Covertype's cover types are 1..7
+    return Pooled(np.ascontiguousarray(x, dtype=np.float32), y, int(y.max()) + 1)
+
+
 def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     """Fetch ``name`` with torchvision into ``data_dir`` and write ``<name>.npz`` (needs a network)."""
+    if name == "covtype":
+        return download_covtype(data_dir)
     import torchvision  # imported lazily: only this path needs it
 
     cls = {"mnist": torchvision.datasets.MNIST, "fashion_mnist": torchvision.datasets.FashionMNIST,
@@ -91,11 +136,7 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
         ds = cls(root=str(root / "torchvision"), train=train, download=True)
         arrays[f"x_{part}"] = np.asarray(ds.data, dtype=np.uint8)
         arrays[f"y_{part}"] = np.asarray(ds.targets, dtype=np.uint8)
-    out = npz_path(root, name)
-    tmp = out.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, out)
-    return out
+    return _write_npz(npz_path(root, name), **arrays)
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,6 +154,8 @@ def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled
     path = npz_path(data_dir, name)
     if not path.is_file():
         download_npz(name, data_dir)
+    if name == "covtype":
+        return _load_covtype(path)
     with np.load(path) as f:
         missing = {"x_train", "y_train", "x_test", "y_test"} - set(f.files)
         if missing:
