@@ -54,6 +54,28 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     assert "7 already finished, 1 to run" in capsys.readouterr().out
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 8
+    # paired differences over the same seeds, written from the finished cells
+    main([str(grid), "--out", str(out), "--report-only", "--paired", "strategy=zohfl,fedavg"])
+    paired = (out / "paired.md").read_text()
+    assert "### strategy: zohfl - fedavg" in paired and paired.count("(n=2)") == 6  # 2 settings x 3 figures
+    assert "local-lr" not in paired  # a [strategy.*] key does not split the pairs
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert all(float(r["x0_test_acc"]) == float(rows[0]["x0_test_acc"]) for r in rows if r["seed"] == rows[0]["seed"]
+               and r["alpha"] == rows[0]["alpha"])
+
+
+def test_statistics_of_the_reports():
+    import math
+
+    from zofl.stats import excludes_zero, interval, paired, run_figures
+
+    assert run_figures([0.1, 0.5, 0.4] + [0.3] * 8 + [0.2, 0.6]) == {"final": 0.6, "best": 0.6, "last10": 0.4}
+    mean, half, n = interval([1.0, 2.0, 3.0])
+    assert (mean, n) == (2.0, 3) and math.isclose(half, 4.302652729911275 * 1.0 / math.sqrt(3))
+    assert math.isnan(interval([5.0])[1]) and interval([])[2] == 0
+    d = paired({0: 3.0, 1: 4.0, 2: 5.0, 7: 100.0}, {0: 1.0, 1: 2.0, 2: 3.1})  # seed 7 has no partner
+    assert d[2] == 3 and math.isclose(d[0], 1.9666666666666668) and excludes_zero(d)
+    assert not excludes_zero(interval([-1.0, 1.0, 0.5]))
 
 
 def test_cell_id_ignores_paths():

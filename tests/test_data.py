@@ -118,3 +118,12 @@ def test_covtype_fetched_with_scikit_learn_and_scaled(tmp_path, monkeypatch):
     np.testing.assert_allclose(p.x[:, 0], (x[:, 0] - x[:, 0].min()) / np.ptp(x[:, 0]), atol=1e-6)
     assert sorted(set(p.y.tolist())) == list(range(7))
     check_available("covtype", str(tmp_path), download=False)  # now found
+
+
+def test_the_run_config_accepts_every_dataset_the_data_layer_has():
+    from zofl import config
+    from zofl.tasks import data
+
+    assert config.DATASETS == data.DATASETS
+    assert config.parse_config({"dataset": "covtype", "strategy": "fednest", "task": "regularization"}).dataset \
+        == "covtype"

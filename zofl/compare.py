@@ -16,12 +16,15 @@ GRID.toml:
     local-lr = 0.05
     [report]                      # optional: the keys that make the table's columns / plot panels
     columns = ["dataset", "alpha", "beta"]
+    paired = ["tau=5,20"]         # optional: paired differences A - B over the same seeds (paired.md)
 
 Every cell is one run; its folder DIR/cells/<id> (id = a hash of its run-config) holds the usual
 config.json, rounds.jsonl, summary.json. A cell with a summary.json is finished and skipped, so an
 interrupted grid continues where it stopped (an unfinished cell starts again). After each cell
-DIR/results.csv (one row per cell, final figures), DIR/rounds.csv (every round of every cell),
-DIR/table.md (final test accuracy, mean +- std over seeds) and DIR/plots/*.png (test accuracy and
+DIR/results.csv (one row per cell: x_0's, the final, best and last-10%-mean test accuracy),
+DIR/rounds.csv (every round of every cell), DIR/table.md (final, last-10%-mean and best test
+accuracy: mean +- 95% t interval and n over seeds; x_0's accuracy), DIR/paired.md (the [report]
+paired comparisons) and DIR/plots/*.png (test accuracy and
 loss per round, one plot per dataset and setting) are rewritten. ``--parallel 2`` runs two cells at
 once, each on its own SuperLink with one Ray CPU, so both cores stay busy.
 """
@@ -46,6 +49,7 @@ import tomllib
 
 from .config import KEY_BY_NAME, ConfigError, parse_config
 from .results import ROUND_FIELDS, read_rounds
+from .stats import fmt_interval, interval, paired, run_figures
 
 CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are grouped and labelled
 
@@ -129,11 +133,26 @@ def report_columns(spec: dict[str, Any]) -> list[str]:
     return list(spec.get("report", {}).get("columns", ["dataset", "alpha", "beta"]))
 
 
-def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str] | None = None) -> None:
-    """results.csv, rounds.csv, table.md and plots/ from the finished cells.
+def report_paired(spec: dict[str, Any], extra: list[str] | None = None) -> list[str]:
+    """Paired comparisons "KEY=A,B" of [report] paired and --paired, checked."""
+    items = [*spec.get("report", {}).get("paired", []), *(extra or [])]
+    for item in items:
+        parse_paired(item)
+    return items
+
+
+def strategy_keys(spec: dict[str, Any]) -> set[str]:
+    """Keys set by [strategy.*] sections (ignored when pairing strategies)."""
+    return {k for section in spec.get("strategy", {}).values() for k in section}
+
+
+def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str] | None = None,
+                  paired: list[str] | None = None, per_strategy: set[str] | None = None) -> None:
+    """results.csv, rounds.csv, table.md, paired.md and plots/ from the finished cells.
 
     Table columns and plot panels are the grid's settings (``column_keys``, besides strategy and
-    seed); rows and plot lines are the strategy with any other key that varies (e.g. a tuned step)."""
+    seed); rows and plot lines are the strategy with any other key that varies (e.g. a tuned step).
+    ``paired``: comparisons "key=a,b" written to paired.md (see ``_paired``)."""
     finished = []
     for cell in cells:
         d = finished_dir(out, cell)
@@ -143,12 +162,14 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     keys = list(dict.fromkeys([*CELL_KEYS, *varying]))
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["cell", *keys, "rounds", "final_test_acc", "best_test_acc", "final_test_loss", "final_f1",
-                    "wall_s", "local_steps"])
+        w.writerow(["cell", *keys, "rounds", "x0_test_acc", "final_test_acc", "best_test_acc", "last10_test_acc",
+                    "final_test_loss", "final_f1", "wall_s", "local_steps"])
         for cell, d, s, rec in finished:
             full = _full(cell)
-            w.writerow([d.name, *[full[k] for k in keys], s["rounds"], s["final_test_acc"], s["best_test_acc"],
-                        s["final_test_loss"], rec[-1]["f1"], round(s["total_wall_s"], 2), s["total_local_steps"]])
+            fig = run_figures([r["test_acc"] for r in rec])
+            w.writerow([d.name, *[full[k] for k in keys], s["rounds"], rec[0]["test_acc"], s["final_test_acc"],
+                        s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
+                        round(s["total_wall_s"], 2), s["total_local_steps"]])
     with open(out / "rounds.csv", "w", newline="") as f:
         w = csv.writer(f)
         fields = [k for k in ROUND_FIELDS if k != "sampled"]
@@ -160,6 +181,8 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     cols = [k for k in keys if k in (column_keys or ["dataset", "alpha", "beta"]) and k not in ("strategy", "seed")]
     rows = ["strategy", *[k for k in varying if k not in cols and k != "strategy"]]
     _table(out, finished, rows, cols)
+    if paired:
+        _paired(out, finished, paired, varying, per_strategy or set())
     _plots(out, finished, rows, cols)
 
 
@@ -172,26 +195,72 @@ def _row_label(cell: dict[str, Any], row_keys: list[str]) -> str:
     return ", ".join([f"strategy={_full(cell)['strategy']}", *[f"{k}={cell[k]}" for k in row_keys[1:] if k in cell]])
 
 
-def _table(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
-    import numpy as np
+FIGURES = (("final", "final round"), ("last10", "mean of the last 10% of rounds"), ("best", "best round"))
 
-    rows: dict[str, dict[str, list[float]]] = {}
+
+def _table(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {}
+    start: dict[str, list[float]] = {}
     cols: list[str] = []
-    for cell, _, s, _ in finished:
+    for cell, _, _, rec in finished:
         full = _full(cell)
         col = _group_label(full, col_keys)
         row = _row_label(cell, row_keys)
         cols.append(col) if col not in cols else None
-        rows.setdefault(row, {}).setdefault(col, []).append(100 * s["final_test_acc"])
-    lines = ["Final test accuracy (%), mean +- std over seeds (n = number of seeds).", "",
-             "| strategy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for row, vals in rows.items():
-        cells = []
-        for col in cols:
-            v = vals.get(col)
-            cells.append("" if not v else f"{np.mean(v):.2f} +- {np.std(v):.2f} (n={len(v)})")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+        rows.setdefault(row, {}).setdefault(col, []).append(run_figures([100 * r["test_acc"] for r in rec]))
+        start.setdefault(col, []).append(100 * rec[0]["test_acc"])
+    lines = ["Test accuracy (%): mean +- the half-width of the 95% t interval over seeds (n = number of seeds; "
+             "n = 1: no interval). Per run: the final round, the mean of the last 10% of rounds, the best round.",
+             ""]
+    for key, title in FIGURES:
+        lines += [f"### {title}", "", "| strategy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for row, vals in rows.items():
+            lines.append(f"| {row} | " + " | ".join(fmt_interval(interval(v[key] for v in vals.get(col, [])))
+                                                     for col in cols) + " |")
+        lines.append("")
+    lines += ["### round 0 (x_0, the start of every run of the column)", "",
+              "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols),
+              "| x_0 | " + " | ".join(fmt_interval(interval(start[c])) for c in cols) + " |"]
     (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def parse_paired(item: str) -> tuple[str, Any, Any]:
+    """ "tau=5,20" -> ("tau", 5, 20): the key and the two values to compare (A - B)."""
+    key, _, values = item.partition("=")
+    parts = values.split(",")
+    if not key or len(parts) != 2:
+        raise ConfigError(f"paired comparison {item!r}: expected KEY=A,B (e.g. tau=5,20 or strategy=zohfl,f1-only)")
+    a, b = (tomllib.loads(f"v = {v}")["v"] if v.strip()[:1] in "0123456789-.[{\"" else v.strip() for v in parts)
+    return key.strip(), a, b
+
+
+def _paired(out: Path, finished, items: list[str], varying: list[str], per_strategy: set[str]) -> None:
+    """paired.md: for each "key=a,b", the differences a - b over the seeds both settings have, per
+    group of cells that agree on every other varying key (keys set by [strategy.*] sections are
+    ignored when the key is ``strategy``)."""
+    lines = ["Paired differences A - B over the seeds both have (same seed: same split, sampling and "
+             "directions), test accuracy in points: mean +- the half-width of the 95% t interval (n). "
+             "An interval that contains 0 is below the noise at this n.", ""]
+    for item in items:
+        key, a, b = parse_paired(item)
+        ignore = {key, "seed"} | (per_strategy if key == "strategy" else set())
+        groups: dict[str, dict[Any, dict[int, dict[str, float]]]] = {}
+        for cell, _, _, rec in finished:
+            full = _full(cell)
+            if full[key] not in (a, b):
+                continue
+            g = _group_label(full, [k for k in varying if k not in ignore])
+            groups.setdefault(g, {}).setdefault(full[key], {})[full["seed"]] = \
+                run_figures([100 * r["test_acc"] for r in rec])
+        lines += [f"### {key}: {a} - {b}", "",
+                  "| setting | " + " | ".join(f"A - B, {t}" for _, t in FIGURES) + " |", "|---|---|---|---|"]
+        for g, by in groups.items():
+            if a in by and b in by:
+                diffs = [fmt_interval(paired({s: v[f] for s, v in by[a].items()},
+                                             {s: v[f] for s, v in by[b].items()})) for f, _ in FIGURES]
+                lines.append(f"| {g} | " + " | ".join(diffs) + " |")
+        lines.append("")
+    (out / "paired.md").write_text("\n".join(lines) + "\n")
 
 
 def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
@@ -228,7 +297,7 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
 
 
 def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
-             progress: bool = True, column_keys: list[str] | None = None) -> None:
+             progress: bool = True, column_keys: list[str] | None = None, **report) -> None:
     """Run every unfinished cell; write the reports after each cell."""
     from tqdm import tqdm
 
@@ -280,9 +349,9 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
             with lock:
                 bar.update(1)
                 bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
-                write_reports(out, cells, column_keys)
+                write_reports(out, cells, column_keys, **report)
     bar.close()
-    write_reports(out, cells, column_keys)
+    write_reports(out, cells, column_keys, **report)
 
 
 def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
@@ -323,10 +392,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="run-config keys for every cell (repeatable)")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
     ap.add_argument("--report-only", action="store_true", help="rewrite the reports from finished cells")
+    ap.add_argument("--paired", nargs="+", action="extend", default=[], metavar="KEY=A,B",
+                    help="also report paired differences A - B over seeds in paired.md (e.g. tau=5,20 or "
+                         "strategy=zohfl,f1-only); adds to the grid's [report] paired")
     args = ap.parse_args(argv)
     spec = tomllib.loads(Path(args.grid).read_text())
     try:
         cells = expand_grid(spec, _parse_set(args.set))
+        report = {"paired": report_paired(spec, args.paired), "per_strategy": strategy_keys(spec)}
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
     out = Path(args.out).expanduser().resolve()
@@ -335,9 +408,9 @@ def main(argv: list[str] | None = None) -> None:
             print(cell_id(c), json.dumps(c, sort_keys=True))
         return
     if args.report_only:
-        write_reports(out, cells, report_columns(spec))
+        write_reports(out, cells, report_columns(spec), **report)
         return
-    run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec))
+    run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff", "afbo",
-              "fednest")
+              "fednest", "x0-only", "f1-only", "server-sgd", "centralised")
+CONTROLS = ("x0-only", "f1-only", "server-sgd", "centralised")  # server-only (zofl.methods.controls)
 ASYNC_STRATEGIES = ("fedbuff", "afbo")
 ENGINES = ("sync", "legacy", "async")
-DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
+DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
 
 
 class ConfigError(ValueError):

@@ -47,6 +47,7 @@ class Method:
     bilevel = False  # needs a zofl.tasks.bilevel.BilevelTask
     asynchronous = False  # runs on the async engine (and only there)
     one_task_per_version = False  # async: a client that replied at this version waits for the next
+    server_only = False  # a control (zofl.methods.controls): no client is sampled or contacted
 
     def __init__(self, cfg, task, spec):
         self.cfg, self.task, self.spec = cfg, task, spec

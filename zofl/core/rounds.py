@@ -81,7 +81,8 @@ class SyncRun:
     def plan(self, r: int) -> RoundPlan:
         cfg = self.cfg
         t0 = time.perf_counter()
-        sampled, stragglers = sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
+        sampled, stragglers = ([], []) if self.method.server_only else \
+            sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
         works = self.method.plan(self.state, r, sampled, stragglers)
         return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0)
 
@@ -111,7 +112,7 @@ class SyncRun:
         for f in failures:
             if not f.rejected:
                 log.warning("round %d: client %s failed or missed the deadline: %s", k, f.pid, f.reason)
-        if not good:
+        if not good and plan.sampled:
             log.warning("round %d: no usable client reply (%d sampled, %d failed)", k, len(plan.sampled),
                         len(failures))
         return [good[p] for p in sorted(good)], failures

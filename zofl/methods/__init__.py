@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import afbo, fedavg, fedbuff, fednest, fedprox, fedrzo_bl, fedrzo_nn, scaffold, zohfl
+from . import afbo, controls, fedavg, fedbuff, fednest, fedprox, fedrzo_bl, fedrzo_nn, scaffold, zohfl
 
 
 @dataclass(frozen=True)
@@ -28,4 +28,6 @@ METHODS = {
     "fedbuff": MethodEntry(fedbuff.FedBuff, fedbuff.client_work),
     "afbo": MethodEntry(afbo.AFBO, afbo.client_work),
     "fednest": MethodEntry(fednest.FedNest, fednest.client_work),
+    # controls: server-only runs, no client is contacted (zofl.methods.controls)
+    **{name: MethodEntry(cls, controls.client_work) for name, cls in controls.CONTROLS.items()},
 }

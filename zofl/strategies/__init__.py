@@ -43,6 +43,10 @@ class FedNestStrategy(MessageStrategy):
     """FedNest_SGD (synchronous federated bilevel optimization) on the Message API."""
 
 
+class ControlStrategy(MessageStrategy):
+    """A server-only control (x0-only, f1-only, server-sgd, centralised): rounds with no messages."""
+
+
 class FedBuffStrategy(AsyncStrategy):
     """FedBuff (buffered asynchronous FedAvg) on the Message API's push / pull."""
 
@@ -53,7 +57,8 @@ class AFBOStrategy(AsyncStrategy):
 
 MESSAGE_STRATEGIES = {"zohfl": ZOHFLStrategy, "fedavg": FedAvgStrategy, "fedprox": FedProxStrategy,
                       "scaffold": ScaffoldStrategy, "fedrzo-nn": FedRZOnnStrategy, "fedrzo-bl": FedRZOblStrategy,
-                      "fednest": FedNestStrategy, "flwr-fedavg": FlowerFedAvg}
+                      "fednest": FedNestStrategy, "flwr-fedavg": FlowerFedAvg,
+                      **{name: ControlStrategy for name in ("x0-only", "f1-only", "server-sgd", "centralised")}}
 LEGACY_STRATEGIES = {"flwr-fedavg": LegacyFlowerFedAvg}  # every other method: LegacyStrategy
 ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy, "afbo": AFBOStrategy}
 

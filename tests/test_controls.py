@@ -1,0 +1,46 @@
+"""The controls (zofl.methods.controls): server-only runs on the same splits and records."""
+import numpy as np
+import pytest
+
+from zofl.config import ConfigError
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+
+SMALL = {"num-rounds": 4, "num-clients": 5, "tau": 3.0, "beta": 0.6, "seed": 3}
+
+
+def _run(tmp_path, name, **cfg):
+    return run_inprocess({**SMALL, **cfg, "output-dir": str(tmp_path), "run-name": name}, workers=0)
+
+
+def test_f1_only_is_zohfl_without_the_clients_term(tmp_path):
+    """Every client a straggler (H = 0: both solves return the query point, f2 = 0) leaves ZO-HFL
+    exactly its server steps on f1: bit for bit what f1-only computes without contacting anyone."""
+    _, x_z = _run(tmp_path, "z", strategy="zohfl", **{"straggler-prob": 1.0})
+    d, x_f = _run(tmp_path, "f", strategy="f1-only")
+    np.testing.assert_array_equal(x_z, x_f)
+    rec = read_rounds(d)
+    assert all(r["participants"] == 0 and r["sampled"] == [] and r["local_steps"] == 0 for r in rec)
+    _, x_c = _run(tmp_path, "c", strategy="zohfl")  # with the clients' term x differs
+    assert not np.array_equal(x_c, x_f)
+
+
+def test_x0_only_keeps_x0_and_sgd_controls_learn(tmp_path):
+    d0, x0 = _run(tmp_path, "x0", strategy="x0-only")
+    rec0 = read_rounds(d0)
+    assert len({r["test_acc"] for r in rec0}) == 1 and len(rec0) == SMALL["num-rounds"] + 1
+    for name in ("server-sgd", "centralised"):
+        d, x = _run(tmp_path, name, strategy=name, **{"x0": "zeros", "local-lr": 0.3})
+        rec = read_rounds(d)
+        assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.3, name
+        assert rec[-1]["server_steps"] == 2 * int(np.ceil(SMALL["tau"] * np.sqrt(SMALL["num-rounds"])))
+
+
+def test_centralised_pools_every_training_example_and_server_sgd_needs_server_data(tmp_path):
+    from zofl.methods.controls import Centralised
+    from zofl.setup import prepare
+
+    cfg, task, spec = prepare({**SMALL, "strategy": "centralised"})
+    assert len(Centralised(cfg, task, spec).data()) == task.num_train(spec)
+    with pytest.raises(ConfigError, match="server-fraction"):
+        _run(tmp_path, "none", strategy="server-sgd", **{"server-fraction": 0.0})
