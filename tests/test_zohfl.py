@@ -7,6 +7,7 @@ from zofl.algorithms.zohfl import (
     SolveSpec,
     client_solve,
     client_weights,
+    default_hierarchy,
     f2_penalty,
     f2_values_from_vectors,
     server_update,
@@ -90,10 +91,15 @@ def test_sample_round():
     assert st == s == list(range(10))
 
 
+def _hier(grad, spec):
+    return default_hierarchy(grad, spec.lam, spec.mu, spec.radius)
+
+
 def test_straggler_contributes_nothing():
     c, grad = _quad_grad()
     v = sphere_directions(0, 2, 6)
-    res = client_solve(grad, len(c), np.ones(6), v, 0, SolveSpec(eta=0.1, lam=5.0, mu=1.0, lr0=0.1, batch_size=4), (0,))
+    spec = SolveSpec(eta=0.1, lam=5.0, mu=1.0, lr0=0.1, batch_size=4)
+    res = client_solve(_hier(grad, spec), len(c), np.ones(6), v, 0, spec, (0,))
     assert np.all(res.f_plus == 0) and np.all(res.f_minus == 0) and res.steps == 0
 
 
@@ -104,7 +110,7 @@ def test_common_random_numbers_reduce_estimator_variance():
     for crn in (True, False):
         spec = SolveSpec(eta=0.01, lam=10.0, mu=1.0, lr0=0.5, batch_size=2, crn=crn)
         d = [np.diff(np.r_[r.f_minus, r.f_plus])[0] for r in
-             (client_solve(grad, len(c), x, v, 20, spec, (s,)) for s in range(200))]
+             (client_solve(_hier(grad, spec), len(c), x, v, 20, spec, (s,)) for s in range(200))]
         diffs[crn] = np.var(d)
     assert diffs[True] < diffs[False] / 10, diffs
 
@@ -113,8 +119,9 @@ def test_vectors_and_scalars_agree_on_f2():
     c, grad = _quad_grad()
     x, v = np.arange(6.0), sphere_directions(3, 3, 6)
     spec = SolveSpec(eta=0.1, lam=2.0, mu=1.0, lr0=0.1, batch_size=4)
-    r = client_solve(grad, len(c), x, v, 10, spec, (1,))
-    fp, fm = f2_values_from_vectors(x, v, r.y_plus, r.y_minus, spec.eta, spec.lam)
+    hier = _hier(grad, spec)
+    r = client_solve(hier, len(c), x, v, 10, spec, (1,))
+    fp, fm = f2_values_from_vectors(x, v, r.y_plus, r.y_minus, spec.eta, hier.f2)
     np.testing.assert_array_equal(fp, r.f_plus)
     np.testing.assert_array_equal(fm, r.f_minus)
     assert f2_penalty(np.ones(3), np.zeros(3), 2.0) == pytest.approx(3.0)
@@ -158,3 +165,37 @@ def test_results_are_never_overwritten(tmp_path):
     with pytest.raises(ConfigError, match="'run-name'"):
         run_inprocess({**SMALL, "num-rounds": 1, "output-dir": str(tmp_path), "run-name": "once"}, workers=0)
     assert (tmp_path / "once" / "rounds.jsonl").read_text() == before
+
+
+def test_zohfl_solves_a_hierarchical_problem_given_by_task_hooks(tmp_path):
+    """Problem (1) with its own f2 (a function of y alone), h_i and Y_i(x) = {y >= 0}
+    (zofl.tasks.toy:HierarchicalQuadratic): ZO-HFL reaches the closed-form x*, which the
+    projection moves far from the unconstrained problem's solution; the server computes f2 with
+    the task's hook too (uploaded vectors give the scalars' numbers)."""
+    from zofl.tasks import DataSpec
+    from zofl.tasks.toy import HierarchicalQuadratic
+
+    cfg = {"strategy": "zohfl", "task": "zofl.tasks.toy:HierarchicalQuadratic", "num-clients": 4, "beta": 1.0,
+           "x0": "zeros", "local-steps": 1, "client-lr": 1.0, "eta": 0.01, "directions": 10, "gamma": 1.0,
+           "num-rounds": 200, "checkpoint-every": 0, "output-dir": str(tmp_path)}
+    task, spec = HierarchicalQuadratic(), DataSpec(num_clients=4, seed=0)
+    x_star, x_free = task.solution(spec), task.unconstrained_solution(spec)
+    assert 0 < task.active_share(spec) < 1 and np.linalg.norm(x_star - x_free) > 1.0
+    _, x = run_inprocess({**cfg, "run-name": "long"}, workers=0)
+    assert np.linalg.norm(x - x_star) < 0.15 < 1.0 < np.linalg.norm(x - x_free)
+    short = {**cfg, "num-rounds": 3}
+    _, xs = run_inprocess({**short, "run-name": "s"}, workers=0)
+    _, xv = run_inprocess({**short, "uplink": "vectors", "run-name": "v"}, workers=0)
+    np.testing.assert_array_equal(xs, xv)
+
+
+def test_client_step_offset_gamma():
+    """lower_sgd's step lr0 / (t + Gamma): on h = (1/2)||y - b||^2 from y0 = 0, one step with
+    Gamma = 1 and lr0 = 1 lands on b; with Gamma = 2 it goes half way."""
+    from zofl.algorithms.zohfl import Hierarchy, lower_sgd
+
+    b = np.array([2.0, -4.0])
+    hier = Hierarchy(lambda x, y: 0.0, lambda x, y, idx: y - b, lambda x, y: y)
+    batches = np.zeros((1, 1), dtype=np.int64)
+    np.testing.assert_allclose(lower_sgd(hier, np.zeros(2), np.zeros(2), batches, 1.0, 1.0), b)
+    np.testing.assert_allclose(lower_sgd(hier, np.zeros(2), np.zeros(2), batches, 1.0, 2.0), b / 2)

@@ -15,6 +15,9 @@ Names, defined once:
 * ``gamma``  -- server step; gamma_r = gamma / sqrt(r + 1) in the experiments.
 * ``lr0``    -- g~ (gamma tilde), the client's step lr0 / (t + 1).
 * ``H``      -- local steps H_{i,r} of one lower-level solve.
+* ``Gamma``  -- the offset of the client step lr0 / (t + Gamma) (Proposition 1; experiments: 1).
+* ``Hierarchy`` -- the problem's pieces f2, grad_y h_i and Proj_{Y_i(x)} (``default_hierarchy``:
+  the paper's Sec. IV instance above; a task may give its own, see ``zofl.methods.zohfl``).
 * ``k``      -- directions per client per round (the paper uses one; more average the estimate).
 
 Round r: the server sends x_r; client i solves the lower level at x_r + eta v and at
@@ -26,11 +29,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
-from .lower_level import GradFn, minibatch_indices, projected_sgd
+from .lower_level import GradFn, minibatch_indices, project_ball
 from .smoothing import seed_sequence, sphere_directions, two_point_coefficients
 
 # Streams of the per-(seed, round, client) seed sequences; fixed so runs are reproducible.
@@ -52,6 +55,46 @@ def client_directions(seed: int, round_idx: int, pid: int, k: int, n: int) -> np
 
 
 @dataclass(frozen=True)
+class Hierarchy:
+    """Problem (1)'s pieces one client (and, for f2, the server) needs, for any hierarchical problem.
+
+    * ``f2(x, y) -> float``          -- the upper coupling term f2(x, y_i).
+    * ``lower_grad(x, y, idx)``      -- a stochastic gradient of h_i(x, .) at y on minibatch ``idx``.
+    * ``project(x, y) -> y``         -- the projection onto Y_i(x) (may work in place on y).
+    """
+
+    f2: Callable[[np.ndarray, np.ndarray], float]
+    lower_grad: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    project: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def default_hierarchy(loss_grad: GradFn | None, lam: float, mu: float, radius: float) -> Hierarchy:
+    """The paper's instance (Sec. IV): f2 = (lambda/2)||x - y||^2, h_i = loss_i(y) + (mu/2)||x - y||^2,
+    Y_i(x) = the ball of ``radius`` around x (0: R^n). ``loss_grad`` may be None on the server."""
+
+    def lower_grad(x, y, idx):
+        g = loss_grad(y, idx)
+        if mu:
+            g += mu * (y - x)
+        return g
+
+    return Hierarchy(lambda x, y: f2_penalty(x, y, lam), lower_grad, lambda x, y: project_ball(y, x, radius))
+
+
+def lower_sgd(hier: Hierarchy, x: np.ndarray, y0: np.ndarray, batches: np.ndarray, lr0: float,
+              Gamma: float = 1.0) -> np.ndarray:
+    """Algorithm 2: ``len(batches)`` steps of y <- Proj_{Y_i(x)}[y - lr0 / (t + Gamma) grad_y h_i(x, y; zeta_t)]
+    from Proj(y0); returns the last iterate y_H. (With the default hierarchy this is
+    ``lower_level.projected_sgd``, number for number.)"""
+    y = hier.project(x, np.array(y0, dtype=np.float64, copy=True))
+    for t, idx in enumerate(batches):
+        g = hier.lower_grad(x, y, idx)
+        y -= (lr0 / (t + Gamma)) * g
+        y = hier.project(x, y)
+    return y
+
+
+@dataclass(frozen=True)
 class SolveSpec:
     """What one client needs to run Algorithm 2 twice per direction."""
 
@@ -62,6 +105,7 @@ class SolveSpec:
     batch_size: int
     radius: float = 0.0  # ball Y_i(x) radius; 0 = unconstrained
     crn: bool = True  # common random numbers: the + and - solves share their minibatches
+    Gamma: float = 1.0  # the client step lr0 / (t + Gamma)
 
 
 @dataclass
@@ -74,7 +118,7 @@ class ClientResult:
 
 
 def client_solve(
-    grad: GradFn,
+    hier: Hierarchy,
     num_examples: int,
     x: np.ndarray,
     directions: np.ndarray,
@@ -82,7 +126,8 @@ def client_solve(
     spec: SolveSpec,
     batch_seed: tuple[int, ...],
 ) -> ClientResult:
-    """Algorithm 2, called twice per direction v_j: at x + eta v_j and at x - eta v_j.
+    """Algorithm 2, called twice per direction v_j: at x + eta v_j and at x - eta v_j, on the problem
+    ``hier`` (``default_hierarchy`` for the paper's).
 
     The start point y_0 is the query point itself (our choice; the paper leaves y_0
     open), so H = 0 returns y = x +- eta v and both f2 values are 0: a straggler adds
@@ -99,23 +144,24 @@ def client_solve(
         x_m = x - spec.eta * directions[j]
         b_p = minibatch_indices(seed_sequence(*batch_seed, j, 0), num_examples, H, spec.batch_size)
         b_m = b_p if spec.crn else minibatch_indices(seed_sequence(*batch_seed, j, 1), num_examples, H, spec.batch_size)
-        y_plus[j] = projected_sgd(grad, x_p, x_p, b_p, spec.lr0, spec.mu, spec.radius)
-        y_minus[j] = projected_sgd(grad, x_m, x_m, b_m, spec.lr0, spec.mu, spec.radius)
-        f_plus[j] = f2_penalty(x_p, y_plus[j], spec.lam)
-        f_minus[j] = f2_penalty(x_m, y_minus[j], spec.lam)
+        y_plus[j] = lower_sgd(hier, x_p, x_p, b_p, spec.lr0, spec.Gamma)
+        y_minus[j] = lower_sgd(hier, x_m, x_m, b_m, spec.lr0, spec.Gamma)
+        f_plus[j] = hier.f2(x_p, y_plus[j])
+        f_minus[j] = hier.f2(x_m, y_minus[j])
     return ClientResult(f_plus, f_minus, y_plus, y_minus, steps=2 * k * H)
 
 
 def f2_values_from_vectors(
-    x: np.ndarray, directions: np.ndarray, y_plus: np.ndarray, y_minus: np.ndarray, eta: float, lam: float
+    x: np.ndarray, directions: np.ndarray, y_plus: np.ndarray, y_minus: np.ndarray, eta: float,
+    f2: Callable[[np.ndarray, np.ndarray], float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The server's side of the paper's uplink: f2(x +- eta v_j, y+-_j) from the uploaded y vectors.
 
     Uses the same arithmetic as ``client_solve``, so both uplink modes give identical numbers.
     """
     k = directions.shape[0]
-    f_plus = np.array([f2_penalty(x + eta * directions[j], y_plus[j], lam) for j in range(k)])
-    f_minus = np.array([f2_penalty(x - eta * directions[j], y_minus[j], lam) for j in range(k)])
+    f_plus = np.array([f2(x + eta * directions[j], y_plus[j]) for j in range(k)])
+    f_minus = np.array([f2(x - eta * directions[j], y_minus[j]) for j in range(k)])
     return f_plus, f_minus
 
 

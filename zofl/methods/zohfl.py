@@ -7,6 +7,9 @@ Server (``ZOHFL``, a ``Method``) -- Algorithm 1:
           two-point estimate, grad f1 on a server minibatch, the step.
 Client (``client_work``) -- Algorithm 2 twice per direction, via ``client_solve``.
 
+Problem (1) in general: ``hierarchy`` takes f2, grad_y h_i and Proj_{Y_i(x)} from the task's
+optional hooks, else the paper's Sec. IV instance (lambda, mu, ball-radius).
+
 Choices the paper leaves open (run-config keys, see zofl.config and docs/zohfl.md): y_0 = the
 query point; weighting of the client estimates (``weighting``); common random numbers
 (``crn``); ``directions`` per client; x_0 (``x0``); uplink of vectors or scalars (``uplink``).
@@ -24,10 +27,12 @@ from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import (
     STREAM_BATCHES,
     STREAM_SERVER_BATCH,
+    Hierarchy,
     SolveSpec,
     client_directions,
     client_solve,
     client_weights,
+    default_hierarchy,
     f2_values_from_vectors,
     server_step_size,
     server_update,
@@ -41,13 +46,39 @@ from ..tasks import DataSpec, Task
 
 def solve_spec(cfg: Config) -> SolveSpec:
     return SolveSpec(eta=cfg.eta, lam=cfg["lambda"], mu=cfg.mu, lr0=cfg.client_lr, batch_size=cfg.batch_size,
-                     radius=cfg.ball_radius, crn=cfg.crn)
+                     radius=cfg.ball_radius, crn=cfg.crn, Gamma=cfg.client_lr_gamma)
+
+
+HOOKS = ("hfl_f2", "hfl_lower_grad", "hfl_project")
+
+
+def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
+    """Problem (1) of the run: the task's hooks where it has them, else the paper's instance.
+
+    A task may define any of (all optional; see zofl.tasks.toy:HierarchicalQuadratic):
+      ``hfl_f2(cfg, x, y) -> float``                  f2(x, y_i)
+      ``hfl_lower_grad(cfg, data, x, y, idx) -> g``   grad_y h_i(x, y) on minibatch idx of the client's data
+      ``hfl_project(cfg, x, y) -> y``                 the projection onto Y_i(x)
+    ``data`` is the client's ArrayData (None on the server, which needs only f2)."""
+    loss_grad = None if data is None else (lambda p, idx: task.grad(p, data.x[idx], data.y[idx]))
+    base = default_hierarchy(loss_grad, cfg["lambda"], cfg.mu, cfg.ball_radius)
+    f2 = getattr(task, "hfl_f2", None)
+    lower = getattr(task, "hfl_lower_grad", None)
+    project = getattr(task, "hfl_project", None)
+    return Hierarchy(
+        (lambda x, y: f2(cfg, x, y)) if f2 else base.f2,
+        (lambda x, y, idx: lower(cfg, data, x, y, idx)) if lower else base.lower_grad,
+        (lambda x, y: project(cfg, x, y)) if project else base.project)
 
 
 class ZOHFL(Method):
     """Algorithm 1 of the ZO-HFL paper (server side)."""
 
     name, title = "zohfl", "ZO-HFL"
+
+    def __init__(self, cfg, task, spec):
+        super().__init__(cfg, task, spec)
+        self.f2 = hierarchy(cfg, task).f2
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         k, n = self.cfg.directions, state["x"].size
@@ -61,7 +92,7 @@ class ZOHFL(Method):
             v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n)
             if cfg.uplink == "vectors":
                 f_values[rep.pid] = f2_values_from_vectors(x, v, rep.arrays["y_plus"], rep.arrays["y_minus"], cfg.eta,
-                                                           cfg["lambda"])
+                                                           self.f2)
             else:
                 f_values[rep.pid] = (rep.arrays["f"][0], rep.arrays["f"][1])
             dirs[rep.pid] = v
@@ -87,8 +118,8 @@ def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict
     data = task.client_data(spec, pid)
     x = work.arrays["x"]
     v = client_directions(cfg.seed, r, pid, cfg.directions, x.size)
-    grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
-    res = client_solve(grad, len(data), x, v, H, solve_spec(cfg), (cfg.seed, r, pid, STREAM_BATCHES))
+    res = client_solve(hierarchy(cfg, task, data), len(data), x, v, H, solve_spec(cfg),
+                       (cfg.seed, r, pid, STREAM_BATCHES))
     out = {"y_plus": res.y_plus, "y_minus": res.y_minus} if cfg.uplink == "vectors" \
         else {"f": np.stack([res.f_plus, res.f_minus])}
     return Reply(pid, out, len(data), {"H": H, "steps": res.steps, "compute_s": time.perf_counter() - t0})
