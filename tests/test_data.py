@@ -127,3 +127,19 @@ def test_the_run_config_accepts_every_dataset_the_data_layer_has():
     assert config.DATASETS == data.DATASETS
     assert config.parse_config({"dataset": "covtype", "strategy": "fednest", "task": "regularization"}).dataset \
         == "covtype"
+
+
+def test_standardize_scales_by_the_training_rows_only():
+    from zofl.tasks import DataSpec, SplitTask
+
+    t = SplitTask()
+    raw, std = DataSpec(num_clients=4), DataSpec(num_clients=4, standardize=True)
+    train = np.vstack([t.server_data(std).x] + [t.client_data(std, i).x for i in range(4)]).astype(np.float64)
+    varying = train.std(axis=0) > 0
+    np.testing.assert_allclose(train.mean(axis=0), 0, atol=1e-5)
+    np.testing.assert_allclose(train.std(axis=0)[varying], 1, rtol=1e-4)
+    # the test rows get the training rows' scaling (their own mean is not 0)
+    raw_train = np.vstack([t.server_data(raw).x] + [t.client_data(raw, i).x for i in range(4)]).astype(np.float64)
+    mean, sd = raw_train.mean(axis=0), np.where(raw_train.std(axis=0) > 1e-8, raw_train.std(axis=0), 1.0)
+    np.testing.assert_allclose(t.test_data(std).x, (t.test_data(raw).x - mean) / sd, atol=1e-4)
+    np.testing.assert_array_equal(t.test_data(std).y, t.test_data(raw).y)

@@ -69,6 +69,9 @@ KEYS: tuple[Key, ...] = (
     Key("data-dir", str, "~/.cache/zofl/data", "an absolute path (~ allowed)",
         "where <dataset>.npz files are read from (and downloaded to)", "run",
         lambda v: Path(v).expanduser().is_absolute()),
+    Key("standardize", bool, False, "true or false",
+        "scale every feature to zero mean and unit variance over the training rows (server and clients; "
+        "the test rows use the same scaling): for raw CIFAR-10 pixels, where [0, 1] inputs break x_0", "ours"),
     Key("download", bool, False, "true or false",
         "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run"),
     Key("seed", int, 0, "an integer >= 0", "seed of the splits, directions, minibatches and sampling", "run",

@@ -14,7 +14,8 @@ HYPERGRAD_STRATEGIES = ("afbo", "fednest")
 def data_spec(cfg: Config) -> DataSpec:
     return DataSpec(dataset=cfg.dataset, data_dir=os.path.expanduser(cfg.data_dir),
                     download=cfg.download, num_clients=cfg.num_clients, alpha=cfg.alpha,
-                    server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size)
+                    server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size,
+                    standardize=cfg.standardize)
 
 
 def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:

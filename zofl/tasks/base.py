@@ -33,6 +33,7 @@ class DataSpec:
     server_fraction: float = 0.3
     seed: int = 0
     min_partition_size: int = 10
+    standardize: bool = False  # features scaled to zero mean, unit variance over the training rows
 
 
 @runtime_checkable
@@ -76,10 +77,30 @@ def splits_of(spec: DataSpec):
                        spec.data_dir, spec.download, spec.min_partition_size)
 
 
+@functools.lru_cache(maxsize=8)
+def feature_scaling(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, std) of every feature over the training rows (the server's and the clients', never the
+    test rows); a constant feature gets std 1."""
+    pooled, splits = pooled_of(spec), splits_of(spec)
+    train = np.concatenate([splits.server, *splits.clients])
+    x = pooled.x[train].astype(np.float64)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    return mean.astype(np.float32), np.where(std > 1e-8, std, 1.0).astype(np.float32)
+
+
+def take_rows(spec: DataSpec, idx: np.ndarray) -> ArrayData:
+    """Rows ``idx`` of the dataset, standardized when ``spec.standardize``."""
+    data = take(pooled_of(spec), idx)
+    if not spec.standardize:
+        return data
+    mean, std = feature_scaling(spec)
+    return ArrayData(np.ascontiguousarray((data.x - mean) / std, dtype=np.float32), data.y, data.num_classes)
+
+
 @functools.lru_cache(maxsize=None)
 def _client_slice(spec: DataSpec, pid: int) -> ArrayData:
     """Client ``pid``'s rows, copied once per process (Flower rebuilds clients every round)."""
-    return take(pooled_of(spec), splits_of(spec).clients[pid])
+    return take_rows(spec, splits_of(spec).clients[pid])
 
 
 class SplitTask:
@@ -98,13 +119,13 @@ class SplitTask:
                 f"min-partition-size or num-clients, or raise alpha") from exc
 
     def server_data(self, spec: DataSpec) -> ArrayData:
-        return take(pooled_of(spec), splits_of(spec).server)
+        return take_rows(spec, splits_of(spec).server)
 
     def client_data(self, spec: DataSpec, pid: int) -> ArrayData:
         return _client_slice(spec, pid)
 
     def test_data(self, spec: DataSpec) -> ArrayData:
-        return take(pooled_of(spec), splits_of(spec).test)
+        return take_rows(spec, splits_of(spec).test)
 
     def num_train(self, spec: DataSpec) -> int:
         return splits_of(spec).num_train
