@@ -166,6 +166,12 @@ KEYS: tuple[Key, ...] = (
         lambda v: v >= 1),
     Key("directions", int, 1, "an integer >= 1", "sphere directions per client per round (paper: 1)", "paper",
         lambda v: v >= 1),
+    Key("orthogonal-directions", bool, False, "true or false",
+        "the k = directions of a client in a round are orthonormal (ours; default: independent draws)", "ours"),
+    Key("estimator", str, "two-point", "'two-point' or 'envelope'",
+        "ZO-HFL's f2 part: the paper's two-point estimate, or (ours, beyond the paper) sum_i w_i lambda "
+        "(x - y_i(x)) from one solve at x_r per client (the Moreau-envelope gradient direction)", "ours",
+        _choice("two-point", "envelope")),
     Key("crn", bool, True, "true or false", "common random numbers: the two solves share their minibatches",
         "ours"),
     Key("uplink", str, "scalars", "'scalars' or 'vectors'",

@@ -39,6 +39,16 @@ def sphere_directions(seed: np.random.SeedSequence | int, k: int, n: int) -> np.
     return g
 
 
+def orthogonal_directions(seed: np.random.SeedSequence | int, k: int, n: int) -> np.ndarray:
+    """``k`` <= n orthonormal directions, rows of a (k, n) array: the first k columns of a Haar-random
+    orthogonal matrix (QR of a Gaussian matrix with the signs of R's diagonal fixed). Each row is
+    uniform on the sphere, so the two-point estimate stays unbiased; orthogonality lowers the
+    variance of its mean over the k directions below that of k independent draws (ours)."""
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.standard_normal((n, k)))
+    return (q * np.sign(np.diag(r))).T.copy()
+
+
 def two_point_coefficients(f_plus: np.ndarray, f_minus: np.ndarray, n: int, eta: float) -> np.ndarray:
     """(n / (2 eta)) (f+ - f-), the scalar that multiplies each direction."""
     return (n / (2.0 * eta)) * (np.asarray(f_plus, dtype=np.float64) - np.asarray(f_minus, dtype=np.float64))

@@ -34,7 +34,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .lower_level import GradFn, minibatch_indices, project_ball
-from .smoothing import seed_sequence, sphere_directions, two_point_coefficients
+from .smoothing import orthogonal_directions, seed_sequence, sphere_directions, two_point_coefficients
 
 # Streams of the per-(seed, round, client) seed sequences; fixed so runs are reproducible.
 STREAM_DIRECTIONS = 1
@@ -49,9 +49,11 @@ def f2_penalty(x: np.ndarray, y: np.ndarray, lam: float) -> float:
     return 0.5 * lam * float(d @ d)
 
 
-def client_directions(seed: int, round_idx: int, pid: int, k: int, n: int) -> np.ndarray:
-    """v_{i,r}: the k unit directions of client ``pid`` at round ``round_idx``, from seeds alone."""
-    return sphere_directions(seed_sequence(seed, round_idx, pid, STREAM_DIRECTIONS), k, n)
+def client_directions(seed: int, round_idx: int, pid: int, k: int, n: int, orthogonal: bool = False) -> np.ndarray:
+    """v_{i,r}: the k unit directions of client ``pid`` at round ``round_idx``, from seeds alone:
+    independent (the paper's k = 1), or orthonormal (``orthogonal``, ours)."""
+    draw = orthogonal_directions if orthogonal else sphere_directions
+    return draw(seed_sequence(seed, round_idx, pid, STREAM_DIRECTIONS), k, n)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,21 @@ def zo_estimate(
         f_p, f_m = f_values[pid]
         v = directions[pid]
         g += w * (two_point_coefficients(f_p, f_m, n, eta) @ v) / v.shape[0]
+    return g
+
+
+def envelope_estimate(weights: Mapping[int, float], ys: Mapping[int, np.ndarray], x: np.ndarray,
+                      lam: float) -> np.ndarray:
+    """sum_i w_i lambda (x - y_i(x)): the first-order estimate of the f2 part (ours, beyond the paper).
+
+    With f2 = (lambda/2)||x - y||^2 and h_i = loss_i(y) + (mu/2)||x - y||^2, y_i(x) is the proximal
+    point of loss_i / mu at x, and mu (x - y_i(x)) is the gradient of client i's Moreau envelope
+    min_y h_i(x, y); lambda (x - y_i) is the gradient of f2 in x at fixed y_i, the same vector up to
+    the factor lambda / mu. It drops the term through dy_i/dx that the two-point estimate also
+    sees, and has no n / (2 eta) noise: it is the y vectors the paper already uploads, used directly."""
+    g = np.zeros_like(x)
+    for pid, w in weights.items():
+        g += w * lam * (x - ys[pid])
     return g
 
 

@@ -33,12 +33,14 @@ from ..algorithms.zohfl import (
     client_solve,
     client_weights,
     default_hierarchy,
+    envelope_estimate,
     f2_values_from_vectors,
+    lower_sgd,
     server_step_size,
     server_update,
     zo_estimate,
 )
-from ..config import Config
+from ..config import Config, ConfigError
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
@@ -79,17 +81,27 @@ class ZOHFL(Method):
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
         self.f2 = hierarchy(cfg, task).f2
+        if cfg.estimator == "envelope" and any(hasattr(task, h) for h in ("hfl_f2", "hfl_project")):
+            raise ConfigError("run-config key 'estimator': 'envelope' needs the paper's f2 = (lambda/2)||x - y||^2 "
+                              "and no constraint set; this task defines its own (use 'two-point')")
+        if cfg.orthogonal_directions and cfg.directions > task_dim(task, self.test_data):
+            raise ConfigError(f"run-config key 'directions': {cfg.directions} orthogonal directions exceed the "
+                              f"model's dimension {task_dim(task, self.test_data)}")
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         k, n = self.cfg.directions, state["x"].size
+        if self.cfg.estimator == "envelope":
+            return {"y": (n,)}
         return {"y_plus": (k, n), "y_minus": (k, n)} if self.cfg.uplink == "vectors" else {"f": (2, k)}
 
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         cfg, x = self.cfg, state["x"]
+        if cfg.estimator == "envelope":
+            return self.update_envelope(state, r, replies)
         n = x.size
         f_values, dirs = {}, {}
         for rep in replies:
-            v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n)
+            v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n, cfg.orthogonal_directions)
             if cfg.uplink == "vectors":
                 f_values[rep.pid] = f2_values_from_vectors(x, v, rep.arrays["y_plus"], rep.arrays["y_minus"], cfg.eta,
                                                            self.f2)
@@ -100,24 +112,51 @@ class ZOHFL(Method):
         weights = client_weights(cfg.weighting, pids, self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
         g_f2 = zo_estimate(weights, f_values, dirs, cfg.eta, n)
-        grad_f1 = np.zeros(n)
-        if len(self.server_data):
-            idx = minibatch_indices(seed_sequence(cfg.seed, r, STREAM_SERVER_BATCH), len(self.server_data), 1,
-                                    cfg.server_batch_size)[0]
-            grad_f1 = self.task.grad(x, self.server_data.x[idx], self.server_data.y[idx])
+        grad_f1 = self.grad_f1(x, r)
         gamma_r = server_step_size(cfg.gamma, r)
         f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) \
             if pids else float("nan")
         return {**state, "x": server_update(x, grad_f1, g_f2, gamma_r)}, {"f2_est": f2_est, "gamma_r": gamma_r}
 
+    def grad_f1(self, x: np.ndarray, r: int) -> np.ndarray:
+        """grad f1~(x_r, xi_r) on a server minibatch (0 without server data)."""
+        cfg = self.cfg
+        if not len(self.server_data):
+            return np.zeros(x.size)
+        idx = minibatch_indices(seed_sequence(cfg.seed, r, STREAM_SERVER_BATCH), len(self.server_data), 1,
+                                cfg.server_batch_size)[0]
+        return self.task.grad(x, self.server_data.x[idx], self.server_data.y[idx])
+
+    def update_envelope(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        """estimator = envelope (ours): g = grad f1~ + sum_i w_i lambda (x_r - y_i(x_r))."""
+        cfg, x = self.cfg, state["x"]
+        ys = {rep.pid: rep.arrays["y"] for rep in replies}
+        weights = client_weights(cfg.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
+                                 self.n_train)
+        g_f2 = envelope_estimate(weights, ys, x, cfg["lambda"])
+        gamma_r = server_step_size(cfg.gamma, r)
+        f2_est = float(np.mean([self.f2(x, y) for y in ys.values()])) if ys else float("nan")
+        return {**state, "x": server_update(x, self.grad_f1(x, r), g_f2, gamma_r)}, \
+            {"f2_est": f2_est, "gamma_r": gamma_r}
+
+
+def task_dim(task: Task, test_data) -> int:
+    return int(np.asarray(task.init_params(test_data.x.shape[1], test_data.num_classes)).size)
+
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
-    """Client i's work in round r: Algorithm 2 at x_r +- eta v_j for each of its directions."""
+    """Client i's work in round r: Algorithm 2 at x_r +- eta v_j for each of its directions (or, with
+    estimator = envelope, once at x_r itself)."""
     t0 = time.perf_counter()
     pid, r, H = work.pid, work.round, work.H
     data = task.client_data(spec, pid)
     x = work.arrays["x"]
-    v = client_directions(cfg.seed, r, pid, cfg.directions, x.size)
+    if cfg.estimator == "envelope":
+        batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES, 0, 0), len(data), H,
+                                    cfg.batch_size)
+        y = lower_sgd(hierarchy(cfg, task, data), x, x, batches, cfg.client_lr, cfg.client_lr_gamma)
+        return Reply(pid, {"y": y}, len(data), {"H": H, "steps": H, "compute_s": time.perf_counter() - t0})
+    v = client_directions(cfg.seed, r, pid, cfg.directions, x.size, cfg.orthogonal_directions)
     res = client_solve(hierarchy(cfg, task, data), len(data), x, v, H, solve_spec(cfg),
                        (cfg.seed, r, pid, STREAM_BATCHES))
     out = {"y_plus": res.y_plus, "y_minus": res.y_minus} if cfg.uplink == "vectors" \
