@@ -1,12 +1,14 @@
 """Write docs/results/table1.md: the project's Table I next to the paper's, cell by cell.
 
-    python experiments/table1_report.py RESULTS_DIR [GRID.toml] > docs/results/table1.md
+    python experiments/table1_report.py RESULTS_DIR [GRID.toml] [--controls CONTROLS_DIR] > docs/results/table1.md
 
-Reads RESULTS_DIR/results.csv (written by ``python -m zofl.compare``). A cell not finished yet is
-shown as such; no number is ever filled in from anywhere else.
+Reads RESULTS_DIR/results.csv (written by ``python -m zofl.compare``) and, with --controls, the
+controls' results.csv (experiments/table1_controls.toml). A cell not finished yet is shown as such;
+no number is ever filled in from anywhere else.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import tomllib
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from zofl.config import KEY_BY_NAME, defaults  # noqa: E402
+from zofl.stats import fmt_interval, interval, paired  # noqa: E402
 
 # The ZO-HFL paper's Table I (test accuracy %), as transcribed in shared/docs/algorithms.md.
 PAPER = {  # method: {(alpha, beta): (MNIST, Fashion-MNIST, CIFAR-10)}
@@ -40,64 +43,109 @@ RELEVANT = {
 }
 
 
+CONTROLS = {"x0-only": "x_0 only", "f1-only": "f1 only (ZO-HFL's server steps, no clients)",
+            "server-sgd": "server SGD (server's data alone)", "centralised": "centralised SGD (all data: ceiling)"}
+
+
+def _read(path: Path) -> list[dict]:
+    return list(csv.DictReader(open(path / "results.csv"))) if (path / "results.csv").exists() else []
+
+
+def _pm(t: tuple, digits: int = 2) -> str:
+    return fmt_interval((100 * t[0], 100 * t[1], t[2]), 1.0, digits) if t[2] else "-"
+
+
 def main() -> None:
-    out = Path(sys.argv[1])
-    grid_path = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).with_name("table1.toml")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", type=Path, help="results folder of the methods' grid (results.csv)")
+    ap.add_argument("grid", type=Path, nargs="?", default=Path(__file__).with_name("table1.toml"))
+    ap.add_argument("--controls", type=Path, help="results folder of the controls' grid (table1_controls.toml)")
+    ap.add_argument("--datasets", default=",".join(DATASETS), help="comma list of the datasets to show")
+    args = ap.parse_args()
+    out, grid_path = args.results, args.grid
+    datasets = tuple(d for d in args.datasets.split(",") if d)
     spec = tomllib.loads(grid_path.read_text())
-    rows = list(csv.DictReader(open(out / "results.csv"))) if (out / "results.csv").exists() else []
-    rows = [r for r in rows if r["strategy"] in NAMES and r["dataset"] in DATASETS
+    rows = [r for r in _read(out) if r["strategy"] in NAMES and r["dataset"] in datasets
             and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
-    got: dict[tuple, list[dict]] = {}
+    ctrl_rows = [r for r in (_read(args.controls) if args.controls else []) if r["strategy"] in CONTROLS
+                 and r["dataset"] in datasets]
+    got: dict[tuple, dict[int, dict]] = {}
     for r in rows:
-        got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), []).append(r)
+        got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
+    ctrl: dict[tuple, dict[int, dict]] = {}
+    for r in ctrl_rows:
+        ctrl.setdefault((r["strategy"], r["dataset"]), {})[int(r["seed"])] = r
+
+    def figure(runs: dict[int, dict], key: str) -> dict[int, float]:
+        return {s: float(r[key]) for s, r in runs.items() if r.get(key) not in (None, "")}
 
     p = print
-    p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD\n")
-    p("Test accuracy (%) after R = 500 rounds, tau = 20, m = 10 clients, Dirichlet(alpha) split,")
-    p("beta = fraction of clients sampled per round; each entry `ours / paper (ours - paper)`.")
-    p("Ours is the mean over the seeds run (listed below); '-' = not finished yet.")
-    p("All four methods start from the same x_0 (one SGD epoch on the server's 30% of the training data,")
-    p("`x0 = pretrained`), sample the same clients per round for a seed, and give every sampled client the")
-    p("same local work (2 H_{i,r} SGD steps); the baselines' steps were tuned with as many runs as ZO-HFL's")
-    p("open choices (study.md). The paper does not say how its baselines were started or tuned.\n")
+    p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD, with controls\n")
+    p("Test accuracy (%) after R = 500 rounds, tau = 20, m = 10 clients, Dirichlet(alpha) split, beta = fraction")
+    p("of clients sampled per round. Every entry: mean +- the half-width of the 95% t interval over the seeds")
+    p("run (n = their number; n = 1: no interval). **final** = the last round; **last 10%** = the mean over")
+    p("rounds 451-500 of each run (a final-round snapshot of a curve that swings decides nothing). All methods")
+    p("start from the same x_0 (one SGD epoch on the server's 30% of the training data, `x0 = pretrained`),")
+    p("sample the same clients per round for a seed, and give every sampled client the same local work")
+    p("(2 H_{i,r} SGD steps). The paper does not say how its baselines were started or tuned.\n")
+    p("**What the federated part adds**: `- f1 only` is each run minus the f1-only control of the same seed")
+    p("(ZO-HFL's own server steps on the server's data with no client term; for the baselines, which take no")
+    p("server steps on f1, it is the gain over a server that runs ZO-HFL's steps alone), and `- x_0` the same")
+    p("against x_0 alone; paired over seeds, last-10% means, in points. An interval that contains 0 is below")
+    p("the noise.\n")
     for alpha, beta in SETTINGS:
         p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
-        p("| method | MNIST | Fashion-MNIST | CIFAR-10 |")
-        p("|---|---|---|---|")
-        for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
-            cells = []
-            for j, ds in enumerate(DATASETS):
-                paper = PAPER[s][(alpha, beta)][j]
-                runs = got.get((s, ds, alpha, beta), [])
+        p("| method | dataset | final | last 10% | paper | - x_0 (last 10%) | - f1 only (last 10%) |")
+        p("|---|---|---|---|---|---|---|")
+        for ds in datasets:
+            j = DATASETS.index(ds)
+            x0 = figure(ctrl.get(("x0-only", ds), {}), "last10_test_acc")
+            f1 = figure(ctrl.get(("f1-only", ds), {}), "last10_test_acc")
+            for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
+                runs = got.get((s, ds, alpha, beta), {})
+                last = figure(runs, "last10_test_acc")
+                p(f"| {NAMES[s]} | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
+                  f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
+                  f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} |")
+            for c, name in CONTROLS.items():
+                runs = ctrl.get((c, ds), {})
                 if runs:
-                    ours = 100 * sum(float(r["final_test_acc"]) for r in runs) / len(runs)
-                    cells.append(f"{ours:.2f} / {paper:.2f} ({ours - paper:+.2f})")
-                else:
-                    cells.append(f"- / {paper:.2f}")
-            p(f"| {NAMES[s]} | " + " | ".join(cells) + " |")
+                    last = figure(runs, "last10_test_acc")
+                    gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
+                    p(f"| *{name}* | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
+                      f"{_pm(interval(last.values()))} | | {gain} | |")
         p("")
     p("## Runs\n")
-    p("| method | dataset | alpha | beta | seed | final acc | best acc | wall (s) | local SGD steps | cell |")
-    p("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    p("| method | dataset | alpha | beta | seed | x_0 acc | final acc | last 10% | best acc | wall (s) "
+      "| local SGD steps | cell |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in sorted(rows + ctrl_rows, key=lambda r: (r["dataset"], r["strategy"], r["alpha"], r["beta"], r["seed"])):
+        x0 = r.get("x0_test_acc") or ""
+        last = r.get("last10_test_acc") or ""
         p(f"| {NAMES.get(r['strategy'], r['strategy'])} | {r['dataset']} | {r['alpha']} | {r['beta']} | {r['seed']} | "
-          f"{100 * float(r['final_test_acc']):.2f} | {100 * float(r['best_test_acc']):.2f} | {r['wall_s']} | "
-          f"{r['local_steps']} | `{r['cell']}` |")
-    total = len(DATASETS) * len(SETTINGS) * 4 * len(spec.get("grid", {}).get("seed", [0]))
-    p(f"\n{len(rows)} of {total} cells finished.\n")
+          f"{100 * float(x0) if x0 else float('nan'):.2f} | {100 * float(r['final_test_acc']):.2f} | "
+          f"{100 * float(last) if last else float('nan'):.2f} | {100 * float(r['best_test_acc']):.2f} | "
+          f"{r['wall_s']} | {r['local_steps']} | `{r['cell']}` |")
+    seeds = spec.get("grid", {}).get("seed", [0])
+    total = len(datasets) * len(SETTINGS) * 4 * len(seeds)
+    p(f"\n{len(rows)} of {total} method cells finished (seeds {seeds}); {len(ctrl_rows)} control cells.\n")
     p("## Hyperparameters\n")
     fixed = {**defaults(), **spec.get("fixed", {})}
     p(f"Common: {', '.join(f'{k} = {fixed[k]}' for k in ('tau', 'num-rounds', 'num-clients', 'server-fraction'))}; "
-      f"seeds {spec.get('grid', {}).get('seed', [0])}.\n")
+      f"seeds {seeds}.\n")
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
         vals = {**fixed, **spec.get("strategy", {}).get(s, {})}
         p(f"- {NAMES[s]}: " + ", ".join(f"{k} = {vals[k]}" + (" (paper)" if KEY_BY_NAME[k].source == "paper" else "")
                                         for k in RELEVANT[s]))
     p("\n## Command\n")
     p("```bash")
-    p(f"python -m zofl.compare {grid_path.relative_to(Path.cwd()) if grid_path.is_absolute() else grid_path} "
-      f"--out {out} --set 'data-dir=\"/abs/path/to/npz\"'")
-    p(f"python experiments/table1_report.py {out} > docs/results/table1.md")
+    p(f"python -m zofl.compare {grid_path} --out {out} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
+    if args.controls:
+        p(f"python -m zofl.compare experiments/table1_controls.toml --out {args.controls} --via inprocess "
+          f"--set 'data-dir=\"/abs/path/to/npz\"'")
+    extra = (f" --controls {args.controls}" if args.controls else "") + \
+        (f" --datasets {args.datasets}" if args.datasets != ",".join(DATASETS) else "")
+    p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/table1.md")
     p("```")
 
 

@@ -126,7 +126,7 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     assert (out / "fig2_digits.png").stat().st_size > 10_000
     report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
                             check=True, capture_output=True, text=True).stdout
-    assert "0 of 36 cells finished" in report and "- / 90.82" in report  # digits cells are not Table I cells
+    assert "0 of 36 method cells finished" in report and "| - | - | 90.82 |" in report  # digits: not Table I
 
 
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
