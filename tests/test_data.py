@@ -143,3 +143,71 @@ def test_standardize_scales_by_the_training_rows_only():
     mean, sd = raw_train.mean(axis=0), np.where(raw_train.std(axis=0) > 1e-8, raw_train.std(axis=0), 1.0)
     np.testing.assert_allclose(t.test_data(std).x, (t.test_data(raw).x - mean) / sd, atol=1e-4)
     np.testing.assert_array_equal(t.test_data(std).y, t.test_data(raw).y)
+
+
+def _keras(tmp_path, name="mnist", **change):
+    rng = np.random.default_rng(0)
+    arrays = {"x_train": rng.integers(0, 255, (40, 28, 28), dtype=np.uint8), "y_train": np.arange(40) % 10,
+              "x_test": rng.integers(0, 255, (10, 28, 28), dtype=np.uint8), "y_test": np.arange(10) % 10}
+    arrays.update(change)
+    arrays = {k: v for k, v in arrays.items() if v is not None}
+    np.savez(tmp_path / f"{name}.npz", **arrays)
+    load_pooled.cache_clear()
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"y_train": np.arange(40) % 10 + 10}, r"must lie in \[0, 10\), found 10..19"),
+    ({"y_train": np.arange(40) % 10 - 3}, r"must lie in \[0, 10\), found -3..6"),
+    ({"y_train": np.eye(10, dtype=np.uint8)[np.arange(40) % 10]}, "look one-hot"),
+    ({"y_train": (np.arange(40) % 10).astype(np.float32)}, "must be integers"),
+    ({"y_train": np.arange(39) % 10}, "'train' has 40 examples but 39 labels"),
+    ({"y_train": np.zeros(40, dtype=np.int64)}, "single class"),
+    ({"x_train": np.full((40, 28, 28), np.nan)}, "NaN or infinite values"),
+    ({"x_test": np.zeros((10, 32, 32), dtype=np.uint8)}, "differ in shape between parts"),
+    ({"x_train": np.array([object()] * 40, dtype=object)}, "pickled Python objects"),
+    ({"y_test": None}, r"missing \['y_test'\]"),
+    ({"extra": np.zeros(3)}, r"extra \['extra'\]"),
+])
+def test_bad_data_is_refused_by_name(tmp_path, change, message):
+    d = _keras(tmp_path, **change)
+    with pytest.raises(DataError, match=message) as e:
+        load_pooled("mnist", d)
+    assert str(tmp_path / "mnist.npz") in str(e.value)
+
+
+def test_unreadable_files_are_refused_by_name(tmp_path):
+    d = _keras(tmp_path)
+    good = (tmp_path / "mnist.npz").read_bytes()
+    (tmp_path / "mnist.npz").write_bytes(good[: len(good) // 2])  # truncated
+    with pytest.raises(DataError, match="cannot be read as a .npz file"):
+        load_pooled("mnist", d)
+    load_pooled.cache_clear()
+    (tmp_path / "mnist.npz").write_text("not a zip at all")
+    with pytest.raises(DataError, match=r"mnist.npz: (cannot be read|holds pickled)"):
+        load_pooled("mnist", d)
+    load_pooled.cache_clear()
+    _keras(tmp_path, y_train=(np.arange(40) % 10).reshape(40, 1).astype(np.uint8))  # Keras CIFAR style: fine
+    assert load_pooled("mnist", d).y.shape == (50,)
+
+
+def test_bad_data_fails_the_run_before_round_1_with_the_key(tmp_path):
+    from zofl.config import ConfigError
+    from zofl.setup import prepare
+
+    d = _keras(tmp_path, y_train=np.arange(40) % 10 + 10)
+    with pytest.raises(ConfigError, match=r"'dataset'.*must lie in \[0, 10\)"):
+        prepare({"dataset": "mnist", "data-dir": d, "num-clients": 2})
+
+
+def test_output_dir_and_run_name_are_checked(tmp_path):
+    from zofl.config import ConfigError, parse_config
+    from zofl.server_app import make_run
+
+    for bad in ("a\nb", ".hidden", "x y", "../up", "a/b"):
+        with pytest.raises(ConfigError, match="'run-name'"):
+            parse_config({"run-name": bad})
+    parse_config({"run-name": "zohfl-mnist_2.v1"})
+    (tmp_path / "a-file").write_text("")  # a results folder below a file cannot exist, whoever runs this
+    with pytest.raises(ConfigError, match="'output-dir': cannot write"):
+        make_run({"output-dir": str(tmp_path / "a-file" / "results"), "run-name": "r", "num-rounds": 1})

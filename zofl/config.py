@@ -9,6 +9,7 @@ allowed. A test keeps pyproject.toml and this table in step.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -79,8 +80,9 @@ KEYS: tuple[Key, ...] = (
     Key("num-rounds", int, 20, "an integer >= 0", "R, communication rounds", "run", lambda v: v >= 0),
     Key("output-dir", str, "~/zofl-results", "an absolute path (~ allowed)",
         "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute()),
-    Key("run-name", str, "", "a name without '/' (empty: <strategy>-<dataset>-<time>)", "results folder name", "run",
-        lambda v: "/" not in v and v not in (".", "..")),
+    Key("run-name", str, "", "letters, digits, '.', '_' and '-', not starting with '.' (empty: "
+        "<strategy>-<dataset>-<time>)", "results folder name", "run",
+        lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= 200),
     Key("checkpoint-every", int, 1, "an integer >= 0 (0 = never)",
         "save the server's state every K rounds (atomically) for resume", "run", lambda v: v >= 0),
     Key("resume", bool, False, "true or false (needs run-name)",

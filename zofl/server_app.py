@@ -40,6 +40,9 @@ def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
         writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume)
     except FileExistsError as exc:
         raise ConfigError(f"run-config key 'run-name': {exc}") from exc
+    except OSError as exc:  # e.g. PermissionError, a read-only file system
+        raise ConfigError(f"run-config key 'output-dir': cannot write the results folder "
+                          f"{Path(cfg.output_dir).expanduser() / run_name} ({exc.strerror or exc})") from exc
     return cfg, method, writer
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")
+NUM_CLASSES = {"digits": 10, "covtype": 7, "mnist": 10, "fashion_mnist": 10, "cifar10": 10}
+KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")
 FILE_DATASETS = ("covtype", "mnist", "fashion_mnist", "cifar10")
 TEST_FRACTION = 0.1
 
@@ -109,16 +111,73 @@ def download_covtype(data_dir: str | os.PathLike) -> Path:
                       y=np.asarray(bunch.target, dtype=np.int64))
 
 
+def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``keys`` of the .npz file ``path``, exactly those; a DataError naming the file otherwise
+    (unreadable, truncated, not a .npz, pickled objects, missing or extra keys)."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            files = set(f.files)
+            missing, extra = sorted(set(keys) - files), sorted(files - set(keys))
+            if missing or extra:
+                raise DataError(f"{path}: expected exactly the arrays {list(keys)}; "
+                                + (f"missing {missing}" if missing else "")
+                                + ("; " if missing and extra else "") + (f"extra {extra}" if extra else ""))
+            return {k: f[k] for k in keys}
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        what = "holds pickled Python objects, not plain arrays" if "pickle" in str(exc) else \
+            f"cannot be read as a .npz file ({type(exc).__name__}: {exc}); it may be truncated or not a .npz"
+        raise DataError(f"{path}: {what}") from exc
+
+
+def check_arrays(path: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]], num_classes: int) -> None:
+    """Raise a DataError naming ``path`` and the part if features or labels are unusable.
+
+    ``parts``: name -> (x, y). Features: numeric, finite, the same shape per example in every part;
+    labels: integers in [0, num_classes) (one-hot rows are named as such), one per example, at
+    least 2 classes."""
+    shapes = {}
+    for name, (x, y) in parts.items():
+        if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise DataError(f"{path}: features of {name!r} must be numbers, got dtype {x.dtype}")
+        if y.ndim == 2 and y.shape[1] > 1:
+            one_hot = np.issubdtype(y.dtype, np.number) and np.all((y == 0) | (y == 1)) and np.all(y.sum(axis=1) == 1)
+            raise DataError(f"{path}: labels of {name!r} have shape {y.shape}"
+                            + ("; they look one-hot: store the class index per example instead (argmax over axis 1)"
+                               if one_hot else "; expected one integer label per example"))
+        y = y.reshape(len(y), -1)[:, 0] if y.ndim == 2 else y
+        if y.ndim != 1:
+            raise DataError(f"{path}: labels of {name!r} must be one integer per example, got shape {y.shape}")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise DataError(f"{path}: labels of {name!r} must be integers, got dtype {y.dtype}")
+        if len(x) != len(y):
+            raise DataError(f"{path}: {name!r} has {len(x)} examples but {len(y)} labels")
+        if len(y) and (y.min() < 0 or y.max() >= num_classes):
+            raise DataError(f"{path}: labels of {name!r} must lie in [0, {num_classes}), found "
+                            f"{int(y.min())}..{int(y.max())}")
+        if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
+            bad = int(np.sum(~np.all(np.isfinite(x.reshape(len(x), -1)), axis=1)))
+            raise DataError(f"{path}: features of {name!r} hold NaN or infinite values ({bad} examples)")
+        shapes[name] = x.shape[1:]
+        if name.endswith("train") and len(np.unique(y)) < 2:
+            raise DataError(f"{path}: {name!r} holds a single class; classification needs at least 2")
+    if len(set(shapes.values())) > 1:
+        raise DataError(f"{path}: examples differ in shape between parts: {shapes}")
+
+
 def _load_covtype(path: Path) -> Pooled:
-    with np.load(path) as f:
-        missing = {"x", "y"} - set(f.files)
-        if missing:
-            raise DataError(f"{path} lacks the keys {sorted(missing)} (covtype.npz holds x and y)")
-        x, y = f["x"].astype(np.float64), f["y"].astype(np.int64).reshape(-1)
+    f = read_npz(path, ("x", "y"))
+    x, y = f["x"], f["y"]
+    if np.issubdtype(y.dtype, np.integer) and len(y) and y.min() == 1:
+        y = y - 1  # Covertype's cover types are 1..7
+    check_arrays(path, {"train": (x, y)}, NUM_CLASSES["covtype"])
+    x, y = x.astype(np.float64), y.astype(np.int64).reshape(-1)
     lo, span = x.min(axis=0), np.ptp(x, axis=0)
     x = (x - lo) / np.where(span > 0, span, 1.0)
-    y = y - y.min()  # Covertype's cover types are 1..7
-    return Pooled(np.ascontiguousarray(x, dtype=np.float32), y, int(y.max()) + 1)
+    return Pooled(np.ascontiguousarray(x, dtype=np.float32), y, NUM_CLASSES["covtype"])
 
 
 def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
@@ -156,14 +215,14 @@ def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled
         download_npz(name, data_dir)
     if name == "covtype":
         return _load_covtype(path)
-    with np.load(path) as f:
-        missing = {"x_train", "y_train", "x_test", "y_test"} - set(f.files)
-        if missing:
-            raise DataError(f"{path} lacks the keys {sorted(missing)} (Keras-style .npz expected)")
-        x = np.concatenate([f["x_train"], f["x_test"]])
-        y = np.concatenate([f["y_train"], f["y_test"]]).reshape(-1)
+    f = read_npz(path, KERAS_KEYS)
+    check_arrays(path, {"train": (f["x_train"], f["y_train"]), "test": (f["x_test"], f["y_test"])},
+                 NUM_CLASSES[name])
+    x = np.concatenate([f["x_train"], f["x_test"]])
+    y = np.concatenate([f["y_train"].reshape(len(f["y_train"]), -1)[:, 0],
+                        f["y_test"].reshape(len(f["y_test"]), -1)[:, 0]])
     x = x.reshape(len(x), -1).astype(np.float32) / np.float32(255.0)
-    return Pooled(np.ascontiguousarray(x), y.astype(np.int64), int(y.max()) + 1)
+    return Pooled(np.ascontiguousarray(x), y.astype(np.int64), NUM_CLASSES[name])
 
 
 def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min_size: int) -> list[np.ndarray]:
