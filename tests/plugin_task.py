@@ -43,3 +43,11 @@ class BlobsTask(SoftmaxTask):
         w = np.zeros((num_features, num_classes))
         w[:, 0] = 0.5  # starts out predicting the wrong class for nearly every example
         return w.reshape(-1)
+
+
+class FailingTask(SoftmaxTask):
+    """Passes every start-up check, then fails in the run (the server's first gradient): for the
+    test that ``zofl run`` reports a failed run with a non-zero exit code."""
+
+    def grad(self, params, x, y):
+        raise RuntimeError("FailingTask: a deliberate failure inside the run")

@@ -1,7 +1,8 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
-engine (sync: ZO-HFL, FedRZO; legacy: SCAFFOLD; async: FedBuff), each compared number for number
-with the same run-config on the in-process Grid (tests/test_engines.py ties that to the reference)."""
+engine (sync: ZO-HFL through the user's ``zofl run``, FedRZO; legacy: SCAFFOLD; async: FedBuff), each
+compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties
+that to the reference)."""
 import json
 import subprocess
 from pathlib import Path
@@ -37,13 +38,44 @@ def losses(records: list[dict]) -> list[float]:
     return [r["test_loss"] for r in records]
 
 
-def test_zohfl_runs_through_flower_and_matches_in_process(superlink, tmp_path):
+def zofl_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``zofl run ...`` as a user types it (PYTHONPATH: the tests' own task, tests.plugin_task)."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return subprocess.run([sys.executable, "-m", "zofl.cli", "run", *args], env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def left_behind() -> list[int]:
+    """Processes whose inherited FLWR_HOME is a private SuperLink folder that no longer exists: what a
+    finished ``zofl run`` (or the runner) left running (its SuperLink, Ray, the ServerApp)."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            env = dict(kv.split(b"=", 1) for kv in (entry / "environ").read_bytes().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        home = env.get(b"FLWR_HOME", b"").decode()
+        if "zofl-superlink-" in home and not Path(home).exists():
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_zofl_run_through_flower_matches_in_process_and_leaves_nothing(tmp_path):
+    """The user's command: Flower simulation on a private SuperLink, ZO-HFL on the Message API,
+    progress, the summary printed last, exit 0, no process left; the same numbers in-process."""
     cfg = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 5.0, "uplink": "vectors", "straggler-prob": 0.2,
            "output-dir": str(tmp_path), "run-name": "flower"}
-    res = superlink.run(cfg, num_supernodes=5)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    assert "ZO-HFL on digits: 3 rounds" in out  # the end-of-run summary
+    res = zofl_run(tmp_path, "--rounds", "3", "--clients", "5", "--set", "beta=0.6", "tau=5.0", 'uplink="vectors"',
+                   "straggler-prob=0.2", f'output-dir="{tmp_path}"', 'run-name="flower"')
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    assert lines[-4].startswith("ZO-HFL on digits: 3 rounds") and lines[-1].strip() == f"results: {tmp_path / 'flower'}"
+    assert "3/3 rounds" in res.stdout and "WARNING" not in res.stdout  # progress; Flower's noise is in flwr.log
+    assert (tmp_path / "flower" / "flwr.log").stat().st_size > 0
+    assert not left_behind()
     rec = read_rounds(tmp_path / "flower")
     assert [r["round"] for r in rec] == [0, 1, 2, 3]
     assert all(r["participants"] == 3 and r["uplink_bytes"] > 0 for r in rec[1:])
@@ -54,6 +86,22 @@ def test_zohfl_runs_through_flower_and_matches_in_process(superlink, tmp_path):
     ref = read_rounds(d)
     for a, b in zip(rec, ref):
         assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
+
+
+def test_zofl_run_exit_codes(tmp_path):
+    """A bad key: one line naming it, exit 2, before anything starts. A run that fails inside Flower:
+    exit 1 with the error, where plain ``flwr run`` exits 0; nothing left running."""
+    import time
+
+    t = time.monotonic()
+    bad = zofl_run(tmp_path, "--set", "alpha=0")
+    assert bad.returncode == 2 and time.monotonic() - t < 20  # (the suite's load; alone it takes < 1 s)
+    assert bad.stderr.strip().splitlines() == ["zofl run: error: run-config key 'alpha' must be a number > 0, got 0.0"]
+    res = zofl_run(tmp_path, "--rounds", "2", "--clients", "3", "--quiet", "--set",
+                   'task="tests.plugin_task:FailingTask"', f'output-dir="{tmp_path}"', 'run-name="fails"')
+    assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
+    assert "the run failed" in res.stderr and "deliberate failure" in res.stderr
+    assert not left_behind()
 
 
 def test_legacy_engine_keeps_scaffold_state_across_flower_rounds(superlink, tmp_path):

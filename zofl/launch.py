@@ -4,7 +4,9 @@ benchmarks and scripts; users can just call ``flwr run``).
 ``flwr run`` on its own starts a background SuperLink that never stops and, by default,
 reinstalls the App's dependencies with uv for every run (gigabytes with torch). Here we start
 ``flower-superlink --simulation --disable-runtime-dependency-installation`` on a free port,
-declare it in a temporary FLWR_HOME, run, and stop every process we started.
+declare it in a temporary FLWR_HOME, run, and stop every process we started, including those
+that left the SuperLink's process group (Ray's daemons, Flower's ServerApp process): they are found
+by the private FLWR_HOME they inherited.
 """
 from __future__ import annotations
 
@@ -67,6 +69,42 @@ def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group (Ray workers, serverapp)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(5)
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """PIDs of this user's processes whose environment has ``key=value`` (Linux /proc; [] elsewhere)."""
+    needle = f"{key}={value}".encode()
+    me, pids = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(entry.name) != me and needle in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def kill_descendants_by_env(key: str, value: str, timeout: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every process that inherited ``key=value``: what a SuperLink started,
+    even in other sessions (Flower's ServerApp process, Ray's daemons and actors), which killing its
+    process group misses. Returns the PIDs found."""
+    pids = processes_with_env(key, value)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 2.0)
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def toml_value(v: Any) -> str:
@@ -141,3 +179,6 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
             yield SuperLink(port, home, env, proc, log_path)
         finally:
             stop_process(proc)
+            # the SuperLink's descendants in other sessions (Ray's daemons and actors, Flower's ServerApp
+            # process) inherited FLWR_HOME = this private home: none outlives the block
+            kill_descendants_by_env("FLWR_HOME", str(home))

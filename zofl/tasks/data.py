@@ -168,6 +168,81 @@ def check_arrays(path: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]], nu
         raise DataError(f"{path}: examples differ in shape between parts: {shapes}")
 
 
+def _read_idx(path: Path) -> np.ndarray:
+    """An IDX file (MNIST's format: magic 0x0000 08 <ndim>, big-endian sizes, uint8 data), .gz or not."""
+    import gzip
+
+    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
+        raise DataError(f"{path}: not an IDX file of unsigned bytes")
+    ndim = raw[3]
+    dims = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(dims)):
+        raise DataError(f"{path}: holds {body.size} bytes of data, its header says {dims} (truncated?)")
+    return body.reshape(dims)
+
+
+def _find(root: Path, names: tuple[str, ...]) -> Path:
+    for name in names:
+        hits = sorted(root.rglob(name))
+        if hits:
+            return hits[0]
+    raise DataError(f"{root}: none of {list(names)} found (below it)")
+
+
+def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Path:
+    """Write ``<data_dir>/<name>.npz`` from the dataset's original files (no network): a Keras-style
+    .npz (checked, copied); MNIST / Fashion-MNIST IDX files (.gz or not) in ``source``; CIFAR-10's
+    python pickles (``cifar-10-batches-py``); Covertype's ``covtype.data(.gz)`` (55 columns, the last
+    the cover type 1..7)."""
+    import pickle
+
+    root = Path(data_dir).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    out = npz_path(root, name)
+    if not source.exists():
+        raise DataError(f"{source}: no such file or folder")
+    if source.is_file() and source.suffix == ".npz":
+        keys = ("x", "y") if name == "covtype" else KERAS_KEYS
+        arrays = read_npz(source, keys)
+        if name == "covtype":
+            _load_covtype(source)
+        else:
+            check_arrays(source, {"train": (arrays["x_train"], arrays["y_train"]),
+                                  "test": (arrays["x_test"], arrays["y_test"])}, NUM_CLASSES[name])
+        return _write_npz(out, **arrays)
+    if name in ("mnist", "fashion_mnist"):
+        parts = {}
+        for key, stem in (("x_train", "train-images-idx3-ubyte"), ("y_train", "train-labels-idx1-ubyte"),
+                          ("x_test", "t10k-images-idx3-ubyte"), ("y_test", "t10k-labels-idx1-ubyte")):
+            parts[key] = _read_idx(_find(source, (stem, stem + ".gz")))
+        check_arrays(source, {"train": (parts["x_train"], parts["y_train"]),
+                              "test": (parts["x_test"], parts["y_test"])}, NUM_CLASSES[name])
+        return _write_npz(out, **parts)
+    if name == "cifar10":
+        def batch(path: Path):
+            with open(path, "rb") as f:
+                d = pickle.load(f, encoding="bytes")  # the dataset's own format (a trusted local file)
+            x = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+            return x, np.asarray(d[b"labels"], dtype=np.uint8)
+
+        train = [batch(_find(source, (f"data_batch_{i}",))) for i in range(1, 6)]
+        x_test, y_test = batch(_find(source, ("test_batch",)))
+        x_train, y_train = np.concatenate([t[0] for t in train]), np.concatenate([t[1] for t in train])
+        check_arrays(source, {"train": (x_train, y_train), "test": (x_test, y_test)}, NUM_CLASSES[name])
+        return _write_npz(out, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+    if name == "covtype":
+        path = _find(source, ("covtype.data", "covtype.data.gz")) if source.is_dir() else source
+        table = np.loadtxt(path, delimiter=",", dtype=np.int64)
+        if table.ndim != 2 or table.shape[1] != 55:
+            raise DataError(f"{path}: expected 55 comma-separated columns (54 features and the cover type)")
+        _write_npz(out, x=table[:, :54].astype(np.float32), y=table[:, 54])
+        _load_covtype(out)
+        return out
+    raise DataError(f"dataset {name!r} has no original files to convert")
+
+
 def _load_covtype(path: Path) -> Pooled:
     f = read_npz(path, ("x", "y"))
     x, y = f["x"], f["y"]

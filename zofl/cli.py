@@ -1,0 +1,295 @@
+"""The ``zofl`` command: the things users do, each one short.
+
+    zofl run [--strategy S] [--rounds R] [--clients M] [--set KEY=VALUE ...]
+    zofl compare GRID.toml --out DIR [...]          (python -m zofl.compare)
+    zofl plot RUN_DIR [RUN_DIR ...] [--out PNG]
+    zofl data get NAME [--data-dir D] [--from PATH]
+    zofl deploy ...                                 (python -m zofl.deploy)
+
+``zofl run`` checks the run-config here before anything starts (a bad key: one line naming it,
+exit code 2), runs the Flower simulation on a private SuperLink of its own (no runtime dependency
+installation, no environment variables to set, one SuperNode per client), shows progress per
+round from the run's own records, prints the summary last, stops every process it started and
+exits non-zero when the run failed (``flwr run`` itself exits 0 for a failed run: Flower's, not
+ours). Flower's full output goes to ``<results>/flwr.log``. ``flwr run .`` keeps working; see
+the README.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE (strings in double quotes, e.g. dataset=\"mnist\")")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value  # a bare word: a string
+    return out
+
+
+# -- zofl run ------------------------------------------------------------------------------------
+def check_locally(run_config: dict[str, Any]):
+    """The ServerApp's own start-up checks (config, task, data), here, before anything starts."""
+    from .methods import METHODS
+    from .results import default_run_name
+    from .setup import prepare
+
+    cfg, task, spec = prepare(run_config)
+    METHODS[cfg.strategy].server(cfg, task, spec)  # the method's own checks (e.g. server-sgd needs server data)
+    run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
+    out = Path(cfg.output_dir).expanduser() / run_name
+    if (out / "rounds.jsonl").exists() and not cfg.resume:
+        from .config import ConfigError
+
+        raise ConfigError(f"run-config key 'run-name': {out} already holds results; choose another run-name "
+                          f"(or set resume=true to continue it)")
+    return cfg, run_name, out
+
+
+def _total_rounds(cfg) -> int | None:
+    """Communication rounds the records will count (None where a method's phases make it vary)."""
+    return None if cfg.strategy in ("fednest", "fedrzo-bl") or cfg.engine == "async" else cfg.num_rounds
+
+
+class _Progress:
+    """Follows <results>/rounds.jsonl as the ServerApp writes it: round, accuracy, loss, ETA."""
+
+    def __init__(self, path: Path, total: int | None, quiet: bool):
+        from tqdm import tqdm
+
+        self.path, self.seen, self.t0 = path, 0, time.monotonic()
+        self.bar = tqdm(total=total, unit="round", disable=quiet, file=sys.stdout, dynamic_ncols=True,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed}<{remaining}]{postfix}"
+                        if total else "{desc}{n_fmt} rounds [{elapsed}]{postfix}")
+        self.last: dict[str, Any] = {}
+
+    def poll(self) -> None:
+        if not self.path.exists():
+            return
+        lines = self.path.read_text().splitlines()
+        new = [json.loads(line) for line in lines[self.seen:] if line.strip()]
+        self.seen = len(lines)
+        for rec in new:
+            self.last = rec
+            if rec.get("round", 0) > 0:
+                self.bar.update(1)
+        if new:
+            acc, loss = self.last.get("test_acc"), self.last.get("test_loss")
+            self.bar.set_postfix_str(f"round {self.last.get('round')}: test acc "
+                                     f"{'n/a' if acc is None else f'{acc:.4f}'}, loss "
+                                     f"{'n/a' if loss is None else f'{loss:.4f}'}")
+
+    def close(self) -> None:
+        self.poll()
+        self.bar.close()
+
+
+def cmd_run(args) -> int:
+    from .config import ConfigError
+    from .launch import flwr_run_command, local_superlink, stop_process
+
+    try:
+        run_config = _parse_set(args.set)
+        for key, value in (("strategy", args.strategy), ("num-rounds", args.rounds), ("num-clients", args.clients)):
+            if value is not None:
+                run_config[key] = value
+        cfg, run_name, out = check_locally(run_config)
+    except (ConfigError, ValueError) as exc:
+        print(f"zofl run: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    run_config["run-name"] = run_name
+    print(f"zofl run: {cfg.strategy} on {cfg.dataset}, {cfg.num_clients} clients, engine {cfg.engine}; "
+          f"results in {out}", flush=True)
+    log_lines: list[str] = []
+    progress = _Progress(out / "rounds.jsonl", _total_rounds(cfg), args.quiet)
+    proc = None
+    try:
+        with local_superlink() as link:
+            federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
+            proc = subprocess.Popen(flwr_run_command("zofl", run_config, federation_config=federation), env=link.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
+            reader = threading.Thread(target=lambda: log_lines.extend(proc.stdout), daemon=True)
+            reader.start()
+            while proc.poll() is None:
+                progress.poll()
+                time.sleep(0.5)
+            reader.join(5)
+    except KeyboardInterrupt:
+        progress.close()
+        print("\nzofl run: interrupted; the SuperLink and the run's processes are stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if proc is not None:
+            stop_process(proc)
+        progress.close()
+        _save_log(out, log_lines)
+    summary = out / "summary.json"
+    text = [_strip_ansi(line.rstrip("\n")) for line in log_lines]
+    if summary.exists() and json.loads(summary.read_text()).get("results_dir"):
+        print("\n".join(_summary_block(text, out) or [f"done: {out}"]))
+        return 0
+    print(f"zofl run: the run failed; Flower's output is in {out / 'flwr.log'}", file=sys.stderr)
+    for line in _error_lines(text):
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _strip_ansi(s: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", s)
+
+
+def _save_log(out: Path, lines: list[str]) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "flwr.log").write_text("".join(lines))
+    except OSError:
+        with tempfile.NamedTemporaryFile("w", prefix="zofl-run-", suffix=".log", delete=False) as f:
+            f.write("".join(lines))
+            print(f"zofl run: Flower's output is in {f.name}", file=sys.stderr)
+
+
+def _summary_block(text: list[str], out: Path) -> list[str]:
+    """The ServerApp's summary lines (the 3 lines before "  results: <dir>", and that line)."""
+    for i, line in enumerate(text):
+        if line.strip() == f"results: {out}":
+            return text[max(0, i - 3):i + 1]
+    return []
+
+
+def _error_lines(text: list[str]) -> list[str]:
+    keys = ("Error", "error:", "Exception", "Traceback")
+    hits = [line.strip() for line in text if any(k in line for k in keys) and "Traceback" not in line]
+    return (hits[-3:] if hits else [line for line in text if line.strip()][-10:])
+
+
+# -- zofl plot -------------------------------------------------------------------------------------
+def cmd_plot(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .results import read_rounds
+
+    runs = []
+    for d in args.runs:
+        path = Path(d).expanduser()
+        if not (path / "rounds.jsonl").exists():
+            print(f"zofl plot: error: {path} holds no rounds.jsonl (not a run folder)", file=sys.stderr)
+            return EXIT_CONFIG
+        runs.append((path, read_rounds(path)))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for path, rec in runs:
+        cfg = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
+        label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
+        rounds = [r["round"] for r in rec]
+        axes[0].plot(rounds, [100 * r["test_acc"] if r["test_acc"] is not None else float("nan") for r in rec],
+                     label=label)
+        axes[1].plot(rounds, [r["test_loss"] if r["test_loss"] is not None else float("nan") for r in rec],
+                     label=label)
+    for ax, ylabel in zip(axes, ("test accuracy (%)", "test loss")):
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
+    out = Path(args.out).expanduser()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
+    return 0
+
+
+# -- zofl data get ---------------------------------------------------------------------------------
+def cmd_data(args) -> int:
+    from .tasks import data
+
+    root = Path(args.data_dir).expanduser()
+    try:
+        if args.source:
+            path = data.convert_original(args.name, Path(args.source).expanduser(), root)
+        else:
+            path = data.download_npz(args.name, root)
+        pooled = data.load_pooled.__wrapped__(args.name, str(root), False)  # checks the file, uncached
+    except data.DataError as exc:
+        print(f"zofl data: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:  # no network, no permission
+        print(f"zofl data: error: {args.name}: {exc}. Without a network, convert the original files: "
+              f"zofl data get {args.name} --from PATH", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"wrote {path}: {len(pooled.y)} examples, {pooled.x.shape[1]} features, {pooled.num_classes} classes")
+    return 0
+
+
+# -- the command ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="zofl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one simulation (Flower, Ray backend) on a private SuperLink")
+    run.add_argument("--strategy", help="shorthand for --set strategy=...")
+    run.add_argument("--rounds", type=int, help="shorthand for --set num-rounds=...")
+    run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
+    run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                     help="run-config keys (README: 'Run-config keys'), e.g. --set dataset=\"mnist\" alpha=0.1")
+    run.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
+    sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
+    plot = sub.add_parser("plot", help="test accuracy and loss of one or several runs, one PNG")
+    plot.add_argument("runs", nargs="+", help="run folders (<output-dir>/<run-name>)")
+    plot.add_argument("--out", default="zofl-plot.png", help="the PNG to write (default zofl-plot.png)")
+    data_p = sub.add_parser("data", help="datasets")
+    data_sub = data_p.add_subparsers(dest="data_command", required=True)
+    get = data_sub.add_parser("get", help="fetch a dataset (network) or convert its original files into DIR/NAME.npz")
+    get.add_argument("name", choices=("mnist", "fashion_mnist", "cifar10", "covtype"))
+    get.add_argument("--data-dir", default="~/.cache/zofl/data", help="where NAME.npz goes (run-config data-dir)")
+    get.add_argument("--from", dest="source",
+                     help="convert files you have instead of downloading: a folder with the IDX files (MNIST, "
+                          "Fashion-MNIST; .gz or not), CIFAR-10's python pickles (cifar-10-batches-py), or a "
+                          "Keras-style .npz")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "compare":
+        from .compare import main as compare_main
+
+        compare_main(argv[1:])
+        return 0
+    if argv and argv[0] == "deploy":
+        from .deploy import main as deploy_main
+
+        return int(deploy_main(argv[1:]) or 0)
+    args = build_parser().parse_args(argv)
+    return {"run": cmd_run, "plot": cmd_plot, "data": cmd_data}[args.command](args)
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
