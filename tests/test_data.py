@@ -54,7 +54,7 @@ def test_missing_file_names_the_file_and_both_ways(tmp_path):
         check_available("fashion_mnist", str(tmp_path), download=False)
     msg = str(e.value)
     assert str(tmp_path / "fashion_mnist.npz") in msg
-    assert "prepare.py" in msg and "download=true" in msg
+    assert "zofl data get fashion_mnist" in msg and "--from" in msg and "download=true" in msg
 
 
 def test_unknown_dataset():

@@ -14,10 +14,13 @@ def test_ci_runs_the_readme_test_command():
     assert test_cmd in (ROOT / ".ci" / "run").read_text()
 
 
-def test_readme_run_command_disables_runtime_installs():
-    run_cmd = _commands()[0]
-    assert "pip install -e ." in run_cmd and "flwr run . --stream" in run_cmd
-    assert "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1" in run_cmd
+def test_readme_run_command_is_short_and_flowers_own_is_documented():
+    commands = _commands()
+    assert commands[0].strip().endswith("pip install -e . && zofl run") and len(commands[0]) < 120
+    flwr = next(c for c in commands if "flwr run . --stream" in c)
+    assert "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1" in flwr
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert 'zofl = "zofl.cli:entry"' in scripts  # the console command the README's first line calls
 
 
 def test_fab_holds_the_package_only(tmp_path):

@@ -70,14 +70,14 @@ def npz_path(data_dir: str | os.PathLike, name: str) -> Path:
 def missing_file_message(data_dir: str | os.PathLike, name: str) -> str:
     path = npz_path(data_dir, name)
     if name == "covtype":
-        return (f"dataset 'covtype': file {path} not found. With a network, set run-config download=true: "
-                f"scikit-learn's fetch_covtype fetches it (about 11 MB) into data-dir and writes that file; "
-                f"offline, write {path} yourself with arrays x (581012, 54) and y (labels 1..7).")
+        return (f"dataset 'covtype': file {path} not found. With a network: zofl data get covtype --data-dir "
+                f"{path.parent} (or run-config download=true; scikit-learn's fetch_covtype, about 11 MB); offline, "
+                f"from UCI's covtype.data(.gz): zofl data get covtype --data-dir {path.parent} --from PATH.")
     return (
         f"dataset {name!r}: file {path} not found. Get it either way:\n"
-        f"  1) offline: python <path-to>/shared/datasets/prepare.py {path.parent} {name}\n"
-        f"     (any Keras-style .npz with x_train, y_train, x_test, y_test works), or\n"
-        f"  2) with a network: set run-config download=true to fetch it with torchvision into data-dir."
+        f"  1) with a network: zofl data get {name} --data-dir {path.parent}  (or run-config download=true);\n"
+        f"  2) offline, from the original files you have (IDX files, CIFAR-10 pickles or a Keras-style .npz):\n"
+        f"     zofl data get {name} --data-dir {path.parent} --from PATH"
     )
 
 

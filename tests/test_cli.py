@@ -1,0 +1,70 @@
+"""The zofl command without Flower runs: data conversion, plot, argument errors (the Flower runs of
+``zofl run`` are in test_flower_e2e.py)."""
+import gzip
+import pickle
+
+import numpy as np
+import pytest
+
+from zofl.cli import main
+from zofl.tasks.data import load_pooled
+
+
+def _idx(path, arr, gz):
+    header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    (gzip.open if gz else open)(path, "wb").write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_data_get_converts_idx_files(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    src = tmp_path / "originals" / "raw"
+    src.mkdir(parents=True)
+    parts = {"train-images-idx3-ubyte": rng.integers(0, 255, (30, 28, 28)),
+             "train-labels-idx1-ubyte": np.arange(30) % 10, "t10k-images-idx3-ubyte": rng.integers(0, 255, (10, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(10) % 10}
+    for i, (stem, arr) in enumerate(parts.items()):
+        _idx(src / (stem + (".gz" if i % 2 else "")), arr, gz=bool(i % 2))
+    assert main(["data", "get", "fashion_mnist", "--data-dir", str(tmp_path / "d"), "--from",
+                 str(tmp_path / "originals")]) == 0
+    assert "40 examples, 784 features, 10 classes" in capsys.readouterr().out
+    with np.load(tmp_path / "d" / "fashion_mnist.npz") as f:
+        np.testing.assert_array_equal(f["x_train"], parts["train-images-idx3-ubyte"])
+    # a truncated IDX file is named
+    raw = (src / "t10k-images-idx3-ubyte").read_bytes()
+    (src / "t10k-images-idx3-ubyte").write_bytes(raw[:-100])
+    assert main(["data", "get", "mnist", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path / "originals")]) == 1
+    assert "t10k-images-idx3-ubyte: holds" in capsys.readouterr().err
+
+
+def test_data_get_converts_cifar_pickles_and_covtype(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    src = tmp_path / "cifar-10-batches-py"
+    src.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 255, (4, 3072), dtype=np.uint8), b"labels": list(range(4))}
+        pickle.dump(batch, open(src / name, "wb"))
+    assert main(["data", "get", "cifar10", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path)]) == 0
+    with np.load(tmp_path / "d" / "cifar10.npz") as f:
+        assert f["x_train"].shape == (20, 32, 32, 3) and f["x_test"].shape == (4, 32, 32, 3)
+        first = pickle.load(open(src / "data_batch_1", "rb"), encoding="bytes")[b"data"][0]
+        np.testing.assert_array_equal(f["x_train"][0][..., 0].reshape(-1), first[:1024])  # red plane first
+    table = np.hstack([rng.integers(0, 100, (21, 54)), (np.arange(21) % 7 + 1)[:, None]])
+    np.savetxt(tmp_path / "covtype.data", table, fmt="%d", delimiter=",")
+    assert main(["data", "get", "covtype", "--data-dir", str(tmp_path / "d"), "--from",
+                 str(tmp_path / "covtype.data")]) == 0
+    load_pooled.cache_clear()
+    assert load_pooled("covtype", str(tmp_path / "d")).num_classes == 7
+
+
+def test_plot_and_argument_errors(tmp_path, capsys):
+    from zofl.inprocess import run_inprocess
+
+    for name in ("a", "b"):
+        run_inprocess({"num-rounds": 2, "num-clients": 3, "output-dir": str(tmp_path), "run-name": name,
+                       "strategy": "fedavg" if name == "b" else "zohfl"}, workers=0)
+    out = tmp_path / "p.png"
+    assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000
+    assert main(["plot", str(tmp_path)]) == 2 and "not a run folder" in capsys.readouterr().err
+    assert main(["run", "--set", "alpha"]) == 2 and "expected KEY=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["data", "get", "imagenet"])
