@@ -20,7 +20,8 @@ def test_data_get_converts_idx_files(tmp_path, capsys):
     src = tmp_path / "originals" / "raw"
     src.mkdir(parents=True)
     parts = {"train-images-idx3-ubyte": rng.integers(0, 255, (30, 28, 28)),
-             "train-labels-idx1-ubyte": np.arange(30) % 10, "t10k-images-idx3-ubyte": rng.integers(0, 255, (10, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(10) % 10}
+             "train-labels-idx1-ubyte": np.arange(30) % 10,
+             "t10k-images-idx3-ubyte": rng.integers(0, 255, (10, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(10) % 10}
     for i, (stem, arr) in enumerate(parts.items()):
         _idx(src / (stem + (".gz" if i % 2 else "")), arr, gz=bool(i % 2))
     assert main(["data", "get", "fashion_mnist", "--data-dir", str(tmp_path / "d"), "--from",
