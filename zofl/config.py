@@ -319,7 +319,12 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
     """Validate ``run_config`` (missing keys take their defaults); raise ConfigError on the first bad key."""
     unknown = sorted(set(run_config) - set(KEY_BY_NAME))
     if unknown:
-        raise ConfigError(f"unknown run-config key(s) {unknown}; known keys: {sorted(KEY_BY_NAME)}")
+        import difflib
+
+        hints = [f"{k!r} (did you mean {close[0]!r}?)" if close else repr(k)
+                 for k in unknown for close in [difflib.get_close_matches(k, KEY_BY_NAME, n=1)]]
+        raise ConfigError(f"unknown run-config key(s) {', '.join(hints)}; every key is listed in the README "
+                          f"('Run-config keys') and in zofl/config.py")
     cfg = Config(defaults())
     for name, value in run_config.items():
         key = KEY_BY_NAME[name]
