@@ -147,3 +147,34 @@ def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
                          check=True, capture_output=True, text=True)
     assert (outs[0] / "fig2_left.png").stat().st_size > 10_000 and (outs[1] / "fig2_right.png").exists()
     assert "| 0 | 2 | 6 |" in res.stdout and "| 2 | 2 | 6 |" in res.stdout  # H, seeds, 2 * (2 * 1 + 1) rounds
+
+
+def test_runner_workers_end_with_the_runner(tmp_path):
+    """SIGKILL the runner mid-grid: its worker processes do not keep computing (issue: orphans)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text("[fixed]\nnum-rounds = 2000\nnum-clients = 3\ntau = 20.0\n[grid]\nseed = [0, 1]\n")
+    runner = subprocess.Popen([sys.executable, "-m", "zofl.compare", str(grid), "--out", str(tmp_path / "out"),
+                               "--via", "inprocess", "--parallel", "2"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        time.sleep(0.5)
+        out = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True, text=True).stdout.split()
+        workers = [int(p) for p in out if "spawn_main" in open(f"/proc/{p}/cmdline").read()]
+    assert len(workers) == 2
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{w}") and
+                                              open(f"/proc/{w}/stat").read().split(")")[-1].split()[0] != "Z"
+                                              for w in workers):
+        time.sleep(0.5)
+    assert not [w for w in workers if os.path.exists(f"/proc/{w}")
+                and open(f"/proc/{w}/stat").read().split(")")[-1].split()[0] != "Z"]

@@ -341,7 +341,8 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
             pool = stack.enter_context(ThreadPoolExecutor(parallel))
             futures = [pool.submit(run_cell, c) for c in todo]
         else:  # one spawned process per core, each running whole cells (reused: data stay loaded)
-            pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn")))
+            pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn"),
+                                                           initializer=_die_with_parent, initargs=(os.getpid(),)))
             futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
                        for c in todo]
         for fut in as_completed(futures):
@@ -352,6 +353,21 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
                 write_reports(out, cells, column_keys, **report)
     bar.close()
     write_reports(out, cells, column_keys, **report)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A runner worker ends when the runner does, however the runner ended (Linux: PR_SET_PDEATHSIG;
+    SIGKILL, since an unfinished cell runs again anyway). A runner that died while this worker was
+    still starting is caught by the parent check."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass  # not Linux: the executor's own shutdown is all there is
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
