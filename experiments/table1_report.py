@@ -59,7 +59,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="results folder of the methods' grid (results.csv)")
     ap.add_argument("grid", type=Path, nargs="?", default=Path(__file__).with_name("table1.toml"))
-    ap.add_argument("--controls", type=Path, help="results folder of the controls' grid (table1_controls.toml)")
+    ap.add_argument("--controls", type=Path, nargs="+", default=[],
+                    help="results folders of the controls' grids (table1_controls.toml, table1_controls_sgd.toml)")
     ap.add_argument("--datasets", default=",".join(DATASETS), help="comma list of the datasets to show")
     args = ap.parse_args()
     out, grid_path = args.results, args.grid
@@ -67,14 +68,14 @@ def main() -> None:
     spec = tomllib.loads(grid_path.read_text())
     rows = [r for r in _read(out) if r["strategy"] in NAMES and r["dataset"] in datasets
             and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
-    ctrl_rows = [r for r in (_read(args.controls) if args.controls else []) if r["strategy"] in CONTROLS
-                 and r["dataset"] in datasets]
+    ctrl_rows = [r for d in args.controls for r in _read(d) if r["strategy"] in CONTROLS and r["dataset"] in datasets]
     got: dict[tuple, dict[int, dict]] = {}
     for r in rows:
         got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
-    ctrl: dict[tuple, dict[int, dict]] = {}
+    ctrl: dict[tuple, dict[int, dict]] = {}  # (control, dataset, local-lr or "") -> seed -> row
     for r in ctrl_rows:
-        ctrl.setdefault((r["strategy"], r["dataset"]), {})[int(r["seed"])] = r
+        lr = r.get("local-lr", "") if r["strategy"] in ("server-sgd", "centralised") else ""
+        ctrl.setdefault((r["strategy"], r["dataset"], lr), {})[int(r["seed"])] = r
 
     def figure(runs: dict[int, dict], key: str) -> dict[int, float]:
         return {s: float(r[key]) for s, r in runs.items() if r.get(key) not in (None, "")}
@@ -99,17 +100,17 @@ def main() -> None:
         p("|---|---|---|---|---|---|---|")
         for ds in datasets:
             j = DATASETS.index(ds)
-            x0 = figure(ctrl.get(("x0-only", ds), {}), "last10_test_acc")
-            f1 = figure(ctrl.get(("f1-only", ds), {}), "last10_test_acc")
+            x0 = figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
+            f1 = figure(ctrl.get(("f1-only", ds, ""), {}), "last10_test_acc")
             for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
                 runs = got.get((s, ds, alpha, beta), {})
                 last = figure(runs, "last10_test_acc")
                 p(f"| {NAMES[s]} | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
                   f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
                   f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} |")
-            for c, name in CONTROLS.items():
-                runs = ctrl.get((c, ds), {})
-                if runs:
+            for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
+                name = CONTROLS[c] + (f", local-lr {lr}" if lr else "")
+                if cds == ds and runs:
                     last = figure(runs, "last10_test_acc")
                     gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
                     p(f"| *{name}* | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
@@ -140,10 +141,9 @@ def main() -> None:
     p("\n## Command\n")
     p("```bash")
     p(f"python -m zofl.compare {grid_path} --out {out} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
-    if args.controls:
-        p(f"python -m zofl.compare experiments/table1_controls.toml --out {args.controls} --via inprocess "
-          f"--set 'data-dir=\"/abs/path/to/npz\"'")
-    extra = (f" --controls {args.controls}" if args.controls else "") + \
+    for d, grid in zip(args.controls, ("table1_controls.toml", "table1_controls_sgd.toml")):
+        p(f"python -m zofl.compare experiments/{grid} --out {d} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
+    extra = (f" --controls {' '.join(map(str, args.controls))}" if args.controls else "") + \
         (f" --datasets {args.datasets}" if args.datasets != ",".join(DATASETS) else "")
     p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/table1.md")
     p("```")
