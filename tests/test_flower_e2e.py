@@ -161,8 +161,10 @@ def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_p
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_too_few_supernodes_is_explained(superlink, tmp_path):
-    res = superlink.run({"num-clients": 4, "client-wait-s": 3.0, "output-dir": str(tmp_path)}, num_supernodes=2,
-                        timeout=300)
+def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
+    """Flower's default federation (2 SuperNodes) and the default num-clients (10): the ServerApp
+    says so as soon as the nodes answer, not after client-wait-s (60 s), with the one-line fix."""
+    res = superlink.run({"output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
     out = res.stdout + res.stderr
-    assert "num-clients=4 but only 2 SuperNodes connected" in out, out[-3000:]
+    assert "num-clients=10 but the federation has 2 SuperNodes" in out, out[-3000:]
+    assert 'num-supernodes=10' in out

@@ -18,12 +18,37 @@ from ..core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITI
 log = logging.getLogger("zofl")
 
 
+def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool:
+    """Whether ``nodes`` are a whole federation already: every one says num-partitions = len(nodes)
+    (a simulation's SuperNodes are all there from the start, and say so; deployed SuperNodes started
+    for this run say num-partitions = num-clients, so the server keeps waiting for the others)."""
+    msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in nodes]
+    try:
+        replies = list(grid.send_and_receive(msgs, timeout=10.0))
+    except Exception:  # noqa: BLE001 - an answer we cannot read is no proof: keep waiting
+        return False
+    sizes = set()
+    for msg in replies:
+        if msg.has_error():
+            return False
+        sizes.add(int(msg.content.metric_records[METRICS][NUM_PARTITIONS]))
+    return len(replies) == len(nodes) and sizes == {len(nodes)}
+
+
 def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
     deadline = time.monotonic() + wait_s
+    asked = False
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= m:
             return nodes
+        if nodes and not asked:
+            asked = True
+            if _complete_smaller_federation(grid, nodes):
+                raise ConfigError(
+                    f"run-config num-clients={m} but the federation has {len(nodes)} SuperNodes: run "
+                    f"`flwr run . --stream --federation-config \"num-supernodes={m}\"` (or `zofl run`, which sizes "
+                    f"the federation itself), or set num-clients={len(nodes)}")
         if time.monotonic() > deadline:
             raise ConfigError(
                 f"run-config num-clients={m} but only {len(nodes)} SuperNodes connected after {wait_s:.0f}s "
