@@ -51,3 +51,16 @@ class FailingTask(SoftmaxTask):
 
     def grad(self, params, x, y):
         raise RuntimeError("FailingTask: a deliberate failure inside the run")
+
+
+def _mlp(num_features, num_classes):
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(num_features, 32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes))
+
+
+def make_torch_mlp():
+    """A user's own torch model as a task (README: "Bring your own torch model")."""
+    from zofl.tasks import TorchTask
+
+    return TorchTask(_mlp)

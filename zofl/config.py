@@ -70,6 +70,8 @@ KEYS: tuple[Key, ...] = (
     Key("data-dir", str, "~/.cache/zofl/data", "an absolute path (~ allowed)",
         "where <dataset>.npz files are read from (and downloaded to)", "run",
         lambda v: Path(v).expanduser().is_absolute()),
+    Key("device", str, "cpu", "'cpu' or 'cuda'", "where torch tasks (cnn, torch-softmax, your TorchTask) compute",
+        "run", _choice("cpu", "cuda")),
     Key("standardize", bool, False, "true or false",
         "scale every feature to zero mean and unit variance over the training rows (server and clients; "
         "the test rows use the same scaling): for raw CIFAR-10 pixels, where [0, 1] inputs break x_0", "ours"),

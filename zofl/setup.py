@@ -40,4 +40,9 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         task.check(spec)
     except (DataError, ValueError) as exc:
         raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
+    if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
+        try:
+            task.configure(cfg, spec)
+        except ValueError as exc:
+            raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
     return cfg, task, spec

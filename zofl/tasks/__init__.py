@@ -20,10 +20,11 @@ from .hypergrad import (
 )
 from .relunet import ReluNetTask
 from .softmax import SoftmaxTask
+from .torch_task import CNNTask, TorchSoftmaxTask, TorchTask
 
 TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "hyper-logistic": HyperLogisticTask,
          "fair-relu": FairReluTask, "hyper-cleaning": HyperCleaningTask,
-         "regularization": RegularizationTask}
+         "regularization": RegularizationTask, "torch-softmax": TorchSoftmaxTask, "cnn": CNNTask}
 BILEVEL_TASKS = ("hyper-logistic", "fair-relu")
 HYPERGRAD_TASKS = ("hyper-cleaning", "regularization")
 REQUIRED = ("check", "server_data", "client_data", "test_data", "num_train", "init_params", "loss", "grad", "predict")
@@ -58,4 +59,4 @@ def load_task(name: str) -> Task:
 __all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperCleaningTask",
            "HyperLogisticTask", "Oracles", "QuadraticHypergrad",
            "RegularizationTask", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
-           "TaskError", "TASKS", "evaluate", "is_bilevel", "is_hypergrad", "load_task"]
+           "TaskError", "TASKS", "TorchTask", "evaluate", "is_bilevel", "is_hypergrad", "load_task"]

@@ -1,0 +1,43 @@
+"""Tasks from torch models: the same numbers as the numpy softmax, a user's module by import path,
+the built-in CNN, the device key."""
+import numpy as np
+import pytest
+
+from zofl.config import ConfigError
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.setup import prepare
+
+
+def test_torch_softmax_gives_the_numpy_softmax_numbers():
+    _, numpy_task, spec = prepare({"task": "softmax", "num-clients": 4})
+    _, torch_task, _ = prepare({"task": "torch-softmax", "num-clients": 4})
+    data = numpy_task.client_data(spec, 1)
+    n = data.x.shape[1] * data.num_classes
+    np.testing.assert_array_equal(torch_task.init_params(data.x.shape[1], data.num_classes), np.zeros(n))
+    params = np.random.default_rng(0).normal(size=n)
+    x, y = data.x[:32], data.y[:32]
+    np.testing.assert_allclose(torch_task.grad(params, x, y), numpy_task.grad(params, x, y), rtol=1e-10, atol=1e-12)
+    assert torch_task.loss(params, x, y) == pytest.approx(numpy_task.loss(params, x, y), rel=1e-12)
+    np.testing.assert_array_equal(torch_task.predict(params, data.x), numpy_task.predict(params, data.x))
+
+
+@pytest.mark.parametrize("task", ["tests.plugin_task:make_torch_mlp", "cnn"])
+def test_torch_models_learn_with_every_kind_of_strategy(tmp_path, task):
+    for strategy in ("fedavg", "zohfl"):
+        d, x = run_inprocess({"task": task, "strategy": strategy, "num-clients": 3, "beta": 1.0, "num-rounds": 3,
+                              "tau": 3.0, "x0": "zeros", "output-dir": str(tmp_path), "run-name": strategy},
+                             workers=0)
+        rec = read_rounds(d)
+        assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
+        if strategy == "fedavg":
+            assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.2
+
+
+def test_device_key():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the refusal cannot be shown here")
+    with pytest.raises(ConfigError, match="'device'"):
+        prepare({"task": "cnn", "device": "cuda"})
