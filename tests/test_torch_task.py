@@ -41,3 +41,20 @@ def test_device_key():
         pytest.skip("a CUDA device is present: the refusal cannot be shown here")
     with pytest.raises(ConfigError, match="'device'"):
         prepare({"task": "cnn", "device": "cuda"})
+
+
+def test_the_readme_torch_example_runs(tmp_path, monkeypatch):
+    """README's "Bring your own torch model", verbatim, as a task of a FedAvg run."""
+    import re
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"### Bring your own torch model.*?```python\n(.*?)\n```", readme, re.S).group(1)
+    (tmp_path / "mymodels.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("mymodels", None)
+    d, x = run_inprocess({"task": "mymodels:TASK", "strategy": "fedavg", "num-clients": 3, "beta": 1.0,
+                          "num-rounds": 3, "tau": 3.0, "output-dir": str(tmp_path), "run-name": "readme"}, workers=0)
+    rec = read_rounds(d)
+    assert x.size == 64 * 64 + 64 + 64 * 10 + 10 and rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.2
