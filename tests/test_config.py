@@ -27,7 +27,7 @@ def test_pyproject_config_matches_the_key_table():
     ("eta", 0.0, "> 0"),
     ("eta", -0.1, "> 0"),
     ("tau", -1.0, ">= 0"),
-    ("num-rounds", -1, ">= 0"),
+    ("num-rounds", -1, "[0, 100000]"),
     ("num-clients", 0, ">= 1"),
     ("gamma", float("nan"), "> 0"),
     ("batch-size", 0, ">= 1"),
@@ -120,3 +120,11 @@ def test_config_knows_every_registered_strategy():
 def test_impossible_split_is_refused_before_round_one():
     with pytest.raises(ConfigError, match="min-partition-size=100"):
         prepare({"num-clients": 20, "alpha": 0.05, "min-partition-size": 100})
+
+
+def test_runs_that_cannot_work_are_refused_before_they_start():
+    with pytest.raises(ConfigError, match=r"'num-rounds' must be an integer in \[0, 100000\]"):
+        parse_config({"strategy": "fedrzo-bl", "num-rounds": 10**9})
+    with pytest.raises(ConfigError, match="'tau' and 'local-steps' are both 0"):
+        parse_config({"tau": 0.0, "local-steps": 0})
+    parse_config({"strategy": "fedrzo-bl", "task": "hyper-logistic", "tau": 0.0})  # its Fig. 2 has H = 0

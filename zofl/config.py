@@ -19,6 +19,7 @@ STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-n
 CONTROLS = ("x0-only", "f1-only", "server-sgd", "centralised")  # server-only (zofl.methods.controls)
 ASYNC_STRATEGIES = ("fedbuff", "afbo")
 ENGINES = ("sync", "legacy", "async")
+MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
 
 
@@ -79,7 +80,8 @@ KEYS: tuple[Key, ...] = (
         "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run"),
     Key("seed", int, 0, "an integer >= 0", "seed of the splits, directions, minibatches and sampling", "run",
         lambda v: v >= 0),
-    Key("num-rounds", int, 20, "an integer >= 0", "R, communication rounds", "run", lambda v: v >= 0),
+    Key("num-rounds", int, 20, "an integer in [0, 100000]", "R, communication rounds (server steps for the "
+        "asynchronous engine)", "run", lambda v: 0 <= v <= MAX_ROUNDS),
     Key("output-dir", str, "~/zofl-results", "an absolute path (~ allowed)",
         "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute()),
     Key("run-name", str, "", "letters, digits, '.', '_' and '-', not starting with '.' (empty: "
@@ -315,6 +317,10 @@ def _cross_checks(cfg: Config) -> None:
         raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; use fedavg")
     if cfg.resume and not cfg.run_name:
         raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
+    if cfg.tau == 0 and cfg.local_steps == 0 and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):  # FedRZO_bl: H = 0 is
+        # a setting of its Fig. 2 (the lower-level rounds still run)
+        raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
+                          "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
 
 
 def parse_config(run_config: Mapping[str, Any]) -> Config:
