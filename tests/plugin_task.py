@@ -3,7 +3,7 @@ import functools
 
 import numpy as np
 
-from zofl.tasks import ArrayData, SoftmaxTask
+from zofl.tasks import ArrayData, SoftmaxTask, task_factory
 
 TASK = SoftmaxTask()
 
@@ -59,8 +59,9 @@ def _mlp(num_features, num_classes):
     return torch.nn.Sequential(torch.nn.Linear(num_features, 32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes))
 
 
+@task_factory
 def make_torch_mlp():
-    """A user's own torch model as a task (README: "Bring your own torch model")."""
+    """A user's own torch model as a task, from a factory function (marked, so a run-config may name it)."""
     from zofl.tasks import TorchTask
 
     return TorchTask(_mlp)

@@ -23,7 +23,22 @@ def test_builtin_and_import_path():
 
 
 @pytest.mark.parametrize("name,match", [("nope", "must be one of"), ("no.such.module:X", "cannot be imported"),
-                                        ("zofl.tasks:TASKS", "lacks the methods")])
+                                        ("zofl.tasks:TASKS", "is a dict, not a task"),
+                                        ("os:abort", "is a function, not a task"),
+                                        ("tempfile:mkdtemp", "is a function, not a task"),
+                                        ("zofl.tasks.data:ArrayData", "is a class without")])
 def test_bad_task_names(name, match):
     with pytest.raises(TaskError, match=match):
         load_task(name)
+
+
+def test_nothing_named_by_a_run_config_is_called_before_it_is_checked(tmp_path, monkeypatch):
+    """`os:abort` would end this process and `tempfile:mkdtemp` make a folder if they were called."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(TaskError):
+        load_task("tempfile:mkdtemp")
+    assert list(tmp_path.iterdir()) == []
+    task = load_task("tests.plugin_task:make_torch_mlp")  # a marked factory is called
+    assert callable(task.grad)

@@ -1,7 +1,9 @@
 """Tasks (data + model + loss) and how a run-config names one.
 
-``load_task(name)``: a built-in name from ``TASKS``, or ``package.module:attr`` where attr is a
-task object or a zero-argument callable returning one (see ``zofl.tasks.base.Task``).
+``load_task(name)``: a built-in name from ``TASKS``, or ``package.module:attr`` where attr is a task
+class (checked for the task protocol before it is instantiated), a task object, or a function
+marked with ``@task_factory`` (see ``zofl.tasks.base.Task``). Nothing else named by a run-config is
+called: ``task = "os:abort"`` is refused, not run.
 """
 from __future__ import annotations
 
@@ -34,6 +36,19 @@ class TaskError(ValueError):
     pass
 
 
+def task_factory(fn):
+    """Mark a function that returns a task, so a run-config may name it (``task = "pkg.mod:fn"``)."""
+    fn.zofl_task_factory = True
+    return fn
+
+
+def _protocol_problem(obj) -> list[str]:
+    """The task-protocol methods ``obj`` (a class or an object) lacks; [] if it provides one protocol."""
+    if is_bilevel(obj) or is_hypergrad(obj):
+        return []
+    return [m for m in REQUIRED if not callable(getattr(obj, m, None))]
+
+
 def load_task(name: str) -> Task:
     """The task named ``name``; raises TaskError naming the key ``task`` and what is allowed."""
     if name in TASKS:
@@ -45,18 +60,28 @@ def load_task(name: str) -> Task:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise TaskError(f"task {name!r} cannot be imported: {exc}") from exc
-    is_factory = isinstance(obj, type) or (callable(obj) and not all(hasattr(obj, m) for m in REQUIRED)
-                                           and not is_bilevel(obj) and not is_hypergrad(obj))
-    task = obj() if is_factory else obj
-    missing = [m for m in REQUIRED if not callable(getattr(task, m, None))]
-    if missing and not is_bilevel(task) and not is_hypergrad(task):
-        raise TaskError(f"task {name!r} lacks the methods {missing} of zofl.tasks.base.Task (or the methods "
-                        f"{list(BILEVEL_REQUIRED)} of zofl.tasks.bilevel.BilevelTask, or "
-                        f"{list(HYPERGRAD_REQUIRED)} of zofl.tasks.hypergrad)")
+    protocols = (f"the methods {list(REQUIRED)} of zofl.tasks.base.Task (or {list(BILEVEL_REQUIRED)} of "
+                 f"zofl.tasks.bilevel.BilevelTask, or {list(HYPERGRAD_REQUIRED)} of zofl.tasks.hypergrad)")
+    if isinstance(obj, type):  # a class: checked before it is instantiated
+        missing = _protocol_problem(obj)
+        if missing:
+            raise TaskError(f"task {name!r} is a class without {missing}: a task needs {protocols}")
+        task = obj()
+    elif getattr(obj, "zofl_task_factory", False):
+        task = obj()
+    elif not _protocol_problem(obj):
+        return obj  # a task object
+    else:
+        kind = "a function" if callable(obj) else f"a {type(obj).__name__}"
+        raise TaskError(f"task {name!r} is {kind}, not a task: name a task class, a task object, or a function "
+                        f"marked with @zofl.tasks.task_factory (nothing else named by a run-config is called)")
+    missing = _protocol_problem(task)
+    if missing:
+        raise TaskError(f"task {name!r} made an object without {missing}: a task needs {protocols}")
     return task
 
 
 __all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperCleaningTask",
            "HyperLogisticTask", "Oracles", "QuadraticHypergrad",
            "RegularizationTask", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
-           "TaskError", "TASKS", "TorchTask", "evaluate", "is_bilevel", "is_hypergrad", "load_task"]
+           "TaskError", "TASKS", "TorchTask", "evaluate", "is_bilevel", "is_hypergrad", "load_task", "task_factory"]
