@@ -69,3 +69,18 @@ def test_plot_and_argument_errors(tmp_path, capsys):
     assert main(["run", "--set", "alpha"]) == 2 and "expected KEY=VALUE" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["data", "get", "imagenet"])
+
+
+def test_progress_reads_only_whole_records(tmp_path):
+    import json
+
+    from zofl.cli import _Progress
+
+    f = tmp_path / "rounds.jsonl"
+    f.write_text(json.dumps({"round": 0, "test_acc": 0.5}) + "\n" + '{"round": 1, "test_')  # being written
+    p = _Progress(f, 3, quiet=True)
+    p.poll()
+    assert (p.seen, p.last["round"]) == (1, 0)
+    f.write_text(json.dumps({"round": 0}) + "\n" + json.dumps({"round": 1, "test_acc": 0.6}) + "\n")
+    p.poll()
+    assert (p.seen, p.last["round"]) == (2, 1)

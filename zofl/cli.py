@@ -83,9 +83,18 @@ class _Progress:
     def poll(self) -> None:
         if not self.path.exists():
             return
-        lines = self.path.read_text().splitlines()
-        new = [json.loads(line) for line in lines[self.seen:] if line.strip()]
-        self.seen = len(lines)
+        text = self.path.read_text()
+        lines = text.splitlines()
+        if not text.endswith("\n"):
+            lines = lines[:-1]  # a record being written: read it next time
+        new = []
+        for line in lines[self.seen:]:
+            if line.strip():
+                try:
+                    new.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+            self.seen += 1
         for rec in new:
             self.last = rec
             if rec.get("round", 0) > 0:
