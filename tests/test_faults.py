@@ -245,3 +245,25 @@ def test_a_missed_deadline_is_a_failure_in_both_apis(tmp_path, engine):
     d, x = run_inprocess(cfg, workers=0, silent=frozenset({1}))
     for r in read_rounds(d)[1:]:
         assert (r["participants"], r["dropped"], r["failures"]) == (2, 1, 1), r
+
+
+def test_a_rejected_model_is_recorded_and_counted(tmp_path):
+    """A non-finite aggregate is refused (x stays x_r), and the refusal is in the round records and
+    the summary's totals, read back from the files."""
+    import json
+
+    import numpy as np
+
+    from zofl.inprocess import run_inprocess
+    from zofl.results import read_rounds
+
+    d, x = run_inprocess({"strategy": "fedavg", "server-lr": 1e308, "local-lr": 10.0, "num-rounds": 3,
+                          "num-clients": 3, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "r"}, workers=0)
+    rec = read_rounds(d)
+    assert np.isfinite(x).all()
+    rejected = [r["round"] for r in rec if r.get("model_rejected")]
+    assert rejected and all(r["test_loss"] == rec[0]["test_loss"] for r in rec if r["round"] in rejected[:1])
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["rounds_model_rejected"] == len(rejected)
+    assert summary["total_sampled"] == sum(len(r["sampled"]) for r in rec)
+    assert summary["total_participants"] + summary["total_dropped"] == summary["total_sampled"]

@@ -72,7 +72,8 @@ def test_zofl_run_through_flower_matches_in_process_and_leaves_nothing(tmp_path)
                    "straggler-prob=0.2", f'output-dir="{tmp_path}"', 'run-name="flower"')
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert lines[-4].startswith("ZO-HFL on digits: 3 rounds") and lines[-1].strip() == f"results: {tmp_path / 'flower'}"
+    assert lines[-5].startswith("ZO-HFL on digits: 3 rounds") and lines[-1].strip() == f"results: {tmp_path / 'flower'}"
+    assert lines[-2].strip().startswith("clients: 9 sampled, 9 replies used, 0 dropped")
     assert "3/3 rounds" in res.stdout and "WARNING" not in res.stdout  # progress; Flower's noise is in flwr.log
     assert (tmp_path / "flower" / "flwr.log").stat().st_size > 0
     assert not left_behind()

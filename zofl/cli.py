@@ -178,10 +178,13 @@ def _save_log(out: Path, lines: list[str]) -> None:
 
 
 def _summary_block(text: list[str], out: Path) -> list[str]:
-    """The ServerApp's summary lines (the 3 lines before "  results: <dir>", and that line)."""
+    """The ServerApp's summary: its title line, the indented lines after it, up to "  results: <dir>"."""
     for i, line in enumerate(text):
         if line.strip() == f"results: {out}":
-            return text[max(0, i - 3):i + 1]
+            j = i
+            while j > 0 and text[j].startswith("  "):
+                j -= 1
+            return text[j:i + 1]
     return []
 
 

@@ -18,6 +18,11 @@ def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
         "total_uplink_bytes": sum(r["uplink_bytes"] or 0 for r in records),
         "total_downlink_bytes": sum(r["downlink_bytes"] or 0 for r in records),
         "total_failures": sum(r.get("failures") or 0 for r in records),
+        "total_sampled": sum(len(r.get("sampled") or []) for r in records),
+        "total_participants": sum(r.get("participants") or 0 for r in records),
+        "total_dropped": sum(r.get("dropped") or 0 for r in records),
+        "total_rejected": sum(r.get("rejected") or 0 for r in records),
+        "rounds_model_rejected": sum(bool(r.get("model_rejected")) for r in records),
     }
 
 
@@ -27,4 +32,9 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             f"(best {fmt(s['best_test_acc'])}), test loss {fmt(s['final_test_loss'])}",
             f"  {s['total_local_steps']} local steps, {s['total_client_compute_s']:.1f}s client "
             f"compute, {s['total_wall_s']:.1f}s wall",
+            f"  clients: {s.get('total_sampled', 0)} sampled, {s.get('total_participants', 0)} replies used, "
+            f"{s.get('total_dropped', 0)} dropped ({s.get('total_failures', 0)} failed or late, "
+            f"{s.get('total_rejected', 0)} rejected)"
+            + (f"; the aggregate was refused in {s['rounds_model_rejected']} round(s)"
+               if s.get("rounds_model_rejected") else ""),
             f"  results: {s['results_dir']}"]
