@@ -67,6 +67,10 @@ def test_plot_and_argument_errors(tmp_path, capsys):
     assert out.stat().st_size > 10_000
     assert main(["plot", str(tmp_path)]) == 2 and "not a run folder" in capsys.readouterr().err
     assert main(["run", "--set", "alpha"]) == 2 and "expected KEY=VALUE" in capsys.readouterr().err
+    # a resume with nothing to run is refused here, before any SuperLink starts (exit 2)
+    assert main(["run", "--rounds", "2", "--clients", "3", "--set", f'output-dir="{tmp_path}"', "run-name=a",
+                 "resume=true"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["data", "get", "imagenet"])
 

@@ -46,21 +46,13 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
 
 # -- zofl run ------------------------------------------------------------------------------------
 def check_locally(run_config: dict[str, Any]):
-    """The ServerApp's own start-up checks (config, task, data), here, before anything starts."""
-    from .methods import METHODS
-    from .results import default_run_name
-    from .setup import prepare
+    """The ServerApp's own start-up checks (config, task, data, the method's own, the results folder
+    and what a resume would continue), here, before anything starts."""
+    from .server_app import make_run
 
-    cfg, task, spec = prepare(run_config)
-    METHODS[cfg.strategy].server(cfg, task, spec)  # the method's own checks (e.g. server-sgd needs server data)
-    run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
-    out = Path(cfg.output_dir).expanduser() / run_name
-    if (out / "rounds.jsonl").exists() and not cfg.resume:
-        from .config import ConfigError
-
-        raise ConfigError(f"run-config key 'run-name': {out} already holds results; choose another run-name "
-                          f"(or set resume=true to continue it)")
-    return cfg, run_name, out
+    cfg, _, writer = make_run(run_config)
+    writer.close()
+    return cfg, writer.dir.name, writer.dir
 
 
 def _total_rounds(cfg) -> int | None:

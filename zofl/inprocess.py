@@ -150,9 +150,10 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     from .server_app import make_run, serve
 
     cfg, method, writer = make_run(dict(run_config))
-    grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent)
-    try:
-        x = serve(grid, cfg, method, writer)
-    finally:
-        grid.close()
+    with writer:
+        grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent)
+        try:
+            x = serve(grid, cfg, method, writer)
+        finally:
+            grid.close()
     return writer.dir, x

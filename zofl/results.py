@@ -1,18 +1,22 @@
 """Per-round records of a run, written as they happen.
 
 <output-dir>/<run-name>/
-  config.json   -- the validated run-config
+  config.json   -- the validated run-config, written once the run (or its resume) is accepted
   rounds.jsonl  -- one JSON object per round (round 0 = the initial model), flushed per line
   summary.json  -- written atomically when the last round ends
+  .lock         -- held (flock) by the process writing the folder: a second run of it is refused
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
+
+from .config import ConfigError
 
 ROUND_FIELDS = (
     "round", "test_acc", "test_loss", "f1", "f2_est", "objective", "sampled", "participants", "stragglers",
@@ -35,25 +39,77 @@ def default_run_name(strategy: str, dataset: str) -> str:
 RESUMABLE_CHANGES = ("resume", "checkpoint-every", "client-wait-s", "num-rounds")  # may differ on resume
 
 
+class RunFolderError(ConfigError):
+    """A run folder cannot be used as asked (in use, holds results, unreadable or inconsistent);
+    the message names the folder or file (and line)."""
+
+
 class ResultsWriter:
-    """Appends round records as they happen; with ``resume`` continues a run folder's records."""
+    """Appends round records as they happen; with ``resume`` continues a run folder's records.
+
+    Opening it takes the folder's lock (``RunFolderError`` if another live process holds it) and
+    reads and checks what a resume would continue; nothing is written until ``accept()`` (config.json),
+    so a refused run or resume leaves the folder as it was. Use it as a context manager, or
+    ``close()`` it, to release the lock."""
 
     def __init__(self, out_dir: str | os.PathLike, config: Mapping[str, Any], resume: bool = False):
         self.dir = Path(out_dir).expanduser()
         self.rounds_path = self.dir / "rounds.jsonl"
         self.records: list[dict[str, Any]] = []
-        if self.rounds_path.exists():
-            if not resume:
-                raise FileExistsError(f"{self.dir} already holds results; choose another run-config 'run-name' "
-                                      f"(or set resume = true to continue it)")
-            stored = json.loads((self.dir / "config.json").read_text())
-            changed = sorted(k for k in set(stored) | set(config)
-                             if k not in RESUMABLE_CHANGES and stored.get(k) != config.get(k))
-            if changed:
-                raise FileExistsError(f"cannot resume {self.dir}: the run-config differs in {changed}")
-            self.records = read_rounds(self.dir)
+        self.config = dict(config)
+        self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.rounds.resume_point)
+        self._lock_fd: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._atomic_write("config.json", dict(config))
+        self._lock()
+        try:
+            if self.rounds_path.exists():
+                if not resume:
+                    raise RunFolderError(f"run-config key 'run-name': {self.dir} already holds results; choose "
+                                         f"another run-name (or set resume = true to continue it)")
+                config_path = self.dir / "config.json"
+                try:
+                    stored = json.loads(config_path.read_text())
+                except (OSError, json.JSONDecodeError) as exc:
+                    raise RunFolderError(f"cannot resume {self.dir}: {config_path} is not readable ({exc})") from exc
+                changed = sorted(k for k in set(stored) | set(config)
+                                 if k not in RESUMABLE_CHANGES and stored.get(k) != config.get(k))
+                if changed:
+                    raise RunFolderError(f"run-config key 'resume': cannot resume {self.dir}: the run-config "
+                                         f"differs in {changed}")
+                self.records = read_rounds(self.dir, check_order=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def _lock(self) -> None:
+        path = self.dir / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RunFolderError(f"run-config key 'run-name': {self.dir} is in use by another run (pid {holder}); "
+                                 f"wait for it to end, stop it, or choose another run-name") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        """Release the folder's lock (the lock file stays; an unlocked one means nobody writes)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def __enter__(self) -> "ResultsWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def accept(self) -> None:
+        """The run (or resume) is accepted: write config.json, before the first new record."""
+        self._atomic_write("config.json", self.config)
 
     def truncate(self, last_round: int) -> None:
         """Keep the records of rounds <= last_round (atomically); later ones will be written again."""
@@ -81,15 +137,28 @@ class ResultsWriter:
         self._atomic_write("summary.json", {k: _clean(v) for k, v in summary.items()})
 
 
-def read_rounds(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a run; a torn last line (the process was killed mid-write) is left out."""
-    with open(Path(run_dir) / "rounds.jsonl") as f:
-        lines = [line for line in f if line.strip()]
+def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[dict[str, Any]]:
+    """The records of a run; a torn last line (the process was killed mid-write) is left out.
+
+    A line that is not a JSON record raises ``RunFolderError`` naming the file and line; with
+    ``check_order`` the records must be rounds 0, 1, 2, ... (no gap, no duplicate, in order)."""
+    path = Path(run_dir) / "rounds.jsonl"
+    with open(path) as f:
+        lines = list(f)
     records = []
     for i, line in enumerate(lines):
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i < len(lines) - 1 or line.endswith("\n"):
-                raise
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            if i == len(lines) - 1 and not line.endswith("\n"):
+                break  # torn last line: written again on resume
+            raise RunFolderError(f"{path}, line {i + 1}: not a round record ({exc})") from None
+        if check_order and rec.get("round") != len(records):
+            raise RunFolderError(f"{path}, line {i + 1}: round {rec.get('round')!r} where round {len(records)} "
+                                 f"was expected (records must be rounds 0, 1, 2, ... once each)")
+        records.append(rec)
     return records

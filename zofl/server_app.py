@@ -19,7 +19,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from .config import Config, ConfigError
 from .core.method import Method
-from .core.rounds import SyncRun
+from .core.rounds import SyncRun, resume_point
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
 from .setup import prepare
@@ -32,17 +32,23 @@ GRID_PULL_INTERVAL_S = 0.01
 
 
 def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
-    """Validate the run-config, open the results folder and build the method's server half."""
-    cfg, task, spec = prepare(run_config)  # every error before round 1
+    """Validate the run-config, open (lock) the results folder, check what a resume would continue,
+    and build the method's server half; every refusal is a ``ConfigError`` raised before round 1.
+    The caller closes the writer (``with writer: ...``) to release the folder's lock."""
+    cfg, task, spec = prepare(run_config)
     run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
     method = METHODS[cfg.strategy].server(cfg, task, spec)
     try:
         writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume)
-    except FileExistsError as exc:
-        raise ConfigError(f"run-config key 'run-name': {exc}") from exc
     except OSError as exc:  # e.g. PermissionError, a read-only file system
         raise ConfigError(f"run-config key 'output-dir': cannot write the results folder "
                           f"{Path(cfg.output_dir).expanduser() / run_name} ({exc.strerror or exc})") from exc
+    try:
+        if cfg.resume:
+            writer.resume_from = resume_point(writer, method, method.communication_rounds())
+    except BaseException:
+        writer.close()
+        raise
     return cfg, method, writer
 
 
@@ -77,4 +83,5 @@ def main(grid: Grid, context: Context) -> None:
     except ConfigError as exc:
         flwr_log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
-    serve(grid, cfg, method, writer)
+    with writer:
+        serve(grid, cfg, method, writer)

@@ -8,10 +8,13 @@ state (``Method.state_dict``), plus ``async/<name>`` for the asynchronous engine
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+
+from ..results import RunFolderError
 
 CHECKPOINT = "checkpoint.npz"
 
@@ -30,12 +33,33 @@ def save_checkpoint(run_dir: Path, k: int, wall_s: float, state: Mapping[str, np
 
 
 def load_checkpoint(run_dir: Path) -> tuple[int, float, dict[str, np.ndarray], dict[str, np.ndarray]] | None:
-    """(round, wall_s, state, async extras) of the checkpoint in ``run_dir``, or None if there is none."""
+    """(round, wall_s, state, async extras) of the checkpoint in ``run_dir``, or None if there is none.
+
+    A file that is not a whole checkpoint (truncated, a flipped byte, a key missing) raises
+    ``RunFolderError`` naming it."""
     path = run_dir / CHECKPOINT
     if not path.exists():
         return None
-    with np.load(path) as ck:
-        state = {"x": np.array(ck["x"])}
-        state.update({k[4:]: np.array(ck[k]) for k in ck.files if k.startswith("mem/")})
-        extra = {k[6:]: np.array(ck[k]) for k in ck.files if k.startswith("async/")}
-        return int(ck["round"]), float(ck["wall_s"]), state, extra
+    try:
+        with np.load(path, allow_pickle=False) as ck:
+            state = {"x": np.array(ck["x"])}
+            state.update({k[4:]: np.array(ck[k]) for k in ck.files if k.startswith("mem/")})
+            extra = {k[6:]: np.array(ck[k]) for k in ck.files if k.startswith("async/")}
+            return int(ck["round"]), float(ck["wall_s"]), state, extra
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise RunFolderError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc}); "
+                             f"delete the run folder to start again") from None
+
+
+def check_state(path: Path, state: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]) -> None:
+    """A loaded state must have the arrays (names, shapes) of ``expected`` (a fresh state of the same
+    run), all finite where they hold numbers; else ``RunFolderError`` naming ``path``."""
+    missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or extra:
+        raise RunFolderError(f"{path} does not hold this run's state (missing {missing}, unexpected {extra})")
+    for name, want in expected.items():
+        have = state[name]
+        if np.shape(have) != np.shape(want):
+            raise RunFolderError(f"{path}: array {name!r} has shape {np.shape(have)}, this run's is {np.shape(want)}")
+        if np.issubdtype(have.dtype, np.number) and not np.all(np.isfinite(have)):
+            raise RunFolderError(f"{path}: array {name!r} holds NaN or Inf")

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..faults import speed_factor
-from .checkpoint import load_checkpoint, save_checkpoint
+from ..results import RunFolderError
+from .checkpoint import CHECKPOINT, check_state, load_checkpoint, save_checkpoint
 from .checks import reply_problem
 from .method import Method, State
 from .protocol import Failure, Reply, Work
@@ -40,6 +41,31 @@ class RoundPlan:
     downlink_bytes: int | None = None  # None: the works' arrays
 
 
+def resume_point(writer, method: Method, total: int):
+    """What a resume of ``writer.dir`` continues from: the checked checkpoint (round, wall_s, state,
+    extras), or None for a folder with no records yet (a fresh start). Refuses (``RunFolderError``,
+    naming the file) records without a checkpoint, a checkpoint that is not this run's state or is
+    not finite, one ahead of the records, and a resume with nothing left to run."""
+    path = writer.dir / CHECKPOINT
+    ck = load_checkpoint(writer.dir)
+    last = writer.records[-1]["round"] if writer.records else None
+    if ck is None:
+        if last is None:
+            return None
+        raise RunFolderError(f"cannot resume {writer.dir}: rounds.jsonl holds rounds 0-{last} but there is no "
+                             f"{CHECKPOINT} (run-config key 'checkpoint-every' = 0, or the run stopped before its "
+                             f"first checkpoint); delete the folder or choose another run-name to start again")
+    k = ck[0]
+    if last is None or k > last:
+        raise RunFolderError(f"cannot resume {writer.dir}: {path} holds round {k} but rounds.jsonl ends at "
+                             f"{'no round' if last is None else f'round {last}'}")
+    if k >= total:
+        raise RunFolderError(f"run-config key 'num-rounds': nothing to resume in {writer.dir}: it has run {k} of "
+                             f"{total} rounds; raise num-rounds to continue it")
+    check_state(path, ck[2], method.state_dict(method.init()))
+    return ck
+
+
 class SyncRun:
     """One run of a synchronous method: state, resume, records (see the module docstring)."""
 
@@ -53,23 +79,18 @@ class SyncRun:
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(cfg.num_clients)]
         self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
-        if cfg.resume:
-            self._resume()
-        if self.state is None:
+        ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
+        writer.accept()  # the run (or its resume) is accepted: config.json, then records
+        if ck is not None:
+            self.offset, self.t_before, arrays, self.resumed_extra = ck
+            self.state = method.load_state_dict(arrays)
+            self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))
+            writer.truncate(self.offset)  # rounds after the checkpoint are run (and written) again
+            log.info("resume: continuing %s after round %d", writer.dir, self.offset)
+        else:
+            writer.truncate(-1)
             self.state = method.init()
             self._write_record(0, {})
-
-    def _resume(self) -> None:
-        ck = load_checkpoint(self.writer.dir)
-        if ck is None:
-            log.info("resume: no checkpoint in %s, starting from round 0", self.writer.dir)
-            self.writer.truncate(-1)
-            return
-        self.offset, self.t_before, arrays, self.resumed_extra = ck
-        self.state = self.method.load_state_dict(arrays)
-        self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))
-        self.writer.truncate(self.offset)  # rounds after the checkpoint are run (and written) again
-        log.info("resume: continuing %s after round %d", self.writer.dir, self.offset)
 
     @property
     def x(self) -> np.ndarray:

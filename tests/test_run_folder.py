@@ -1,0 +1,121 @@
+"""A run folder cannot be corrupted: one writer at a time, nothing written before a run or resume is
+accepted, and a resume checks what it reads (records, checkpoint) and names the file (and line)."""
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from zofl.inprocess import run_inprocess
+from zofl.results import ResultsWriter, RunFolderError, read_rounds
+
+BASE = {"num-rounds": 3, "num-clients": 3, "tau": 1.0, "checkpoint-every": 1}
+
+
+def _run(tmp_path, name="r", **keys):
+    return run_inprocess({**BASE, "output-dir": str(tmp_path), "run-name": name, **keys}, workers=0)
+
+
+def _finished(tmp_path, **keys):
+    """A finished 3-round run and the bytes of its config.json (to show a refusal leaves it alone)."""
+    d, x = _run(tmp_path, **keys)
+    return d, x, (d / "config.json").read_bytes()
+
+
+def test_a_second_writer_of_a_live_run_folder_is_refused_by_name(tmp_path):
+    d = tmp_path / "r"
+    code = ("import sys, time; from zofl.results import ResultsWriter; "
+            "w = ResultsWriter(sys.argv[1], {}); print('locked', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunFolderError, match=rf"{re.escape(str(d))} is in use by another run \(pid {holder.pid}\)"):
+            _run(tmp_path, resume=True)
+        assert not (d / "config.json").exists() and not (d / "rounds.jsonl").exists()  # nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+    d, _ = _run(tmp_path, resume=True)  # the holder is gone: its lock went with it
+    assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]
+
+
+def test_a_refused_or_empty_resume_says_so_and_writes_nothing(tmp_path):
+    d, _, config = _finished(tmp_path)
+    for rounds in (3, 2):  # a finished run; fewer rounds than done
+        with pytest.raises(RunFolderError, match=r"'num-rounds': nothing to resume .* it has run 3 of"):
+            _run(tmp_path, resume=True, **{"num-rounds": rounds})
+    with pytest.raises(RunFolderError, match=r"'resume': cannot resume .* differs in \['seed'\]"):
+        _run(tmp_path, resume=True, seed=5)
+    assert (d / "config.json").read_bytes() == config
+
+
+def test_records_out_of_order_or_unreadable_are_refused_with_file_and_line(tmp_path):
+    d, _, config = _finished(tmp_path)
+    lines = (d / "rounds.jsonl").read_text().splitlines(keepends=True)
+    (d / "summary.json").unlink()
+    for bad, line, what in ((lines[:3] + [lines[2]] + lines[3:], 4, "round 2 where round 3"),  # a duplicate
+                            ([lines[0], lines[2], lines[1], lines[3]], 2, "round 2 where round 1"),
+                            (lines[:2] + ["garbage}\n"] + lines[3:], 3, "not a round record")):
+        (d / "rounds.jsonl").write_text("".join(bad))
+        with pytest.raises(RunFolderError, match=rf"rounds.jsonl, line {line}: {what}"):
+            _run(tmp_path, resume=True, **{"num-rounds": 5})
+    assert (d / "config.json").read_bytes() == config
+
+
+def _corrupt_checkpoint(path, how):
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif how == "flipped byte":
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    else:
+        with np.load(path) as ck:
+            arrays = {k: ck[k] for k in ck.files}
+        if how == "NaN":
+            arrays["x"] = np.full_like(arrays["x"], np.nan)
+        else:  # wrong shape
+            arrays["x"] = arrays["x"][:-1]
+        np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize("how,message", [("truncated", "is not a readable checkpoint"),
+                                         ("flipped byte", "is not a readable checkpoint"),
+                                         ("NaN", "array 'x' holds NaN or Inf"),
+                                         ("wrong shape", "array 'x' has shape")])
+def test_a_corrupt_checkpoint_is_refused_by_name(tmp_path, how, message):
+    d, _, config = _finished(tmp_path)
+    _corrupt_checkpoint(d / "checkpoint.npz", how)
+    with pytest.raises(RunFolderError, match=rf"{re.escape(str(d / 'checkpoint.npz'))}:? .*{message}"):
+        _run(tmp_path, resume=True, **{"num-rounds": 5})
+    assert (d / "config.json").read_bytes() == config
+    assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]  # the records are kept
+
+
+def test_records_without_a_checkpoint_are_refused_not_restarted(tmp_path):
+    d, _, _ = _finished(tmp_path, **{"checkpoint-every": 0})
+    (d / "summary.json").unlink()
+    with pytest.raises(RunFolderError, match=r"holds rounds 0-3 but there is no checkpoint.npz"):
+        _run(tmp_path, resume=True, **{"num-rounds": 5, "checkpoint-every": 0})
+
+
+def test_a_torn_last_record_is_left_out_and_written_again(tmp_path):
+    _, x_ref = _run(tmp_path, "ref")
+    d, _ = _run(tmp_path, **{"num-rounds": 1})  # checkpoint at round 1
+    with open(d / "rounds.jsonl", "a") as f:
+        f.write(json.dumps({"round": 2, "test_acc": 0.5})[:20])  # killed while writing round 2
+    assert [r["round"] for r in read_rounds(d)] == [0, 1]
+    (d / "summary.json").unlink()
+    d, x = _run(tmp_path, resume=True)
+    assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]
+    np.testing.assert_array_equal(x, x_ref)
+
+
+def test_the_writer_releases_its_lock(tmp_path):
+    with ResultsWriter(tmp_path / "w", {"a": 1}) as w:
+        assert not (w.dir / "config.json").exists()  # written only once the run is accepted
+        w.accept()
+    with ResultsWriter(tmp_path / "w", {"a": 1}):  # a second writer after the first closed
+        pass
