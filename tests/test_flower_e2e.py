@@ -90,8 +90,9 @@ def test_zofl_run_through_flower_matches_in_process_and_leaves_nothing(tmp_path)
 
 
 def test_zofl_run_exit_codes(tmp_path):
-    """A bad key: one line naming it, exit 2, before anything starts. A run that fails inside Flower:
-    exit 1 with the error, where plain ``flwr run`` exits 0; nothing left running."""
+    """A bad key: one line naming it, exit 2, before anything starts. A run that fails inside Flower,
+    or that the failure policy stops: exit 1 with the error, where plain ``flwr run`` exits 0;
+    nothing left running."""
     import time
 
     t = time.monotonic()
@@ -102,6 +103,12 @@ def test_zofl_run_exit_codes(tmp_path):
                    'task="tests.plugin_task:FailingTask"', f'output-dir="{tmp_path}"', 'run-name="fails"')
     assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
     assert "the run failed" in res.stderr and "deliberate failure" in res.stderr
+    # no client ever answers: the failure policy stops the run, exit 1, its summary says why
+    res = zofl_run(tmp_path, "--rounds", "2", "--clients", "2", "--quiet", "--set", "crash-prob=1.0",
+                   f'output-dir="{tmp_path}"', 'run-name="dead"')
+    assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
+    assert "FAILED: the failure policy stopped the run: 2 rounds had fewer than min-replies" in res.stdout
+    assert "clients with failures (rounds): " in res.stdout
     assert not left_behind()
 
 

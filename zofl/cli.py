@@ -146,6 +146,10 @@ def cmd_run(args) -> int:
     text = [_strip_ansi(line.rstrip("\n")) for line in log_lines]
     if summary.exists() and json.loads(summary.read_text()).get("results_dir"):
         print("\n".join(_summary_block(text, out) or [f"done: {out}"]))
+        failure = json.loads(summary.read_text()).get("failure")
+        if failure:  # the failure policy stopped it (what ran is recorded)
+            print(f"zofl run: the run failed: {failure}", file=sys.stderr)
+            return EXIT_FAILED
         return 0
     print(f"zofl run: the run failed; Flower's output is in {out / 'flwr.log'}", file=sys.stderr)
     for line in _error_lines(text):

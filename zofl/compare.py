@@ -147,17 +147,22 @@ def strategy_keys(spec: dict[str, Any]) -> set[str]:
 
 
 def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str] | None = None,
-                  paired: list[str] | None = None, per_strategy: set[str] | None = None) -> None:
-    """results.csv, rounds.csv, table.md, paired.md and plots/ from the finished cells.
+                  paired: list[str] | None = None, per_strategy: set[str] | None = None) -> list[str]:
+    """results.csv, rounds.csv, table.md, paired.md and plots/ from the finished cells; returns the
+    ids of the cells the failure policy stopped (listed in table.md, left out of every table).
 
     Table columns and plot panels are the grid's settings (``column_keys``, besides strategy and
     seed); rows and plot lines are the strategy with any other key that varies (e.g. a tuned step).
     ``paired``: comparisons "key=a,b" written to paired.md (see ``_paired``)."""
-    finished = []
+    finished, failed = [], []
     for cell in cells:
         d = finished_dir(out, cell)
         if d is not None:
-            finished.append((cell, d, json.loads((d / "summary.json").read_text()), read_rounds(d)))
+            summary = json.loads((d / "summary.json").read_text())
+            if summary.get("status") == "failed":  # stopped by the failure policy: listed, not tabled
+                failed.append((d.name, summary.get("failure")))
+                continue
+            finished.append((cell, d, summary, read_rounds(d)))
     varying = sorted({k for c in cells for k in c if len({json.dumps(x.get(k)) for x in cells}) > 1} - {"seed"})
     keys = list(dict.fromkeys([*CELL_KEYS, *varying]))
     with open(out / "results.csv", "w", newline="") as f:
@@ -180,10 +185,11 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
                 w.writerow([d.name, *[full[k] for k in keys], *[r[k] for k in fields]])
     cols = [k for k in keys if k in (column_keys or ["dataset", "alpha", "beta"]) and k not in ("strategy", "seed")]
     rows = ["strategy", *[k for k in varying if k not in cols and k != "strategy"]]
-    _table(out, finished, rows, cols)
+    _table(out, finished, rows, cols, failed)
     if paired:
         _paired(out, finished, paired, varying, per_strategy or set())
     _plots(out, finished, rows, cols)
+    return [name for name, _ in failed]
 
 
 def _group_label(full: dict[str, Any], keys: list[str]) -> str:
@@ -198,7 +204,8 @@ def _row_label(cell: dict[str, Any], row_keys: list[str]) -> str:
 FIGURES = (("final", "final round"), ("last10", "mean of the last 10% of rounds"), ("best", "best round"))
 
 
-def _table(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
+def _table(out: Path, finished, row_keys: list[str], col_keys: list[str],
+           failed: list[tuple[str, str]] | None = None) -> None:
     rows: dict[str, dict[str, list[dict[str, float]]]] = {}
     start: dict[str, list[float]] = {}
     cols: list[str] = []
@@ -221,6 +228,9 @@ def _table(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
     lines += ["### round 0 (x_0, the start of every run of the column)", "",
               "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols),
               "| x_0 | " + " | ".join(fmt_interval(interval(start[c])) for c in cols) + " |"]
+    if failed:
+        lines += ["", "### failed runs (stopped by the failure policy; not in the table)", "",
+                  *[f"- {name}: {why}" for name, why in failed]]
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
@@ -297,8 +307,9 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
 
 
 def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
-             progress: bool = True, column_keys: list[str] | None = None, **report) -> None:
-    """Run every unfinished cell; write the reports after each cell."""
+             progress: bool = True, column_keys: list[str] | None = None, **report) -> list[str]:
+    """Run every unfinished cell; write the reports after each cell. Returns the ids of the cells
+    that failed (an error, or stopped by the failure policy)."""
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -312,6 +323,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
         todo.append(cell)
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
     lock = threading.Lock()
+    failures: list[str] = []
     bar = tqdm(total=len(todo), disable=not progress, desc="cells", file=sys.stdout)
     slots: list[Any] = []
     ray_cpus = max(1, (os.cpu_count() or 2) // parallel)  # each cell's Ray gets its share of the cores
@@ -327,8 +339,10 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
         finally:
             with lock:
                 slots.append(sl)
-        ok = (out / "cells" / cell_id(cell) / "summary.json").exists()
-        return cell_id(cell), time.perf_counter() - t, "" if ok else (res.stdout + res.stderr)[-2000:]
+        summary = out / "cells" / cell_id(cell) / "summary.json"
+        failure = json.loads(summary.read_text()).get("failure") if summary.exists() else "no summary.json"
+        return cell_id(cell), time.perf_counter() - t, "" if not failure else \
+            f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 
     from contextlib import ExitStack
 
@@ -347,12 +361,15 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
                        for c in todo]
         for fut in as_completed(futures):
             cid, secs, err = fut.result()
+            if err:
+                failures.append(cid)
             with lock:
                 bar.update(1)
                 bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
                 write_reports(out, cells, column_keys, **report)
     bar.close()
-    write_reports(out, cells, column_keys, **report)
+    stopped = write_reports(out, cells, column_keys, **report)  # this time's and earlier policy stops
+    return sorted(set(failures) | set(stopped))
 
 
 def _die_with_parent(parent: int) -> None:
@@ -426,7 +443,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_only:
         write_reports(out, cells, report_columns(spec), **report)
         return
-    run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
+    failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
+    if failed:
+        sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)} (see above and table.md)")
 
 
 if __name__ == "__main__":

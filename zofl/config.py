@@ -130,6 +130,12 @@ KEYS: tuple[Key, ...] = (
     Key("hang-s", float, 10.0, "a number > round-deadline-s", "how long an injected hang lasts", "ours", _pos),
     Key("reply-max-abs", float, 1e6, "a number > 0",
         "replies with any |value| above it are dropped as absurd", "ours", _pos),
+    Key("min-replies", int, 1, "an integer >= 0 (0 = no minimum), at most the clients sampled per round",
+        "failure policy: a round (async: a window of num-clients task results) with fewer usable replies "
+        "is a failed round", "ours", lambda v: v >= 0),
+    Key("max-failed-rounds", float, 0.5, "a number in [0, 1]",
+        "failure policy: the run stops as failed (non-zero exit) once more than this fraction of its rounds "
+        "(async: of the windows its updates need at least) have failed", "ours", lambda v: 0 <= v <= 1),
     Key("tau", float, 20.0, "a number >= 0", "H_{i,r} = ceil(tau * sqrt(r + 1)) local steps", "paper", _nonneg),
     Key("local-steps", int, 0, "an integer >= 0", "a fixed H for every round; 0 = use tau", "ours",
         lambda v: v >= 0),
@@ -317,6 +323,13 @@ def _cross_checks(cfg: Config) -> None:
         raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; use fedavg")
     if cfg.resume and not cfg.run_name:
         raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
+    per_round = max(1, int(round(cfg.beta * cfg.num_clients)))  # = zofl.core.sampling.sample_round
+    if cfg.engine != "async" and cfg.strategy not in CONTROLS and cfg.min_replies > per_round:
+        raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than the {per_round} client(s) "
+                          f"sampled per round (beta * num-clients): every round would fail")
+    if cfg.engine == "async" and cfg.min_replies > cfg.num_clients:
+        raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than a window's "
+                          f"num-clients = {cfg.num_clients} task results: every window would fail")
     if cfg.tau == 0 and cfg.local_steps == 0 and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):  # FedRZO_bl: H = 0 is
         # a setting of its Fig. 2 (the lower-level rounds still run)
         raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "

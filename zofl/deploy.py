@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import datetime
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -163,10 +164,22 @@ def main(argv: list[str] | None = None) -> int:
     import tomllib
     run_config = tomllib.loads(args.run_config.replace(" ", "\n")) if args.run_config else {}
     run_config.setdefault("num-clients", args.supernodes)
+    from .config import parse_config
+    from .results import default_run_name
+
+    cfg = parse_config(run_config)  # a bad key: an error now, before any process starts
+    run_config.setdefault("run-name", default_run_name(cfg.strategy, cfg.dataset))  # to find its summary
+    summary = Path(cfg.output_dir).expanduser() / run_config["run-name"] / "summary.json"
     with local_deployment(args.dir, args.supernodes, tls=not args.insecure) as dep:
         res = dep.run(run_config)
         print(res.stdout + res.stderr)
-        return res.returncode
+    # `flwr run` exits 0 for a run that failed in the SuperLink: the run's own summary says how it went
+    failure = json.loads(summary.read_text()).get("failure") if summary.exists() else \
+        f"no {summary} (see the output above)"
+    if failure:
+        print(f"python -m zofl.deploy local: the run failed: {failure}", file=sys.stderr)
+        return 1
+    return res.returncode
 
 
 if __name__ == "__main__":

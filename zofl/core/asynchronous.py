@@ -37,6 +37,7 @@ import numpy as np
 from ..faults import draw_fault
 from .checks import reply_problem
 from .method import Method
+from .policy import allowed_failures, async_windows, failure_message, round_failed
 from .protocol import Failure, Reply, Work
 from .rounds import SyncRun
 from .sampling import available, per_client
@@ -79,6 +80,10 @@ class AsyncRun(SyncRun):
         self.buffer: list[tuple[Reply, int]] = []
         self.replied: set[int] = set()  # clients whose reply was buffered at this version
         self.waiting: list[int] = []  # clients waiting for the next version (one_task_per_version)
+        # the failure policy over windows of m task results (zofl.core.policy)
+        self.windows_needed = async_windows(self.total, self.K, self.m)
+        self.allowed_failed = allowed_failures(self.windows_needed, cfg.max_failed_rounds)
+        self.window_results, self.window_usable = 0, 0
         self._reset_counts()
 
     @property
@@ -87,7 +92,7 @@ class AsyncRun(SyncRun):
 
     def _reset_counts(self) -> None:
         self.counts = {"failures": 0, "rejected": 0, "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
-                       "t0": time.perf_counter()}
+                       "t0": time.perf_counter(), "failed_clients": set()}
 
     # -- clock and durations --------------------------------------------------------------
     def clock(self) -> float:
@@ -201,8 +206,10 @@ class AsyncRun(SyncRun):
             result = Failure(pid, f"reply {self.clock() - task.sent_at:.2f} s after its task, later than "
                                   f"round-deadline-s = {deadline:g}")
         applied = None
+        usable = False
         if isinstance(result, Failure):
             self.counts["failures"] += 1
+            self.counts["failed_clients"].add(pid)
             log.warning("update %d: client %s failed: %s", self.version + 1, pid, result.reason)
         else:
             self.counts["uplink_bytes"] += result.nbytes()
@@ -212,8 +219,10 @@ class AsyncRun(SyncRun):
             if problem:
                 self.counts["failures"] += 1
                 self.counts["rejected"] += 1
+                self.counts["failed_clients"].add(pid)
                 log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
             else:
+                usable = True
                 self.state = self.method.receive(self.state, result, self.version - task.version)
                 self.buffer.append((result, self.version - task.version))
                 if self.method.ready(self.state, [rep for rep, _ in self.buffer]):
@@ -230,6 +239,23 @@ class AsyncRun(SyncRun):
             for other in waiting:
                 self.dispatch(other)
             self._write_record(self.version, applied)
+        self._count_window(usable)
+
+    def _count_window(self, usable: bool) -> None:
+        """The failure policy: every m task results make a window; too few usable replies fail it."""
+        self.window_results += 1
+        self.window_usable += usable
+        if self.window_results < self.m:
+            return
+        if round_failed(self.window_usable, self.cfg.min_replies):
+            self.failed_rounds += 1
+            log.warning("a window of %d task results failed: %d usable, fewer than min-replies = %d (%d failed "
+                        "window(s) of %d allowed)", self.m, self.window_usable, self.cfg.min_replies,
+                        self.failed_rounds, self.allowed_failed)
+        self.window_results, self.window_usable = 0, 0
+        if self.failed_rounds > self.allowed_failed:
+            self.fail(failure_message(self.failed_rounds, self.windows_needed, self.cfg.min_replies,
+                                      self.cfg.max_failed_rounds, unit="windows"))
 
     def _apply(self) -> dict[str, Any]:
         replies = [rep for rep, _ in self.buffer]
@@ -252,7 +278,8 @@ class AsyncRun(SyncRun):
             "clock_s": self.clock(), "client_compute_s": float(sum(computes)),
             "client_compute_max_s": max(computes, default=0.0),
             "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in replies), default=0.0),
-            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in replies), **fields,
+            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in replies),
+            "failed_clients": sorted(c["failed_clients"]), **fields,
         }
         self._reset_counts()
         return info
@@ -266,6 +293,7 @@ class AsyncRun(SyncRun):
     def checkpoint_extra(self) -> dict[str, np.ndarray]:
         """The queue: clock, task counter, tasks in flight (with the work they carry), rejoins, given-up clients."""
         out = {"now": np.array(self.now), "task_no": np.array(self.task_no),
+               "policy": np.array([self.failed_rounds, self.window_results, self.window_usable]),
                "rejoins": np.array(self.rejoins, dtype=np.float64).reshape(-1, 3),
                "lost": np.array(sorted(self.lost.values()), dtype=np.int64)}
         for i, task in enumerate(sorted(self.tasks.values(), key=lambda t: t.work.round)):
@@ -278,6 +306,8 @@ class AsyncRun(SyncRun):
     def _restore(self, extra: dict[str, np.ndarray]) -> None:
         self.now = float(extra["now"])
         self.task_no = int(extra["task_no"])
+        if "policy" in extra:
+            self.failed_rounds, self.window_results, self.window_usable = (int(v) for v in extra["policy"])
         self.rejoins = [(float(t), int(n), int(p)) for t, n, p in extra["rejoins"]]
         heapq.heapify(self.rejoins)
         lost = set(int(p) for p in extra["lost"])

@@ -23,6 +23,7 @@ from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, load_checkpoint, save_checkpoint
 from .checks import reply_problem
 from .method import Method, State
+from .policy import RunFailed, allowed_failures, failure_message, round_failed
 from .protocol import Failure, Reply, Work
 from .sampling import sample_round
 from .summary import fmt, summarize, summary_lines
@@ -89,6 +90,10 @@ class SyncRun:
             log.info("resume: continuing %s after round %d", writer.dir, self.offset)
         else:
             writer.truncate(-1)
+        # the failure policy (zofl.core.policy); failed rounds already recorded count on resume
+        self.failed_rounds = sum(bool(r.get("round_failed")) for r in writer.records)
+        self.allowed_failed = allowed_failures(self.total, cfg.max_failed_rounds)
+        if ck is None:
             self.state = method.init()
             self._write_record(0, {})
 
@@ -145,6 +150,12 @@ class SyncRun:
         ``aggregate(state, r, used_replies) -> (state, fields)`` replaces the method's ``update``
         (the cross-check with Flower's own FedAvg aggregation)."""
         used, failures = self.check(plan, replies, failures)
+        failed = not self.method.server_only and round_failed(len(used), self.cfg.min_replies)
+        if failed:
+            self.failed_rounds += 1
+            log.warning("round %d failed: %d usable replies, fewer than min-replies = %d (%d failed round(s) of "
+                        "%d allowed)", plan.r + 1, len(used), self.cfg.min_replies, self.failed_rounds,
+                        self.allowed_failed)
         state, fields = (aggregate or self.method.update)(self.state, plan.r, used)
         if not np.all(np.isfinite(state["x"])):
             log.error("round %d: the aggregate is not finite; the global model stays x_r", plan.r + 1)
@@ -156,6 +167,7 @@ class SyncRun:
         info = {
             "sampled": plan.sampled, "stragglers": len(plan.stragglers), "participants": len(used),
             "failures": len(failures), "rejected": rejected, "dropped": len(plan.sampled) - len(used),
+            "failed_clients": sorted({f.pid for f in failures if f.pid is not None}), "round_failed": failed,
             "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in used), default=0.0),
             "uplink_bytes": sum(rep.nbytes() for rep in replies),
             "downlink_bytes": sum(w.nbytes() for w in plan.works) if plan.downlink_bytes is None
@@ -182,6 +194,9 @@ class SyncRun:
         if every and k > 0 and (k % every == 0 or last):
             save_checkpoint(self.writer.dir, k, self.wall_s(), self.method.state_dict(self.state),
                             self.checkpoint_extra())
+        if self.failed_rounds > self.allowed_failed:
+            self.fail(failure_message(self.failed_rounds, self.total, self.cfg.min_replies,
+                                      self.cfg.max_failed_rounds))
         if last:
             self.finish()
         return record
@@ -206,16 +221,25 @@ class SyncRun:
     def wall_s(self) -> float:
         return self.t_before + time.perf_counter() - self.t_start
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, status: str = "ok", failure: str | None = None) -> dict[str, Any]:
+        """summary.json and the printed summary; ``status`` "failed" (with the reason) when the failure
+        policy stopped the run (``fail``)."""
         cfg, spec = self.cfg, self.method.spec
         recs = self.writer.records
         summary = summarize(recs, strategy=self.method.name, dataset=spec.dataset, rounds=cfg.num_rounds,
                             engine=cfg.engine)
-        summary.update(total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
+        summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
+                       total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
                        **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
         lines = summary_lines(self.method.title, summary, self.setting())
         print("\n".join(lines), flush=True)
         log.info("\n".join(lines))
         return summary
+
+    def fail(self, reason: str) -> None:
+        """Stop the run as failed: what was recorded stays (records, checkpoint), summary.json says why."""
+        log.error("%s", reason)
+        self.finish(status="failed", failure=reason)
+        raise RunFailed(reason)
 

@@ -23,7 +23,17 @@ def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
         "total_dropped": sum(r.get("dropped") or 0 for r in records),
         "total_rejected": sum(r.get("rejected") or 0 for r in records),
         "rounds_model_rejected": sum(bool(r.get("model_rejected")) for r in records),
+        "failures_by_client": _by_client(records),
     }
+
+
+def _by_client(records: list[dict[str, Any]]) -> dict[str, int]:
+    """{client id: rounds in which it failed, was late or was rejected}, most first (lost SuperNodes show here)."""
+    counts: dict[int, int] = {}
+    for r in records:
+        for pid in r.get("failed_clients") or []:
+            counts[pid] = counts.get(pid, 0) + 1
+    return {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
 def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
@@ -37,4 +47,8 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             f"{s.get('total_rejected', 0)} rejected)"
             + (f"; the aggregate was refused in {s['rounds_model_rejected']} round(s)"
                if s.get("rounds_model_rejected") else ""),
+            *(["  clients with failures (rounds): "
+               + ", ".join(f"{p} ({n})" for p, n in list(s["failures_by_client"].items())[:8])
+               + (", ..." if len(s["failures_by_client"]) > 8 else "")] if s.get("failures_by_client") else []),
+            *([f"  FAILED: {s['failure']}"] if s.get("status") == "failed" else []),
             f"  results: {s['results_dir']}"]

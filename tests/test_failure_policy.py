@@ -1,0 +1,72 @@
+"""The failure policy (zofl.core.policy): a run in which too few clients answer stops as failed,
+with what ran kept, in the synchronous and the asynchronous engine; the runner exits non-zero."""
+import json
+
+import numpy as np
+import pytest
+
+from zofl.config import ConfigError, parse_config
+from zofl.core.policy import RunFailed, allowed_failures, async_windows, round_failed
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+
+
+def test_policy_arithmetic():
+    assert round_failed(0, 1) and not round_failed(1, 1) and not round_failed(0, 0)
+    assert allowed_failures(10, 0.5) == 5 and allowed_failures(10, 0.0) == 0 and allowed_failures(3, 1.0) == 3
+    assert allowed_failures(10, 0.3) == 3  # no float slip (0.3 * 10 = 2.9999...)
+    assert async_windows(12, 2, 4) == 6 and async_windows(1, 1, 10) == 1
+
+
+def test_min_replies_above_the_sampled_clients_is_refused():
+    with pytest.raises(ConfigError, match=r"'min-replies' = 3 is more than the 2 client\(s\) sampled"):
+        parse_config({"num-clients": 4, "beta": 0.5, "min-replies": 3})
+    parse_config({"num-clients": 4, "beta": 0.5, "min-replies": 2})
+
+
+def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp_path):
+    cfg = {"num-rounds": 10, "num-clients": 3, "beta": 1.0, "tau": 1.0, "crash-prob": 1.0,
+           "output-dir": str(tmp_path), "run-name": "dead"}
+    with pytest.raises(RunFailed, match=r"6 rounds had fewer than min-replies = 1 .* the 5 that max-failed-rounds = 0.5 x 10 rounds allows"):
+        run_inprocess(cfg, workers=0)
+    d = tmp_path / "dead"
+    rec = read_rounds(d)
+    assert [r["round"] for r in rec] == list(range(7)) and all(r["round_failed"] for r in rec[1:])
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "failed" and "failure policy" in summary["failure"]
+    assert summary["failed_rounds"] == 6 and summary["failures_by_client"] == {"0": 6, "1": 6, "2": 6}
+    assert summary["total_sampled"] == 18 and summary["total_participants"] == 0
+    with np.load(d / "checkpoint.npz") as ck:
+        assert int(ck["round"]) == 6  # the state of the last round run is kept
+    # with the policy off (every round may fail) the same run ends, and says what happened
+    d, _ = run_inprocess({**cfg, "run-name": "tolerated", "max-failed-rounds": 1.0}, workers=0)
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["failed_rounds"] == 10
+
+
+def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path):
+    # once an endless loop: every task crashes, no update ever happens
+    cfg = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 12,
+           "buffer-size": 2, "crash-prob": 1.0, "output-dir": str(tmp_path), "run-name": "dead"}
+    with pytest.raises(RunFailed, match=r"4 windows had fewer than .* the 3 that max-failed-rounds = 0.5 x 6 windows allows"):
+        run_inprocess(cfg, workers=0)
+    summary = json.loads((tmp_path / "dead" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["failed_rounds"] == 4
+    # a few crashes do not stop it
+    d, _ = run_inprocess({**cfg, "crash-prob": 0.2, "run-name": "some"}, workers=0)
+    assert json.loads((d / "summary.json").read_text())["status"] == "ok"
+
+
+def test_the_runner_reports_a_failed_cell_and_exits_non_zero(tmp_path, capsys):
+    from zofl.compare import main
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\ntau = 1.0\nmax-failed-rounds = 0.0\n'
+                    '[grid]\ncrash-prob = [0.0, 1.0]\n')
+    with pytest.raises(SystemExit, match=r"1 cell\(s\) failed"):
+        main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "failed runs (stopped by the failure policy" in table and "min-replies" in table
+    with pytest.raises(SystemExit, match=r"1 cell\(s\) failed"):  # and again when nothing is left to run
+        main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
+    assert "2 already finished, 0 to run" in capsys.readouterr().out
