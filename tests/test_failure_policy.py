@@ -1,5 +1,6 @@
 """The failure policy (zofl.core.policy): a run in which too few clients answer stops as failed,
-with what ran kept, in the synchronous and the asynchronous engine; the runner exits non-zero."""
+with what ran kept, in the synchronous and the asynchronous engine; the runner exits non-zero.
+Client identity: the server's own map of SuperNodes to partitions (zofl.strategies.nodes)."""
 import json
 
 import numpy as np
@@ -70,3 +71,25 @@ def test_the_runner_reports_a_failed_cell_and_exits_non_zero(tmp_path, capsys):
     with pytest.raises(SystemExit, match=r"1 cell\(s\) failed"):  # and again when nothing is left to run
         main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
     assert "2 already finished, 0 to run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine", ["sync", "async"])
+def test_a_second_node_claiming_a_partition_is_refused_and_the_unheld_one_reported(tmp_path, engine):
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+
+    cfg = {"num-rounds": 6, "num-clients": 3, "beta": 1.0, "tau": 1.0, "client-wait-s": 1.0,
+           "output-dir": str(tmp_path), "run-name": engine}
+    if engine == "async":
+        cfg.update({"strategy": "fedbuff", "engine": "async", "local-steps": 2, "buffer-size": 2})
+    # the node started for partition 2 says partition-id=0 (a copied node config)
+    d, x = run_inprocess(cfg, workers=0, node_config={2: {PARTITION_ID: 0, NUM_PARTITIONS: 3}})
+    rec = read_rounds(d)
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["unheld_partitions"] == [2] and np.isfinite(x).all()
+    (refused,) = summary["refused_nodes"]
+    assert refused["claims"] == 0 and refused["node"] != refused["held_by"]
+    if engine == "sync":  # every round samples all three: partition 2 fails, partition 0 counts once
+        for r in rec[1:]:
+            assert (r["participants"], r["dropped"], r["failed_clients"]) == (2, 1, [2]), r
+    else:  # partition 2 never gets work
+        assert all(2 not in r["clients"] for r in rec[1:])

@@ -94,11 +94,26 @@ def test_a_corrupt_checkpoint_is_refused_by_name(tmp_path, how, message):
     assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]  # the records are kept
 
 
-def test_records_without_a_checkpoint_are_refused_not_restarted(tmp_path):
+def test_records_without_their_checkpoint_are_refused_not_restarted(tmp_path):
     d, _, _ = _finished(tmp_path, **{"checkpoint-every": 0})
     (d / "summary.json").unlink()
     with pytest.raises(RunFolderError, match=r"holds rounds 0-3 but there is no checkpoint.npz"):
         _run(tmp_path, resume=True, **{"num-rounds": 5, "checkpoint-every": 0})
+    d, _, _ = _finished(tmp_path / "lost", **{"checkpoint-every": 2})
+    (d / "checkpoint.npz").unlink()  # a checkpoint that should be there is not
+    with pytest.raises(RunFolderError, match=r"holds rounds 0-3 but there is no checkpoint.npz"):
+        _run(tmp_path / "lost", resume=True, **{"num-rounds": 5, "checkpoint-every": 2})
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path, caplog):
+    _, x_ref = _run(tmp_path, "ref", **{"checkpoint-every": 5})
+    d, _ = _run(tmp_path, **{"checkpoint-every": 5, "num-rounds": 2})  # as if killed after round 2
+    (d / "summary.json").unlink()
+    (d / "checkpoint.npz").unlink()
+    d, x = _run(tmp_path, resume=True, **{"checkpoint-every": 5})
+    assert "before its first checkpoint (round 5): it starts again from round 0" in caplog.text
+    assert [r["round"] for r in read_rounds(d)] == [0, 1, 2, 3]
+    np.testing.assert_array_equal(x, x_ref)
 
 
 def test_a_torn_last_record_is_left_out_and_written_again(tmp_path):

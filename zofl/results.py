@@ -57,6 +57,7 @@ class ResultsWriter:
         self.rounds_path = self.dir / "rounds.jsonl"
         self.records: list[dict[str, Any]] = []
         self.config = dict(config)
+        self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
         self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.rounds.resume_point)
         self._lock_fd: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +72,7 @@ class ResultsWriter:
                     stored = json.loads(config_path.read_text())
                 except (OSError, json.JSONDecodeError) as exc:
                     raise RunFolderError(f"cannot resume {self.dir}: {config_path} is not readable ({exc})") from exc
+                self.stored_config = stored
                 changed = sorted(k for k in set(stored) | set(config)
                                  if k not in RESUMABLE_CHANGES and stored.get(k) != config.get(k))
                 if changed:

@@ -59,12 +59,14 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
     # (deployment) are left as they are.
     if isinstance(getattr(grid, "pull_interval", None), float):
         grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
-    nodes = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)
+    fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)  # the server's own map: node -> partition
+    nodes = fed.nodes
     if cfg.engine == "async":
-        strategy = ASYNC_STRATEGIES[cfg.strategy](cfg, method, writer, nodes)
+        strategy = ASYNC_STRATEGIES[cfg.strategy](cfg, method, writer, fed)
         strategy.start(grid)
         return strategy.async_run.x
     run = SyncRun(cfg, method, writer)
+    run.set_federation(fed)
     if cfg.engine == "legacy":
         strategy = LEGACY_STRATEGIES.get(cfg.strategy, LegacyStrategy)(run, nodes)
         serve_legacy(grid, strategy, len(run.pending_rounds()), cfg.round_deadline_s)

@@ -105,6 +105,8 @@ class AsyncRun(SyncRun):
 
     # -- sending --------------------------------------------------------------------------
     def dispatch(self, pid: int) -> None:
+        if pid in self.unheld:
+            return  # no SuperNode holds this partition: it never gets work
         cfg = self.cfg
         n = self.task_no
         self.task_no += 1
@@ -317,7 +319,11 @@ class AsyncRun(SyncRun):
             prefix = f"task{i}/arrays/"
             arrays = {k[len(prefix):]: v for k, v in extra.items() if k.startswith(prefix)}
             work = Work(int(pid), int(n), int(H), arrays, json.loads(str(extra[f"task{i}/config"])))
-            self._send(Task(work, int(version), float(sent_at), float(due)))
             i += 1
+            if work.pid in self.unheld:
+                log.warning("resume: client %d's task in flight is dropped: no SuperNode holds its partition now",
+                            work.pid)
+                continue
+            self._send(Task(work, int(version), float(sent_at), float(due)))
         if lost:
             log.warning("resume: clients %s were given up before the checkpoint and stay so", sorted(lost))

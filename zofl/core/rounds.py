@@ -40,18 +40,25 @@ class RoundPlan:
     H: int = 0
     t0: float = field(default_factory=time.perf_counter)
     downlink_bytes: int | None = None  # None: the works' arrays
+    unreachable: list[int] = field(default_factory=list)  # sampled, but no SuperNode holds the partition
 
 
 def resume_point(writer, method: Method, total: int):
     """What a resume of ``writer.dir`` continues from: the checked checkpoint (round, wall_s, state,
-    extras), or None for a folder with no records yet (a fresh start). Refuses (``RunFolderError``,
-    naming the file) records without a checkpoint, a checkpoint that is not this run's state or is
-    not finite, one ahead of the records, and a resume with nothing left to run."""
+    extras), or None for a fresh start (no records yet, or a run stopped before its first checkpoint
+    was due: said in the log). Refuses (``RunFolderError``, naming the file) records without the
+    checkpoint they should have, a checkpoint that is not this run's state or is not finite, one
+    ahead of the records, and a resume with nothing left to run."""
     path = writer.dir / CHECKPOINT
     ck = load_checkpoint(writer.dir)
     last = writer.records[-1]["round"] if writer.records else None
     if ck is None:
         if last is None:
+            return None
+        every = int(writer.stored_config.get("checkpoint-every", 0))
+        if 0 < every and last <= every:  # stopped before its first checkpoint was due (or written): nothing lost
+            log.warning("resume: %s stopped at round %d, before its first checkpoint (round %d): it starts again "
+                        "from round 0", writer.dir, last, every)
             return None
         raise RunFolderError(f"cannot resume {writer.dir}: rounds.jsonl holds rounds 0-{last} but there is no "
                              f"{CHECKPOINT} (run-config key 'checkpoint-every' = 0, or the run stopped before its "
@@ -80,6 +87,8 @@ class SyncRun:
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(cfg.num_clients)]
         self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
+        self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
+        self.refused_nodes: list[tuple[int, int, int]] = []
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
         writer.accept()  # the run (or its resume) is accepted: config.json, then records
         if ck is not None:
@@ -97,6 +106,10 @@ class SyncRun:
             self.state = method.init()
             self._write_record(0, {})
 
+    def set_federation(self, fed) -> None:
+        """What ``zofl.strategies.nodes.learn_partitions`` decided: work goes only to held partitions."""
+        self.unheld, self.refused_nodes = set(fed.unheld), list(fed.refused)
+
     @property
     def x(self) -> np.ndarray:
         return self.state["x"]
@@ -110,14 +123,17 @@ class SyncRun:
         sampled, stragglers = ([], []) if self.method.server_only else \
             sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
         works = self.method.plan(self.state, r, sampled, stragglers)
-        return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0)
+        unreachable = [w.pid for w in works if w.pid in self.unheld]
+        works = [w for w in works if w.pid not in self.unheld]
+        return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0,
+                         unreachable=unreachable)
 
     def check(self, plan: RoundPlan, replies: list[Reply],
               failures: list[Failure]) -> tuple[list[Reply], list[Failure]]:
         """The usable replies (one per sampled client, checked, sorted by client id) and all failures."""
         shapes = self.method.reply_shapes(self.state, plan.r)
         good: dict[int, Reply] = {}
-        failures = list(failures)
+        failures = list(failures) + [Failure(p, f"no SuperNode holds partition {p}") for p in plan.unreachable]
         k = plan.r + 1
         for rep in replies:
             if rep.pid not in plan.sampled or rep.pid in good:
@@ -229,6 +245,8 @@ class SyncRun:
         summary = summarize(recs, strategy=self.method.name, dataset=spec.dataset, rounds=cfg.num_rounds,
                             engine=cfg.engine)
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
+                       unheld_partitions=sorted(self.unheld),
+                       refused_nodes=[{"node": n, "claims": p, "held_by": h} for n, p, h in self.refused_nodes],
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
                        **self.method.summary_extra(recs))
         self.writer.write_summary(summary)

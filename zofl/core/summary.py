@@ -50,5 +50,10 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             *(["  clients with failures (rounds): "
                + ", ".join(f"{p} ({n})" for p, n in list(s["failures_by_client"].items())[:8])
                + (", ..." if len(s["failures_by_client"]) > 8 else "")] if s.get("failures_by_client") else []),
+            *([f"  federation: no SuperNode holds partition(s) {s['unheld_partitions']}"]
+              if s.get("unheld_partitions") else []),
+            *(["  federation: refused SuperNode(s) claiming a held partition: "
+               + ", ".join(f"{r['node']} (partition {r['claims']}, held by {r['held_by']})"
+                           for r in s["refused_nodes"])] if s.get("refused_nodes") else []),
             *([f"  FAILED: {s['failure']}"] if s.get("status") == "failed" else []),
             f"  results: {s['results_dir']}"]

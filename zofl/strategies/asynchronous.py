@@ -56,8 +56,9 @@ class GridTransport:
 class AsyncStrategy(Strategy):
     """A Message-API strategy whose ``start`` applies updates as replies arrive (``AsyncRun``)."""
 
-    def __init__(self, cfg, method, writer, nodes: dict[int, int]):
-        self.cfg, self.method, self.writer, self.nodes = cfg, method, writer, nodes
+    def __init__(self, cfg, method, writer, fed):
+        self.cfg, self.method, self.writer, self.fed = cfg, method, writer, fed  # fed: nodes.Federation
+        self.nodes = fed.nodes
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -81,4 +82,5 @@ class AsyncStrategy(Strategy):
     def start(self, grid: Grid, *args, **kwargs) -> None:
         self.summary()
         self.async_run = AsyncRun(self.cfg, self.method, self.writer, GridTransport(grid, self.nodes))
+        self.async_run.set_federation(self.fed)
         self.async_run.run()

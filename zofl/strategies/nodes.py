@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
@@ -36,6 +37,7 @@ def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool:
 
 
 def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
+    """The node ids once m have connected (or, after ``wait_s``, those that have: at least one)."""
     deadline = time.monotonic() + wait_s
     asked = False
     while True:
@@ -50,34 +52,75 @@ def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
                     f"`flwr run . --stream --federation-config \"num-supernodes={m}\"` (or `zofl run`, which sizes "
                     f"the federation itself), or set num-clients={len(nodes)}")
         if time.monotonic() > deadline:
+            if nodes:  # a deployment with SuperNodes missing: learn_partitions reports the partitions nobody holds
+                log.warning("run-config num-clients=%d but only %d SuperNodes connected after %.0fs (client-wait-s)",
+                            m, len(nodes), wait_s)
+                return nodes
             raise ConfigError(
-                f"run-config num-clients={m} but only {len(nodes)} SuperNodes connected after {wait_s:.0f}s "
-                f"(client-wait-s): start the simulation with --federation-config 'num-supernodes={m}', or set "
-                f"num-clients to the number of SuperNodes")
+                f"run-config num-clients={m} but no SuperNode connected within {wait_s:.0f}s (client-wait-s): start "
+                f"the simulation with --federation-config 'num-supernodes={m}', or start the SuperNodes")
         time.sleep(0.2)
 
 
-def learn_partitions(grid: Grid, m: int, wait_s: float) -> dict[int, int]:
-    """{client id i: node id} for the m clients; a clear error if the nodes do not hold 0..m-1 once each."""
+@dataclass
+class Federation:
+    """Who holds which partition, as the server decided it (not as replies claim).
+
+    nodes: {client id i: node id}, the first SuperNode (lowest node id) to claim each partition;
+    refused: (node id, partition it claimed, node id holding it) of every later claimant, which
+    never gets work, so no partition is aggregated twice; unheld: partitions nobody holds (each
+    round that samples one counts it as a failure, "no SuperNode holds partition i")."""
+
+    nodes: dict[int, int]
+    refused: list[tuple[int, int, int]] = field(default_factory=list)
+    unheld: list[int] = field(default_factory=list)
+
+
+def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
+    """Ask every SuperNode its partition until each of 0..m-1 is held or ``wait_s`` has passed.
+
+    A node whose num-partitions or partition-id disagrees with num-clients is an error (a
+    misconfigured federation); a second node claiming a held partition is refused and logged; a
+    partition nobody holds by the deadline is logged and reported, and the run goes on without it
+    (the failure policy decides whether that is acceptable). No partition held at all: an error."""
     t0 = time.perf_counter()
-    nodes = wait_for_nodes(grid, m, wait_s)
-    msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in nodes]
-    replies = list(grid.send_and_receive(msgs, timeout=wait_s))
-    found: dict[int, int] = {}
-    for msg in replies:
-        if msg.has_error():
-            raise ConfigError(f"SuperNode {msg.metadata.src_node_id} could not say its partition: {msg.error.reason}")
-        rec = msg.content.metric_records[METRICS]
-        pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
-        if parts != m or not 0 <= pid < m:
-            raise ConfigError(f"SuperNode {msg.metadata.src_node_id} has partition-id={pid}, num-partitions={parts}, "
-                              f"but run-config num-clients={m}: they must agree")
-        if pid in found:
-            raise ConfigError(f"two SuperNodes ({found[pid]} and {msg.metadata.src_node_id}) both hold "
-                              f"partition-id={pid}: give every SuperNode its own partition-id")
-        found[pid] = msg.metadata.src_node_id
-    missing = sorted(set(range(m)) - set(found))
-    if missing:
-        raise ConfigError(f"no SuperNode answered for partition-id(s) {missing} within {wait_s:.0f}s (client-wait-s)")
-    log.info("learned the partitions of %d SuperNodes in %.2fs", m, time.perf_counter() - t0)
-    return found
+    deadline = time.monotonic() + wait_s
+    wait_for_nodes(grid, m, wait_s)
+    fed = Federation({})
+    asked: set[int] = set()
+    while True:
+        new = [n for n in sorted(grid.get_node_ids()) if n not in asked]
+        if new:
+            asked |= set(new)
+            msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
+            replies = list(grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
+            for msg in sorted(replies, key=lambda r: r.metadata.src_node_id):
+                _claim(fed, msg, m)
+        if len(fed.nodes) == m or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    fed.unheld = sorted(set(range(m)) - set(fed.nodes))
+    if not fed.nodes:
+        raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)")
+    if fed.unheld:
+        log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
+                    "them; each round that samples one counts it as failed", fed.unheld, wait_s)
+    log.info("learned the partitions of %d SuperNodes in %.2fs", len(fed.nodes), time.perf_counter() - t0)
+    return fed
+
+
+def _claim(fed: Federation, msg: Message, m: int) -> None:
+    node = msg.metadata.src_node_id
+    if msg.has_error():
+        raise ConfigError(f"SuperNode {node} could not say its partition: {msg.error.reason}")
+    rec = msg.content.metric_records[METRICS]
+    pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+    if parts != m or not 0 <= pid < m:
+        raise ConfigError(f"SuperNode {node} has partition-id={pid}, num-partitions={parts}, "
+                          f"but run-config num-clients={m}: they must agree")
+    if pid in fed.nodes:
+        fed.refused.append((node, pid, fed.nodes[pid]))
+        log.warning("SuperNode %d also claims partition-id=%d, held by SuperNode %d: refused, it gets no work "
+                    "(give every SuperNode its own partition-id)", node, pid, fed.nodes[pid])
+        return
+    fed.nodes[pid] = node
