@@ -1,14 +1,15 @@
 """Deployment: a SuperLink and three SuperNodes as separate processes on 127.0.0.1 with TLS
-(certificates made by the test), ZO-HFL (engine sync) and FedBuff (engine async) submitted with
-``flwr run``, and without TLS the legacy engine dropping a slow device at the round deadline;
-every process is stopped."""
+(certificates made by the test) and SuperNode authentication (keys registered with ``flwr supernode
+register``; an unregistered SuperNode is refused), ZO-HFL (engine sync) and FedBuff (engine async)
+submitted with ``flwr run``, and without TLS the legacy engine dropping a slow device at the round
+deadline; every process is stopped."""
 import json
 import subprocess
 
 import pytest
 from cryptography import x509
 
-from zofl.deploy import local_deployment, make_certificates
+from zofl.deploy import local_deployment, make_certificates, make_supernode_keys
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -26,17 +27,28 @@ def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
     assert oct(paths["key"].stat().st_mode & 0o777) == "0o600"
 
 
-def test_zohfl_and_fedbuff_on_a_tls_superlink_with_three_supernodes(tmp_path):
+def test_zohfl_and_fedbuff_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path):
     out = tmp_path / "results"
     with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True) as dep:
+        assert dep.auth  # TLS deployments authenticate SuperNodes by default
         res = dep.run({"num-rounds": 3, "num-clients": 3, "beta": 1.0, "tau": 2.0,
                        "output-dir": str(out), "run-name": "tls"})
         res_async = dep.run({"strategy": "fedbuff", "engine": "async", "num-rounds": 2, "buffer-size": 1,
                              "num-clients": 3, "local-steps": 2, "output-dir": str(out), "run-name": "async"})
+        # a SuperNode whose key was never registered (it has the CA, and a well-formed key) is refused
+        keys = make_supernode_keys(tmp_path / "intruder-keys", "intruder")
+        intruder = dep.start_supernode(0, 3, keys["private"], "intruder.log")
+        assert intruder.wait(120) != 0
+        assert "Failed to activate SuperNode" in (tmp_path / "deploy" / "intruder.log").read_text()
+        listed = dep.flwr("supernode", "ls", "--format", "json")
         log = (tmp_path / "deploy" / "superlink.log").read_text()
         procs = list(dep.procs)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert "https://127.0.0.1" in log  # the SuperLink serves TLS only
+    assert listed.returncode == 0 and listed.stdout.count('"online"') == 3, listed.stdout[-2000:]
+    for key in (tmp_path / "deploy" / "keys").glob("supernode-*"):  # private keys: owner-only from the start
+        assert oct(key.stat().st_mode & 0o777) == ("0o644" if key.suffix == ".pub" else "0o600")
+    assert oct((tmp_path / "deploy" / "keys").stat().st_mode & 0o777) == "0o700"
     rec = read_rounds(out / "tls")
     assert [r["round"] for r in rec] == [0, 1, 2, 3]
     assert all(r["participants"] == 3 and r["failures"] == 0 for r in rec[1:])

@@ -28,7 +28,8 @@ def test_min_replies_above_the_sampled_clients_is_refused():
 def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp_path):
     cfg = {"num-rounds": 10, "num-clients": 3, "beta": 1.0, "tau": 1.0, "crash-prob": 1.0,
            "output-dir": str(tmp_path), "run-name": "dead"}
-    with pytest.raises(RunFailed, match=r"6 rounds had fewer than min-replies = 1 .* the 5 that max-failed-rounds = 0.5 x 10 rounds allows"):
+    with pytest.raises(RunFailed, match=r"6 rounds had fewer than min-replies = 1 .* "
+                                        r"the 5 that max-failed-rounds = 0.5 x 10 rounds allows"):
         run_inprocess(cfg, workers=0)
     d = tmp_path / "dead"
     rec = read_rounds(d)
@@ -49,7 +50,8 @@ def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path):
     # once an endless loop: every task crashes, no update ever happens
     cfg = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 12,
            "buffer-size": 2, "crash-prob": 1.0, "output-dir": str(tmp_path), "run-name": "dead"}
-    with pytest.raises(RunFailed, match=r"4 windows had fewer than .* the 3 that max-failed-rounds = 0.5 x 6 windows allows"):
+    with pytest.raises(RunFailed, match=r"4 windows had fewer than .* "
+                                        r"the 3 that max-failed-rounds = 0.5 x 6 windows allows"):
         run_inprocess(cfg, workers=0)
     summary = json.loads((tmp_path / "dead" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["failed_rounds"] == 4

@@ -1,14 +1,18 @@
-"""Deployment: a SuperLink and SuperNodes as separate processes, with TLS certificates made here.
+"""Deployment: a SuperLink and SuperNodes as separate processes, with TLS certificates and SuperNode
+keys made here.
 
     python -m zofl.deploy certs DIR            # DIR/ca.crt, DIR/server.pem, DIR/server.key
+    python -m zofl.deploy keys DIR NAME        # a SuperNode's key pair: DIR/NAME (0600), DIR/NAME.pub
     python -m zofl.deploy local DIR --supernodes 3 [--insecure] [--run-config 'num-rounds=3 ...']
 
 ``certs`` writes a certificate authority and a server certificate signed by it, valid for
-``--host`` names/addresses (default 127.0.0.1 and localhost). ``local`` starts a SuperLink and N
-SuperNodes on this machine (each with ``--node-config 'partition-id=i num-partitions=N'``, so each
-loads its own partition), runs the App on them with ``flwr run``, and stops every process; README
+``--host`` names/addresses (default 127.0.0.1 and localhost). ``keys`` writes a SuperNode's
+authentication key pair (register NAME.pub with ``flwr supernode register``). ``local`` starts a
+SuperLink with TLS and SuperNode authentication, and N registered SuperNodes on this machine (each
+with ``--node-config 'partition-id=i num-partitions=N'``, so each loads its own partition), runs
+the App on them with ``flwr run``, stops every process, and exits 1 if the run failed; README
 "Deploy clients on separate machines" gives the same commands for several machines. The test
-(tests/test_deploy.py) uses ``local_deployment`` with TLS.
+(tests/test_deploy.py) uses ``local_deployment`` with TLS and authentication.
 """
 from __future__ import annotations
 
@@ -27,6 +31,38 @@ from typing import Any, Iterator, Mapping
 from .launch import PROJECT_DIR, _bin, flwr_env, flwr_run_command, free_port, stop_process, wait_for_port
 
 
+def write_private(path: Path, data: bytes) -> None:
+    """Write a private key readable by its owner only, from the first byte (mode 0600 at creation)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def private_dir(path: Path) -> Path:
+    """A folder for keys or state, owner-only (0700)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def make_supernode_keys(out: str | os.PathLike, name: str) -> dict[str, Path]:
+    """A SuperNode's authentication key pair (EC P-384, OpenSSH format, as Flower 1.41 reads it):
+    ``name`` (private, 0600: ``flower-supernode --auth-supernode-private-key``) and ``name.pub``
+    (``flwr supernode register``)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    out = private_dir(Path(out))
+    key = ec.generate_private_key(ec.SECP384R1())
+    paths = {"private": out / name, "public": out / f"{name}.pub"}
+    write_private(paths["private"], key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                                      serialization.NoEncryption()))
+    paths["public"].write_bytes(key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                              serialization.PublicFormat.OpenSSH) + b"\n")
+    return paths
+
+
 def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
                       days: int = 365) -> dict[str, Path]:
     """A CA (ca.crt, ca.key) and a server certificate (server.pem, server.key) for ``hosts``."""
@@ -35,8 +71,7 @@ def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import NameOID
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_dir(Path(out))
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def key():
@@ -74,8 +109,7 @@ def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0
     paths["ca_cert"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     paths["cert"].write_bytes(srv.public_bytes(serialization.Encoding.PEM))
     for k, obj in (("ca_key", ca_key), ("key", srv_key)):
-        paths[k].write_bytes(pem_key(obj))
-        paths[k].chmod(0o600)
+        write_private(paths[k], pem_key(obj))
     return paths
 
 
@@ -85,13 +119,35 @@ class Deployment:
 
     work: Path
     env: dict[str, str]
-    port: int  # the SuperLink's one HTTP port (Fleet and Control APIs, Flower 1.41)
+    port: int  # the SuperLink's one HTTP port (Fleet, Control and ServerAppIo APIs, Flower 1.41)
     procs: list[subprocess.Popen] = field(default_factory=list)
+    node_flags: list[str] = field(default_factory=list)
+    auth: bool = False
+    _start: Any = None  # starts a process whose output goes to a log file (set by local_deployment)
 
     def run(self, run_config: Mapping[str, Any], app_dir: str | os.PathLike = PROJECT_DIR,
             timeout: float = 3600.0) -> subprocess.CompletedProcess:
         cmd = flwr_run_command("deploy", run_config, app_dir)
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def flwr(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """A ``flwr`` CLI command against this SuperLink (e.g. ``supernode ls``)."""
+        return subprocess.run([_bin("flwr"), *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def register(self, public_key: Path) -> None:
+        """``flwr supernode register``: the SuperLink accepts the SuperNode holding the private key."""
+        res = self.flwr("supernode", "register", str(public_key))
+        if res.returncode != 0:
+            raise RuntimeError(f"flwr supernode register {public_key} failed: {(res.stdout + res.stderr)[-2000:]}")
+
+    def start_supernode(self, partition_id: int, num_partitions: int, private_key: Path | None = None,
+                        log_name: str | None = None) -> subprocess.Popen:
+        """A SuperNode holding one partition (with ``private_key``: authenticated with it)."""
+        node_config = f"partition-id={partition_id} num-partitions={num_partitions}"
+        auth = ["--auth-supernode-private-key", str(private_key)] if private_key else []
+        return self._start([_bin("flower-supernode"), *self.node_flags, *auth, "--superlink", f"127.0.0.1:{self.port}",
+                            "--port", str(free_port()), "--node-config", node_config],
+                           log_name or f"supernode-{partition_id}.log")
 
     @property
     def pids(self) -> list[int]:
@@ -99,15 +155,21 @@ class Deployment:
 
 
 @contextlib.contextmanager
-def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool = True,
+def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool = True, auth: bool | None = None,
                      startup_timeout: float = 60.0) -> Iterator[Deployment]:
     """A SuperLink and ``num_supernodes`` SuperNodes as separate processes on 127.0.0.1.
 
     With ``tls`` the SuperLink serves certificates made by ``make_certificates`` and the SuperNodes
-    and the ``flwr`` CLI trust their CA. Every process is stopped when the block ends."""
-    work = Path(workdir)
-    home = work / "flwr-home"
-    home.mkdir(parents=True, exist_ok=True)
+    and the ``flwr`` CLI trust their CA. With ``auth`` (default: = tls; Flower requires TLS for
+    it) the SuperLink accepts only registered SuperNodes (``--enable-supernode-auth``): each
+    SuperNode gets a key pair (``make_supernode_keys``), its public key is registered with
+    ``flwr supernode register`` and it starts with its private key. Key and state folders are
+    owner-only. Every process is stopped when the block ends."""
+    auth = tls if auth is None else auth
+    if auth and not tls:
+        raise ValueError("SuperNode authentication needs TLS (Flower refuses it on an insecure connection)")
+    work = private_dir(Path(workdir))
+    home = private_dir(work / "flwr-home")
     port = free_port()
     if tls:
         certs = make_certificates(work / "certs")
@@ -117,10 +179,12 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
         node_flags = ["--root-certificates", str(certs["ca_cert"])]
     else:
         security, link_flags, node_flags = "insecure = true", ["--insecure"], ["--insecure"]
+    if auth:
+        link_flags.append("--enable-supernode-auth")
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "deploy"\n\n[superlink.deploy]\naddress = "127.0.0.1:{port}"\n{security}\n')
     env = flwr_env(home)
-    dep = Deployment(work, env, port)
+    dep = Deployment(work, env, port, node_flags=node_flags, auth=auth)
     with contextlib.ExitStack() as stack:
         def start(cmd: list[str], log_name: str) -> subprocess.Popen:
             log = stack.enter_context(open(work / log_name, "w"))
@@ -129,15 +193,19 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
             dep.procs.append(proc)
             return proc
 
+        dep._start = start
         try:
             link = start([_bin("flower-superlink"), *link_flags, "--disable-runtime-dependency-installation",
                           "--host", "127.0.0.1", "--port", str(port), "--database", str(work / "state.db")],
                          "superlink.log")
             wait_for_port(port, startup_timeout, link)
             for i in range(num_supernodes):
-                node_config = f"partition-id={i} num-partitions={num_supernodes}"
-                start([_bin("flower-supernode"), *node_flags, "--superlink", f"127.0.0.1:{port}",
-                       "--port", str(free_port()), "--node-config", node_config], f"supernode-{i}.log")
+                key = None
+                if auth:
+                    keys = make_supernode_keys(work / "keys", f"supernode-{i}")
+                    dep.register(keys["public"])
+                    key = keys["private"]
+                dep.start_supernode(i, num_supernodes, key)
             yield dep
         finally:
             for proc in reversed(dep.procs):  # SuperNodes first, then the SuperLink
@@ -151,14 +219,21 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("certs", help="write ca.crt, server.pem, server.key")
     c.add_argument("dir")
     c.add_argument("--host", action="append", help="name or IP address the SuperLink is reached at (repeat)")
+    k = sub.add_parser("keys", help="write a SuperNode's key pair DIR/NAME (private, 0600) and DIR/NAME.pub")
+    k.add_argument("dir")
+    k.add_argument("name")
     loc = sub.add_parser("local", help="SuperLink + N SuperNodes on this machine, one run, then stop")
     loc.add_argument("dir")
     loc.add_argument("--supernodes", type=int, default=3)
-    loc.add_argument("--insecure", action="store_true")
+    loc.add_argument("--insecure", action="store_true", help="no TLS (and so no SuperNode authentication)")
     loc.add_argument("--run-config", default="", help="TOML key=value pairs, as for flwr run")
     args = ap.parse_args(argv)
     if args.cmd == "certs":
         paths = make_certificates(args.dir, tuple(args.host or ("127.0.0.1", "localhost")))
+        print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+        return 0
+    if args.cmd == "keys":
+        paths = make_supernode_keys(args.dir, args.name)
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
         return 0
     import tomllib
