@@ -75,3 +75,31 @@ def test_insecure_deployment_on_the_legacy_engine_drops_the_slow_device_at_the_d
     (r,) = read_rounds(out / "slow")[1:]
     assert (r["participants"], r["dropped"]) == (2, 1), r
     assert 8.0 < r["client_wall_max_s"] < 45.0
+
+
+def test_killing_the_superlink_mid_run_leaves_nothing_behind(tmp_path):
+    """Flower starts the ServerApp (flwr-serverapp) in a session of its own, so it outlived a killed
+    SuperLink (parent 1); local_deployment ends every process of its FLWR_HOME, whatever died first."""
+    import os
+    import signal
+    import time
+
+    from zofl.launch import flwr_run_command, processes_with_env
+
+    out = tmp_path / "results"
+    with local_deployment(tmp_path / "deploy", num_supernodes=2, tls=False) as dep:
+        home = dep.env["FLWR_HOME"]
+        submit = subprocess.Popen(flwr_run_command("deploy", {"num-rounds": 50, "num-clients": 2, "step-time-s": 0.2,
+                                                              "output-dir": str(out), "run-name": "k"}),
+                                  env=dep.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while not (out / "k" / "rounds.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (out / "k" / "rounds.jsonl").exists(), "the run did not start"
+        serverapps = [p for p in processes_with_env("FLWR_HOME", home)
+                      if b"flwr-serverapp" in open(f"/proc/{p}/cmdline", "rb").read()]
+        assert serverapps, "no flwr-serverapp process to leave behind"
+        os.kill(dep.procs[0].pid, signal.SIGKILL)  # the SuperLink
+        submit.wait(120)
+    assert not processes_with_env("FLWR_HOME", home), "processes of the deployment left behind"
+    assert not (out / "k" / "summary.json").exists()

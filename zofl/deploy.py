@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .launch import PROJECT_DIR, _bin, flwr_env, flwr_run_command, free_port, stop_process, wait_for_port
+from .launch import (
+    PROJECT_DIR,
+    _bin,
+    flwr_env,
+    flwr_run_command,
+    free_port,
+    kill_descendants_by_env,
+    stop_process,
+    wait_for_port,
+)
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -126,9 +135,11 @@ class Deployment:
     _start: Any = None  # starts a process whose output goes to a log file (set by local_deployment)
 
     def run(self, run_config: Mapping[str, Any], app_dir: str | os.PathLike = PROJECT_DIR,
-            timeout: float = 3600.0) -> subprocess.CompletedProcess:
+            timeout: float = 3600.0, capture: bool = True) -> subprocess.CompletedProcess:
+        """``flwr run`` on this SuperLink, to the end of the run (``capture=False``: its output streams
+        to this process's as it comes)."""
         cmd = flwr_run_command("deploy", run_config, app_dir)
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, env=self.env, capture_output=capture, text=True, timeout=timeout)
 
     def flwr(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
         """A ``flwr`` CLI command against this SuperLink (e.g. ``supernode ls``)."""
@@ -210,6 +221,9 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
         finally:
             for proc in reversed(dep.procs):  # SuperNodes first, then the SuperLink
                 stop_process(proc)
+            # what they started in sessions of its own (Flower's flwr-serverapp and ClientApp processes)
+            # inherited FLWR_HOME = this private home: none outlives the block, whatever died first
+            kill_descendants_by_env("FLWR_HOME", str(home))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     run_config.setdefault("run-name", default_run_name(cfg.strategy, cfg.dataset))  # to find its summary
     summary = Path(cfg.output_dir).expanduser() / run_config["run-name"] / "summary.json"
     with local_deployment(args.dir, args.supernodes, tls=not args.insecure) as dep:
-        res = dep.run(run_config)
-        print(res.stdout + res.stderr)
+        res = dep.run(run_config, capture=False)
     # `flwr run` exits 0 for a run that failed in the SuperLink: the run's own summary says how it went
     failure = json.loads(summary.read_text()).get("failure") if summary.exists() else \
         f"no {summary} (see the output above)"
