@@ -95,3 +95,17 @@ def test_a_second_node_claiming_a_partition_is_refused_and_the_unheld_one_report
             assert (r["participants"], r["dropped"], r["failed_clients"]) == (2, 1, [2]), r
     else:  # partition 2 never gets work
         assert all(2 not in r["clients"] for r in rec[1:])
+
+
+def test_a_restarted_supernode_takes_its_partition_back(tmp_path):
+    # partition 1's SuperNode dies in round 2 (0-based) and a new one (new node id) starts for it in
+    # round 4: rounds 3-4 miss client 1 (a failure), from round 5 it takes part again
+    cfg = {"num-rounds": 7, "num-clients": 3, "beta": 1.0, "tau": 1.0, "round-deadline-s": 2.0,
+           "output-dir": str(tmp_path), "run-name": "restart"}
+    d, x = run_inprocess(cfg, workers=0, restart={1: (2, 4)})
+    rec = read_rounds(d)
+    assert [r["failed_clients"] for r in rec[1:]] == [[], [], [1], [1], [], [], []]
+    assert [r["participants"] for r in rec[1:]] == [3, 3, 2, 2, 3, 3, 3]
+    summary = json.loads((d / "summary.json").read_text())
+    (back,) = summary["rejoined_nodes"]
+    assert back["partition"] == 1 and summary["status"] == "ok" and not summary["refused_nodes"]

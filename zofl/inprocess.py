@@ -25,7 +25,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
-from .core.protocol import NUM_PARTITIONS, PARTITION_ID
+from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 
 RUN_ID = 1
 
@@ -45,7 +45,8 @@ class InProcessGrid(Grid):
     """Flower's Grid with m nodes whose ClientApps run in a local pool (see the module docstring)."""
 
     def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
-                 node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset()):
+                 node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset(),
+                 restart: Mapping[int, tuple[int, int]] | None = None):
         self._run = Run.create_empty(RUN_ID)
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
@@ -61,6 +62,16 @@ class InProcessGrid(Grid):
         self.pending: dict[str, tuple[Future, int, Message]] = {}
         # partitions whose node never answers a train message (a SuperNode that died): tests of the engines
         self.silent = {nid for i, nid in enumerate(ids) if i in silent}
+        # restart {partition: (r_dead, r_back)}: its node stops answering from round r_dead (0-based), is
+        # dropped from the federation a round later (Flower: missed heartbeats), and a new node (a new
+        # id, as a restarted SuperNode gets) holding the same partition joins from round r_back
+        self.restart = {}
+        self.rounds_sent = -1
+        for i, (r_dead, r_back) in (restart or {}).items():
+            new = int(rng.integers(2**53))
+            self.restart[i] = (ids[i], new, r_dead, r_back)
+            self.contexts[new] = Context(run_id=RUN_ID, node_id=new, state=RecordDict(), run_config=dict(run_config),
+                                         node_config=dict(self.contexts[ids[i]].node_config))
 
     # -- Grid ---------------------------------------------------------------------------------
     def set_run(self, run: Run) -> None:
@@ -74,7 +85,20 @@ class InProcessGrid(Grid):
         return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
     def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
+        gone, absent = set(), set()
+        for old, new, r_dead, r_back in self.restart.values():
+            if self.rounds_sent >= r_dead + 1:
+                gone.add(old)
+            if self.rounds_sent + 1 < r_back:
+                absent.add(new)
+        return [n for n in self.contexts if n not in gone | absent]
+
+    def _dead(self, node: int, msg: Message) -> bool:
+        if node in self.silent and msg.metadata.message_type.startswith("train"):
+            return True
+        return any(node == old and msg.metadata.message_type.startswith("train")
+                   and int(msg.content.config_records[CONFIG]["round"]) >= r_dead
+                   for old, _, r_dead, _ in self.restart.values())
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         ids = []
@@ -82,7 +106,9 @@ class InProcessGrid(Grid):
             mid = str(uuid4())
             msg.metadata.__dict__["_message_id"] = mid
             node = msg.metadata.dst_node_id
-            if node in self.silent and msg.metadata.message_type.startswith("train"):
+            if msg.metadata.message_type.startswith("train") and CONFIG in msg.content.config_records:
+                self.rounds_sent = max(self.rounds_sent, int(msg.content.config_records[CONFIG]["round"]))
+            if self._dead(node, msg):
                 self.pending[mid] = (Future(), node, msg)  # never done
             else:
                 self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node, msg)
@@ -137,13 +163,16 @@ class InProcessGrid(Grid):
 
 def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork",
                   node_config: Mapping[int, dict] | None = None,
-                  silent: frozenset[int] = frozenset()) -> tuple[Path, np.ndarray]:
+                  silent: frozenset[int] = frozenset(),
+                  restart: Mapping[int, tuple[int, int]] | None = None) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
     does (the fair reference for benchmarks); "fork" shares what this process already loaded.
     ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes);
-    the nodes of the partitions in ``silent`` never answer work (tests of a dead SuperNode).
+    the nodes of the partitions in ``silent`` never answer work (tests of a dead SuperNode);
+    ``restart`` {partition: (r_dead, r_back)} kills a partition's node at round r_dead and starts a new
+    one for it at round r_back (tests of a restarted SuperNode).
 
     Returns (results directory, final global model).
     """
@@ -151,7 +180,8 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
 
     cfg, method, writer = make_run(dict(run_config))
     with writer:
-        grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent)
+        grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent,
+                             restart)
         try:
             x = serve(grid, cfg, method, writer)
         finally:

@@ -60,7 +60,6 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
     if isinstance(getattr(grid, "pull_interval", None), float):
         grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
     fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)  # the server's own map: node -> partition
-    nodes = fed.nodes
     if cfg.engine == "async":
         strategy = ASYNC_STRATEGIES[cfg.strategy](cfg, method, writer, fed)
         strategy.start(grid)
@@ -68,10 +67,10 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
     run = SyncRun(cfg, method, writer)
     run.set_federation(fed)
     if cfg.engine == "legacy":
-        strategy = LEGACY_STRATEGIES.get(cfg.strategy, LegacyStrategy)(run, nodes)
+        strategy = LEGACY_STRATEGIES.get(cfg.strategy, LegacyStrategy)(run, fed)
         serve_legacy(grid, strategy, len(run.pending_rounds()), cfg.round_deadline_s)
     else:
-        MESSAGE_STRATEGIES[cfg.strategy](run, nodes).serve(grid)
+        MESSAGE_STRATEGIES[cfg.strategy](run, fed).serve(grid)
     return run.x
 
 

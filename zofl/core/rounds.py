@@ -88,7 +88,7 @@ class SyncRun:
                        for pid in range(cfg.num_clients)]
         self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
-        self.refused_nodes: list[tuple[int, int, int]] = []
+        self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
         writer.accept()  # the run (or its resume) is accepted: config.json, then records
         if ck is not None:
@@ -107,8 +107,9 @@ class SyncRun:
             self._write_record(0, {})
 
     def set_federation(self, fed) -> None:
-        """What ``zofl.strategies.nodes.learn_partitions`` decided: work goes only to held partitions."""
-        self.unheld, self.refused_nodes = set(fed.unheld), list(fed.refused)
+        """What ``zofl.strategies.nodes`` decided (before round 1, and again when a SuperNode joins):
+        work goes only to held partitions; the summary reports refused and rejoined SuperNodes."""
+        self.fed, self.unheld = fed, set(fed.unheld)
 
     @property
     def x(self) -> np.ndarray:
@@ -246,7 +247,10 @@ class SyncRun:
                             engine=cfg.engine)
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
                        unheld_partitions=sorted(self.unheld),
-                       refused_nodes=[{"node": n, "claims": p, "held_by": h} for n, p, h in self.refused_nodes],
+                       refused_nodes=[{"node": n, "claims": p, "held_by": h} for n, p, h in
+                                      (self.fed.refused if self.fed else [])],
+                       rejoined_nodes=[{"node": n, "partition": p, "replaced": h} for n, p, h in
+                                       (self.fed.rejoined if self.fed else [])],
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
                        **self.method.summary_extra(recs))
         self.writer.write_summary(summary)

@@ -55,5 +55,8 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             *(["  federation: refused SuperNode(s) claiming a held partition: "
                + ", ".join(f"{r['node']} (partition {r['claims']}, held by {r['held_by']})"
                            for r in s["refused_nodes"])] if s.get("refused_nodes") else []),
+            *(["  federation: SuperNode(s) that took a partition over: "
+               + ", ".join(f"{r['node']} (partition {r['partition']})" for r in s["rejoined_nodes"])]
+              if s.get("rejoined_nodes") else []),
             *([f"  FAILED: {s['failure']}"] if s.get("status") == "failed" else []),
             f"  results: {s['results_dir']}"]

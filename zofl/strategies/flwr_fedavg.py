@@ -32,11 +32,11 @@ def _plan(run: SyncRun, r: int, replied: list[int], downlink: int) -> RoundPlan:
 class FlowerFedAvg(MessageFedAvg):
     """Flower's Message-API FedAvg with our records."""
 
-    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+    def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         cfg = run.cfg
         super().__init__(fraction_train=cfg.beta, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0,
                          min_available_nodes=cfg.num_clients)
-        self.run, self.pid_of_node = run, {n: p for p, n in nodes.items()}
+        self.run, self.pid_of_node = run, {n: p for p, n in fed.nodes.items()}
 
     def configure_train(self, server_round, arrays, config, grid):
         r = self.run.offset + server_round - 1
@@ -74,11 +74,11 @@ class FlowerFedAvg(MessageFedAvg):
 class LegacyFlowerFedAvg(LegacyFedAvg):
     """Flower's legacy-API FedAvg with our records."""
 
-    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+    def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         cfg = run.cfg
         super().__init__(fraction_fit=cfg.beta, fraction_evaluate=0.0, min_fit_clients=1, min_evaluate_clients=0,
                          min_available_clients=cfg.num_clients, accept_failures=True)
-        self.run, self.pid_of_cid = run, {str(n): p for p, n in nodes.items()}
+        self.run, self.pid_of_cid = run, {str(n): p for p, n in fed.nodes.items()}
 
     initialize_parameters = LegacyStrategy.initialize_parameters
     evaluate = LegacyStrategy.evaluate

@@ -30,10 +30,10 @@ def describe(failure) -> tuple[int | None, str]:
 class LegacyStrategy(LegacyAPIStrategy):
     """A method's synchronous rounds as a legacy-API strategy (ClientProxy cid = node id)."""
 
-    def __init__(self, run: SyncRun, nodes: dict[int, int]):
+    def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         super().__init__()
-        self.run, self.nodes = run, nodes
-        self.pid_of_cid = {str(n): p for p, n in nodes.items()}
+        self.run, self.nodes = run, fed.nodes
+        self.pid_of_cid = {str(n): p for p, n in self.nodes.items()}
         self.plan: RoundPlan | None = None
 
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters:

@@ -25,9 +25,10 @@ log = logging.getLogger("zofl")
 class MessageStrategy(Strategy):
     """A method's synchronous rounds as a Message-API strategy (see the module docstring)."""
 
-    def __init__(self, run: SyncRun, nodes: dict[int, int]):
-        self.run, self.nodes = run, nodes  # nodes: client id i -> node id
-        self.pid_of_node = {n: p for p, n in nodes.items()}
+    def __init__(self, run: SyncRun, fed):
+        self.run, self.fed = run, fed  # fed: nodes.Federation, the server's map client id i -> node id
+        self.nodes = fed.nodes
+        self.pid_of_node = {n: p for p, n in self.nodes.items()}
         self.plan: RoundPlan | None = None
 
     def round_of(self, server_round: int) -> int:
@@ -35,6 +36,9 @@ class MessageStrategy(Strategy):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
+        if self.fed.refresh(grid, self.run.cfg.num_clients):  # a restarted SuperNode takes its partition back
+            self.pid_of_node = {n: p for p, n in self.nodes.items()}
+        self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.round_of(server_round))
         return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
 

@@ -74,6 +74,51 @@ class Federation:
     nodes: dict[int, int]
     refused: list[tuple[int, int, int]] = field(default_factory=list)
     unheld: list[int] = field(default_factory=list)
+    asked: set[int] = field(default_factory=set)  # every node id asked its partition
+    pending: dict[int, int] = field(default_factory=dict)  # refused node -> partition, until its holder is gone
+    rejoined: list[tuple[int, int, int]] = field(default_factory=list)  # (node, partition, node it replaced)
+
+    def refresh(self, grid: Grid, m: int, timeout: float = 10.0) -> bool:
+        """Between rounds: a SuperNode that connected since (a restarted one gets a new node id) is
+        asked its partition; it takes over a partition nobody holds, or one whose holder has left the
+        federation (Flower drops a node that misses its heartbeats, about a minute); otherwise it
+        waits, refused, until that happens. Returns whether the map changed. Cheap when nothing
+        changed: one ``get_node_ids``."""
+        online = set(grid.get_node_ids())
+        new = sorted(online - self.asked)
+        if new:
+            self.asked |= set(new)
+            msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
+            for msg in sorted(grid.send_and_receive(msgs, timeout=timeout), key=lambda r: r.metadata.src_node_id):
+                if msg.has_error():
+                    log.warning("SuperNode %d could not say its partition: %s", msg.metadata.src_node_id,
+                                msg.error.reason)
+                    continue
+                rec = msg.content.metric_records[METRICS]
+                pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+                if parts != m or not 0 <= pid < m:
+                    log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
+                                msg.metadata.src_node_id, pid, parts, m)
+                    continue
+                self.pending[msg.metadata.src_node_id] = pid
+        changed = False
+        for node, pid in sorted(self.pending.items()):
+            holder = self.nodes.get(pid)
+            if node not in online:
+                del self.pending[node]
+            elif holder is None or holder not in online:
+                self.nodes[pid] = node
+                del self.pending[node]
+                self.rejoined.append((node, pid, holder if holder is not None else -1))
+                log.warning("SuperNode %d now holds partition-id=%d (%s)", node, pid,
+                            "nobody did" if holder is None else f"SuperNode {holder} has left")
+                changed = True
+            elif not any(r[0] == node for r in self.refused):
+                self.refused.append((node, pid, holder))
+                log.warning("SuperNode %d also claims partition-id=%d, held by SuperNode %d: refused while that one "
+                            "is connected", node, pid, holder)
+        self.unheld = sorted(set(range(m)) - set(self.nodes))
+        return changed
 
 
 def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
@@ -87,11 +132,10 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
     deadline = time.monotonic() + wait_s
     wait_for_nodes(grid, m, wait_s)
     fed = Federation({})
-    asked: set[int] = set()
     while True:
-        new = [n for n in sorted(grid.get_node_ids()) if n not in asked]
+        new = [n for n in sorted(grid.get_node_ids()) if n not in fed.asked]
         if new:
-            asked |= set(new)
+            fed.asked |= set(new)
             msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
             replies = list(grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
             for msg in sorted(replies, key=lambda r: r.metadata.src_node_id):
@@ -120,6 +164,7 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
                           f"but run-config num-clients={m}: they must agree")
     if pid in fed.nodes:
         fed.refused.append((node, pid, fed.nodes[pid]))
+        fed.pending[node] = pid  # it may take the partition over if its holder leaves
         log.warning("SuperNode %d also claims partition-id=%d, held by SuperNode %d: refused, it gets no work "
                     "(give every SuperNode its own partition-id)", node, pid, fed.nodes[pid])
         return
