@@ -45,6 +45,14 @@ class BlobsTask(SoftmaxTask):
         return w.reshape(-1)
 
 
+class DivergingTask(SoftmaxTask):
+    """A gradient that overflows (a model that diverges in x_0's pre-training): for the test that a
+    non-finite x_0 is refused before round 1."""
+
+    def grad(self, params, x, y):
+        return np.full_like(params, np.inf)
+
+
 class FailingTask(SoftmaxTask):
     """Passes every start-up check, then fails in the run (the server's first gradient): for the
     test that ``zofl run`` reports a failed run with a non-zero exit code."""

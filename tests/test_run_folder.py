@@ -134,3 +134,11 @@ def test_the_writer_releases_its_lock(tmp_path):
         w.accept()
     with ResultsWriter(tmp_path / "w", {"a": 1}):  # a second writer after the first closed
         pass
+
+
+def test_a_non_finite_x0_is_refused_before_anything_is_written(tmp_path):
+    from zofl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"x_0 is not finite \(x0 = 'pretrained', x0-lr = 0.1\)"):
+        _run(tmp_path, task="tests.plugin_task:DivergingTask")
+    assert not (tmp_path / "r" / "config.json").exists() and not (tmp_path / "r" / "rounds.jsonl").exists()

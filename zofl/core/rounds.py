@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import ConfigError
 from ..faults import speed_factor
 from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, load_checkpoint, save_checkpoint
@@ -90,6 +91,12 @@ class SyncRun:
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
+        x0_state = None
+        if ck is None:
+            x0_state = method.init()
+            if not np.all(np.isfinite(x0_state["x"])):
+                raise ConfigError(f"x_0 is not finite (x0 = {cfg.x0!r}, x0-lr = {cfg.x0_lr}): lower run-config key "
+                                  f"'x0-lr', set x0 = 'zeros', or check the data for NaN or Inf; nothing was run")
         writer.accept()  # the run (or its resume) is accepted: config.json, then records
         if ck is not None:
             self.offset, self.t_before, arrays, self.resumed_extra = ck
@@ -103,7 +110,7 @@ class SyncRun:
         self.failed_rounds = sum(bool(r.get("round_failed")) for r in writer.records)
         self.allowed_failed = allowed_failures(self.total, cfg.max_failed_rounds)
         if ck is None:
-            self.state = method.init()
+            self.state = x0_state
             self._write_record(0, {})
 
     def set_federation(self, fed) -> None:
