@@ -109,6 +109,7 @@ class Federation:
             elif holder is None or holder not in online:
                 self.nodes[pid] = node
                 del self.pending[node]
+                self.refused = [r for r in self.refused if r[0] != node]  # refused while its holder was there
                 self.rejoined.append((node, pid, holder if holder is not None else -1))
                 log.warning("SuperNode %d now holds partition-id=%d (%s)", node, pid,
                             "nobody did" if holder is None else f"SuperNode {holder} has left")

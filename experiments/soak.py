@@ -1,0 +1,148 @@
+"""Fault-injection soak (issue 13, item 7): long runs with crashes, hangs, corrupt replies and one
+SuperNode killed and restarted, in every engine; the totals of the failure policy and the final
+model's finiteness, written to OUT/soak.json and OUT/soak.md (rows already there are kept, so the
+script continues where it stopped).
+
+    python experiments/soak.py --out docs/results/soak [--rounds 200] [--modes inprocess,deployment]
+        [--engines sync,legacy,async]
+
+modes: ``inprocess`` (the App's in-process Grid: the same ServerApp, strategies and ClientApp, a
+node killed and a new one started for its partition via ``run_inprocess(restart=...)``) and
+``deployment`` (a SuperLink and SuperNodes as separate processes with TLS and authentication:
+``zofl.deploy.local_deployment``; SuperNode 1 is SIGKILLed at round R/3 and started again, with its
+key, at round R/2). Every run: m = 6 clients, beta = 1, 10% crashes, 10% hangs (hang-s 6 s,
+round-deadline-s 3 s), 10% corrupt replies; engines sync (ZO-HFL), legacy (ZO-HFL), async (FedBuff).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+FAULTS = {"crash-prob": 0.1, "hang-prob": 0.1, "corrupt-prob": 0.1, "hang-s": 6.0, "round-deadline-s": 3.0}
+M = 6
+TOTALS = ("status", "failed_rounds", "total_sampled", "total_participants", "total_dropped", "total_failures",
+          "total_rejected", "rounds_model_rejected", "failures_by_client", "unheld_partitions", "refused_nodes",
+          "rejoined_nodes", "final_test_acc", "total_wall_s")
+
+
+def run_config(engine: str, rounds: int, out: Path, name: str) -> dict:
+    cfg = {"num-rounds": rounds, "num-clients": M, "beta": 1.0, "tau": 1.0, "output-dir": str(out),
+           "run-name": name, "client-wait-s": 120.0, **FAULTS}
+    if engine == "async":
+        cfg.update({"strategy": "fedbuff", "engine": "async", "local-steps": 2, "buffer-size": 3, "clock": "wall",
+                    "reply-timeout-s": 20.0})
+    else:
+        cfg["engine"] = engine
+    return cfg
+
+
+def final_x(run_dir: Path) -> np.ndarray | None:
+    ck = run_dir / "checkpoint.npz"
+    if not ck.exists():
+        return None
+    with np.load(ck) as f:
+        return np.array(f["x"])
+
+
+def soak_inprocess(engine: str, rounds: int, out: Path) -> Path:
+    from zofl.inprocess import run_inprocess
+
+    name = f"inprocess-{engine}"
+    cfg = run_config(engine, rounds, out / "runs", name)
+    try:  # one worker process per client, as one SuperNode per client: a hung client blocks no other
+        run_inprocess(cfg, workers=M, restart={1: (rounds // 3, rounds // 2)})
+    except Exception as exc:  # noqa: BLE001 - a failed soak run is a result, recorded as such
+        print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return out / "runs" / name
+
+
+def soak_deployment(engine: str, rounds: int, out: Path) -> Path:
+    import subprocess
+
+    from zofl.deploy import local_deployment
+    from zofl.launch import flwr_run_command
+    from zofl.results import read_rounds
+
+    name = f"deployment-{engine}"
+    cfg = run_config(engine, rounds, out / "runs", name)
+    run_dir = out / "runs" / name
+
+    def at_round(k: int, proc) -> bool:
+        while proc.poll() is None:
+            if (run_dir / "rounds.jsonl").exists() and len(read_rounds(run_dir)) > k:
+                return True
+            time.sleep(1.0)
+        return False
+
+    with local_deployment(out / f"deploy-{engine}", num_supernodes=M, tls=True) as dep:
+        proc = subprocess.Popen(flwr_run_command("deploy", cfg), env=dep.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        victim = dep.procs[2]  # procs: SuperLink, SuperNode 0, SuperNode 1, ...
+        if at_round(rounds // 3, proc):
+            os.killpg(victim.pid, signal.SIGKILL)
+            if at_round(rounds // 2, proc):
+                key = dep.work / "keys" / "supernode-1"
+                dep.start_supernode(1, M, key if dep.auth else None, "supernode-1-restarted.log")
+        proc.wait()
+    return run_dir
+
+
+def row(mode: str, engine: str, run_dir: Path) -> dict:
+    summary_path = run_dir / "summary.json"
+    s = json.loads(summary_path.read_text()) if summary_path.exists() else {"status": "no summary"}
+    x = final_x(run_dir)
+    return {"mode": mode, "engine": engine, **{k: s.get(k) for k in TOTALS},
+            "final_x_finite": bool(x is not None and np.all(np.isfinite(x)))}
+
+
+def write_md(rows: list[dict], out: Path, rounds: int) -> None:
+    cols = ["mode", "engine", "status", "failed_rounds", "total_sampled", "total_participants", "total_dropped",
+            "total_failures", "total_rejected", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite"]
+    lines = [f"# Fault-injection soak: {rounds} rounds, m = {M}, 10% crashes / hangs / corrupt replies, "
+             "one SuperNode killed at R/3 and restarted at R/2", "",
+             "Written by `python experiments/soak.py` (see its docstring).", "",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        r = {**r, "rejoined": len(r.get("rejoined_nodes") or [])}
+        lines.append("| " + " | ".join(str(r.get(c)) for c in cols) + " |")
+    lines += ["", "Failures per client (rounds in which it failed, was late or was rejected):", ""]
+    lines += [f"- {r['mode']} / {r['engine']}: {r.get('failures_by_client')}" for r in rows]
+    (out / "soak.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--modes", default="inprocess,deployment")
+    ap.add_argument("--engines", default="sync,legacy,async")
+    args = ap.parse_args(argv)
+    out = Path(args.out).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "soak.json"
+    rows = json.loads(store.read_text()) if store.exists() else []
+    done = {(r["mode"], r["engine"]) for r in rows}
+    for mode in args.modes.split(","):
+        for engine in args.engines.split(","):
+            if (mode, engine) in done:
+                continue
+            t = time.perf_counter()
+            shutil.rmtree(out / "runs" / f"{mode}-{engine}", ignore_errors=True)  # an interrupted run starts again
+            run_dir = (soak_inprocess if mode == "inprocess" else soak_deployment)(engine, args.rounds, out)
+            rows.append({**row(mode, engine, run_dir), "soak_wall_s": round(time.perf_counter() - t, 1)})
+            store.write_text(json.dumps(rows, indent=2) + "\n")
+            write_md(rows, out, args.rounds)
+            print(json.dumps(rows[-1]), flush=True)
+    return 0 if all(r["final_x_finite"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
