@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from zofl.cli import main
-from zofl.tasks.data import load_pooled
+from zofl.tasks.data import _load_pooled, load_pooled
 
 
 def _idx(path, arr, gz):
@@ -52,7 +52,7 @@ def test_data_get_converts_cifar_pickles_and_covtype(tmp_path, capsys):
     np.savetxt(tmp_path / "covtype.data", table, fmt="%d", delimiter=",")
     assert main(["data", "get", "covtype", "--data-dir", str(tmp_path / "d"), "--from",
                  str(tmp_path / "covtype.data")]) == 0
-    load_pooled.cache_clear()
+    _load_pooled.cache_clear()
     assert load_pooled("covtype", str(tmp_path / "d")).num_classes == 7
 
 

@@ -127,4 +127,9 @@ def test_runs_that_cannot_work_are_refused_before_they_start():
         parse_config({"strategy": "fedrzo-bl", "num-rounds": 10**9})
     with pytest.raises(ConfigError, match="'tau' and 'local-steps' are both 0"):
         parse_config({"tau": 0.0, "local-steps": 0})
+    # every client a straggler runs (it is ZO-HFL's f1-only control, tests/test_controls.py) and is said
+    from zofl.config import config_warnings
+
+    assert "every sampled client is a straggler" in config_warnings(parse_config({"straggler-prob": 1.0}))[0]
+    assert config_warnings(parse_config({"straggler-prob": 0.99})) == []
     parse_config({"strategy": "fedrzo-bl", "task": "hyper-logistic", "tau": 0.0})  # its Fig. 2 has H = 0

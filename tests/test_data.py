@@ -2,7 +2,15 @@
 import numpy as np
 import pytest
 
-from zofl.tasks.data import DataError, check_available, dirichlet_partition, load_pooled, make_splits
+from zofl.tasks.data import (
+    DataError,
+    _load_pooled,
+    _make_splits,
+    check_available,
+    dirichlet_partition,
+    load_pooled,
+    make_splits,
+)
 
 
 def _label_dists(labels, parts, C=10):
@@ -21,9 +29,9 @@ def test_splits_add_up_and_are_disjoint():
 
 
 def test_splits_are_deterministic():
-    a = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3)
-    b = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3)
-    c = make_splits.__wrapped__("digits", 5, 0.5, 0.3, 4)
+    a = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, ())  # uncached: computed twice
+    b = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, ())
+    c = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 4, "", False, 10, ())
     for u, v in zip((a.test, a.server, *a.clients), (b.test, b.server, *b.clients)):
         np.testing.assert_array_equal(u, v)
     assert not np.array_equal(a.server, c.server)
@@ -152,7 +160,7 @@ def _keras(tmp_path, name="mnist", **change):
     arrays.update(change)
     arrays = {k: v for k, v in arrays.items() if v is not None}
     np.savez(tmp_path / f"{name}.npz", **arrays)
-    load_pooled.cache_clear()
+    _load_pooled.cache_clear()
     return str(tmp_path)
 
 
@@ -182,11 +190,11 @@ def test_unreadable_files_are_refused_by_name(tmp_path):
     (tmp_path / "mnist.npz").write_bytes(good[: len(good) // 2])  # truncated
     with pytest.raises(DataError, match="cannot be read as a .npz file"):
         load_pooled("mnist", d)
-    load_pooled.cache_clear()
+    _load_pooled.cache_clear()
     (tmp_path / "mnist.npz").write_text("not a zip at all")
     with pytest.raises(DataError, match=r"mnist.npz: (cannot be read|holds pickled)"):
         load_pooled("mnist", d)
-    load_pooled.cache_clear()
+    _load_pooled.cache_clear()
     _keras(tmp_path, y_train=(np.arange(40) % 10).reshape(40, 1).astype(np.uint8))  # Keras CIFAR style: fine
     assert load_pooled("mnist", d).y.shape == (50,)
 

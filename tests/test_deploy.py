@@ -5,6 +5,7 @@ submitted with ``flwr run``, and without TLS the legacy engine dropping a slow d
 deadline; every process is stopped."""
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -41,11 +42,20 @@ def test_zohfl_and_fedbuff_on_an_authenticated_tls_superlink_with_three_supernod
         assert intruder.wait(120) != 0
         assert "Failed to activate SuperNode" in (tmp_path / "deploy" / "intruder.log").read_text()
         listed = dep.flwr("supernode", "ls", "--format", "json")
+        # the SuperNodes came through the Fleet-only proxy; there the Control API (flwr ls) is refused
+        assert dep.fleet_port and dep.fleet_port != dep.port
+        home = Path(dep.env["FLWR_HOME"])
+        with open(home / "config.toml", "a") as f:
+            f.write(f'\n[superlink.public]\naddress = "127.0.0.1:{dep.fleet_port}"\n'
+                    f'root-certificates = "{tmp_path / "deploy" / "certs" / "ca.crt"}"\n')
+        public_ls, local_ls = dep.flwr("ls", "public"), dep.flwr("ls")
         log = (tmp_path / "deploy" / "superlink.log").read_text()
         procs = list(dep.procs)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert "https://127.0.0.1" in log  # the SuperLink serves TLS only
     assert listed.returncode == 0 and listed.stdout.count('"online"') == 3, listed.stdout[-2000:]
+    assert local_ls.returncode == 0, local_ls.stdout[-2000:]
+    assert public_ls.returncode != 0 and "403" in public_ls.stdout + public_ls.stderr, public_ls.stdout[-2000:]
     for key in (tmp_path / "deploy" / "keys").glob("supernode-*"):  # private keys: owner-only from the start
         assert oct(key.stat().st_mode & 0o777) == ("0o644" if key.suffix == ".pub" else "0o600")
     assert oct((tmp_path / "deploy" / "keys").stat().st_mode & 0o777) == "0o700"
@@ -103,3 +113,28 @@ def test_killing_the_superlink_mid_run_leaves_nothing_behind(tmp_path):
         submit.wait(120)
     assert not processes_with_env("FLWR_HOME", home), "processes of the deployment left behind"
     assert not (out / "k" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_killed_deployment_command_leaves_nothing_behind(tmp_path, sig):
+    """The process that started a deployment is killed: on SIGTERM its cleanup runs
+    (``exit_on_terminate``); on SIGKILL nothing of ours runs, and the SuperLink and SuperNodes die
+    with their parent (``die_with_parent``)."""
+    import signal
+    import sys
+    import time
+
+    from zofl.launch import processes_with_env
+
+    script = ("import sys, time\nfrom zofl.deploy import local_deployment\n"
+              "with local_deployment(sys.argv[1], num_supernodes=2, tls=False) as dep:\n"
+              "    print(dep.env['FLWR_HOME'], flush=True)\n    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "dep")], stdout=subprocess.PIPE, text=True)
+    home = proc.stdout.readline().strip()
+    assert home and len(processes_with_env("FLWR_HOME", home)) >= 3  # SuperLink, 2 SuperNodes (and helpers)
+    proc.send_signal(getattr(signal, sig))
+    proc.wait(60)
+    end = time.monotonic() + 60
+    while processes_with_env("FLWR_HOME", home) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert processes_with_env("FLWR_HOME", home) == []

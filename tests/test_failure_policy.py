@@ -8,6 +8,7 @@ import pytest
 
 from zofl.config import ConfigError, parse_config
 from zofl.core.policy import RunFailed, allowed_failures, async_windows, round_failed
+from zofl.faults import draw_fault
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
 
@@ -38,6 +39,7 @@ def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp
     assert summary["status"] == "failed" and "failure policy" in summary["failure"]
     assert summary["failed_rounds"] == 6 and summary["failures_by_client"] == {"0": 6, "1": 6, "2": 6}
     assert summary["total_sampled"] == 18 and summary["total_participants"] == 0
+    assert summary["total_errors"] == summary["total_failures"] == 18 and summary["total_late"] == 0  # crashes
     with np.load(d / "checkpoint.npz") as ck:
         assert int(ck["round"]) == 6  # the state of the last round run is kept
     # with the policy off (every round may fail) the same run ends, and says what happened
@@ -57,7 +59,8 @@ def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path):
     assert summary["status"] == "failed" and summary["failed_rounds"] == 4
     # a few crashes do not stop it
     d, _ = run_inprocess({**cfg, "crash-prob": 0.2, "run-name": "some"}, workers=0)
-    assert json.loads((d / "summary.json").read_text())["status"] == "ok"
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["total_errors"] == summary["total_failures"] >= 1
 
 
 def test_the_runner_reports_a_failed_cell_and_exits_non_zero(tmp_path, capsys):
@@ -97,10 +100,11 @@ def test_a_second_node_claiming_a_partition_is_refused_and_the_unheld_one_report
         assert all(2 not in r["clients"] for r in rec[1:])
 
 
-def test_a_restarted_supernode_takes_its_partition_back(tmp_path):
+@pytest.mark.parametrize("engine", ["sync", "legacy"])
+def test_a_restarted_supernode_takes_its_partition_back(tmp_path, engine):
     # partition 1's SuperNode dies in round 2 (0-based) and a new one (new node id) starts for it in
     # round 4: rounds 3-4 miss client 1 (a failure), from round 5 it takes part again
-    cfg = {"num-rounds": 7, "num-clients": 3, "beta": 1.0, "tau": 1.0, "round-deadline-s": 2.0,
+    cfg = {"engine": engine, "num-rounds": 7, "num-clients": 3, "beta": 1.0, "tau": 1.0, "round-deadline-s": 2.0,
            "output-dir": str(tmp_path), "run-name": "restart"}
     d, x = run_inprocess(cfg, workers=0, restart={1: (2, 4)})
     rec = read_rounds(d)
@@ -109,3 +113,20 @@ def test_a_restarted_supernode_takes_its_partition_back(tmp_path):
     summary = json.loads((d / "summary.json").read_text())
     (back,) = summary["rejoined_nodes"]
     assert back["partition"] == 1 and summary["status"] == "ok" and not summary["refused_nodes"]
+
+
+def test_a_healthy_reply_queued_behind_a_hung_client_is_told_apart_from_a_slow_one(tmp_path):
+    """One worker process for 3 clients: a hung client (hang-s 3 s, deadline 1.5 s) holds up the
+    clients queued behind it. Late replies that come in later rounds are classified by the client's
+    own handling time: the hung ones are "slow", the healthy ones "queued"; never a healthy one slow."""
+    seed, m, rounds = 5, 3, 8
+    hangs = sum(bool(draw_fault(seed, r, p, 0.0, 0.25, 0.0)) for r in range(rounds) for p in range(m))
+    cfg = {"num-rounds": rounds, "num-clients": m, "beta": 1.0, "tau": 1.0, "hang-prob": 0.25, "hang-s": 3.0,
+           "round-deadline-s": 1.5, "seed": seed, "max-failed-rounds": 1.0, "output-dir": str(tmp_path),
+           "run-name": "q"}
+    d, _ = run_inprocess(cfg, workers=1)
+    s = json.loads((d / "summary.json").read_text())
+    assert s["total_late"] == s["total_failures"] == s["total_dropped"] > hangs, s
+    assert s["total_errors"] == s["total_rejected"] == s["total_lost"] == s["total_late_failed"] == 0, s
+    assert 1 <= s["total_late_slow"] <= hangs and s["total_late_queued"] >= 1, s
+    assert s["total_late_slow"] + s["total_late_queued"] <= s["total_late"]

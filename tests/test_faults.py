@@ -199,6 +199,9 @@ def test_thirty_rounds_with_crashes_hangs_and_corrupt_replies_in_the_ray_simulat
     for r in rec[1:]:
         assert r["dropped"] >= len(expected[r["round"]]), r  # every faulty client is out of its round
     assert sum(r["rejected"] for r in rec) >= 1 and sum(r["failures"] for r in rec) >= 3
+    for r in rec[1:]:  # every failure has its kind: late (hangs, and replies queued behind them), errors, rejected
+        assert r["late"] + r["errors"] + r["rejected"] + r["lost"] == r["failures"], r
+    assert sum(r["errors"] for r in rec) >= 1 and sum(r["late"] for r in rec) >= 1
     assert json.loads((tmp_path / "faults" / "summary.json").read_text())["rounds"] == 30
 
 
@@ -232,6 +235,7 @@ def test_a_missed_deadline_is_a_failure_in_both_apis(tmp_path, engine):
     d, x = run_inprocess(cfg, workers=0, silent=frozenset({1}))
     for r in read_rounds(d)[1:]:
         assert (r["participants"], r["dropped"], r["failures"]) == (2, 1, 1), r
+        assert (r["late"], r["errors"], r["rejected"], r["lost"]) == (1, 0, 0, 0), r
 
 
 def test_a_rejected_model_is_recorded_and_counted(tmp_path):

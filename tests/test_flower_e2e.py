@@ -176,3 +176,36 @@ def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
     out = res.stdout + res.stderr
     assert "num-clients=10 but the federation has 2 SuperNodes" in out, out[-3000:]
     assert 'num-supernodes=10' in out
+
+
+def test_ctrl_c_stops_zofl_run_and_a_resume_continues_it_exactly(tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group) during ``zofl run``: exit 130, the run stops with
+    its private SuperLink (nothing left running, no summary), and ``zofl run --set resume=true``
+    continues from the last checkpoint to the same numbers as an uninterrupted run."""
+    import os
+    import signal
+    import sys
+    import time
+
+    keys = ["beta=0.5", "tau=2.0", "step-time-s=0.05", "checkpoint-every=3", f'output-dir="{tmp_path}"',
+            'run-name="c"']
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", "--rounds", "12", "--clients", "4", "--quiet",
+                             "--set", *keys], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    rounds = tmp_path / "c" / "rounds.jsonl"
+    end = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < end and not (
+            rounds.exists() and len(rounds.read_text().splitlines()) > 4):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "the run was stopped (flwr stop)" in err, (out + err)[-3000:]
+    assert not left_behind() and not (tmp_path / "c" / "summary.json").exists()
+    assert 4 <= len(read_rounds(tmp_path / "c")) - 1 < 12
+    res = zofl_run(tmp_path, "--rounds", "12", "--clients", "4", "--quiet", "--set", *keys, "resume=true")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    cfg = {"num-rounds": 12, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "ref"}
+    d, _ = run_inprocess(cfg, workers=0)
+    assert losses(read_rounds(tmp_path / "c")) == losses(read_rounds(d))

@@ -142,3 +142,61 @@ def test_a_non_finite_x0_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match=r"x_0 is not finite \(x0 = 'pretrained', x0-lr = 0.1\)"):
         _run(tmp_path, task="tests.plugin_task:DivergingTask")
     assert not (tmp_path / "r" / "config.json").exists() and not (tmp_path / "r" / "rounds.jsonl").exists()
+
+
+def _mnist(path, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 10, 600).astype(np.uint8)
+    x = (rng.integers(0, 60, (600, 28, 28)) + y[:, None, None] * 19).astype(np.uint8)
+    np.savez(path, x_train=x[:500], y_train=y[:500], x_test=x[500:], y_test=y[500:])
+
+
+def test_a_resume_on_a_swapped_data_file_is_refused_by_name(tmp_path):
+    """The data's fingerprint (arrays as read, and the split) is stored in data.json; a resume after
+    the file was replaced in place is refused naming both, and nothing is written."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _mnist(data / "mnist.npz", 0)
+    keys = {"dataset": "mnist", "data-dir": str(data)}
+    d, _, config = _finished(tmp_path, **keys)
+    stored = json.loads((d / "data.json").read_text())
+    assert stored["source"] == str((data / "mnist.npz").resolve()) and len(stored["fingerprint"]) == 33
+    _mnist(data / "mnist.npz", 1)  # another file at the same path
+    fp, src = stored["fingerprint"], re.escape(stored["source"])
+    swapped = rf"data\.json has fingerprint {fp} .*the data now read from {src} have (?!{fp})"
+    with pytest.raises(RunFolderError, match=swapped):
+        _run(tmp_path, resume=True, **{**keys, "num-rounds": 4})
+    assert (d / "config.json").read_bytes() == config and len(read_rounds(d)) == 4
+    _mnist(data / "mnist.npz", 0)  # the run's data again: the resume goes on
+    d, _ = _run(tmp_path, resume=True, **{**keys, "num-rounds": 4})
+    assert [r["round"] for r in read_rounds(d)] == list(range(5))
+
+
+def test_a_client_with_other_data_refuses_to_train(tmp_path):
+    """Every work message carries the server's fingerprint; a client whose data differ (another file
+    under the same data-dir on its machine) raises, naming its file, and never trains."""
+    from flwr.app import Context, RecordDict
+
+    from zofl.client_app import ZOFLClient
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+    from zofl.setup import DataMismatch, data_identity, prepare
+
+    for name, seed in (("a", 0), ("b", 1)):
+        (tmp_path / name).mkdir()
+        _mnist(tmp_path / name / "mnist.npz", seed)
+    cfg_a = {"dataset": "mnist", "data-dir": str(tmp_path / "a"), "num-clients": 3}
+    _, task, spec = prepare(cfg_a)
+    fp = data_identity(task, spec)["fingerprint"]
+    x = task.init_params(784, 10)
+
+    def client(data_dir):
+        ctx = Context(run_id=1, node_id=7, node_config={PARTITION_ID: 1, NUM_PARTITIONS: 3}, state=RecordDict(),
+                      run_config={**cfg_a, "data-dir": data_dir})
+        return ZOFLClient(ctx)
+
+    config = {"round": 0, "H": 2, "arrays": "x", "data-fp": fp, "eta": 0.01, "lr": 0.01}
+    with pytest.raises(DataMismatch, match=rf"client 1: its data differ from the server's: 'mnist' read from "
+                                           rf"{re.escape(str((tmp_path / 'b' / 'mnist.npz').resolve()))} .* the "
+                                           rf"server's is {fp}"):
+        client(str(tmp_path / "b")).fit([x], config)
+    client(str(tmp_path / "a")).fit([x], config)  # the same data: it trains

@@ -48,10 +48,13 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
 def check_locally(run_config: dict[str, Any]):
     """The ServerApp's own start-up checks (config, task, data, the method's own, the results folder
     and what a resume would continue), here, before anything starts."""
+    from .config import config_warnings
     from .server_app import make_run
 
     cfg, _, writer = make_run(run_config)
     writer.close()
+    for warning in config_warnings(cfg):
+        print(f"zofl run: warning: {warning}", file=sys.stderr)
     return cfg, writer.dir.name, writer.dir
 
 
@@ -129,13 +132,18 @@ def cmd_run(args) -> int:
                                     start_new_session=True)
             reader = threading.Thread(target=lambda: log_lines.extend(proc.stdout), daemon=True)
             reader.start()
-            while proc.poll() is None:
-                progress.poll()
-                time.sleep(0.5)
+            try:
+                while proc.poll() is None:
+                    progress.poll()
+                    time.sleep(0.5)
+            except KeyboardInterrupt:  # Ctrl-C: stop the run in the SuperLink first (`flwr stop`), then all of it
+                progress.close()
+                stopped = link.stop_run(_run_id(log_lines))
+                print(f"\nzofl run: interrupted; {'the run was stopped (flwr stop), ' if stopped else ''}the "
+                      f"SuperLink and the run's processes are stopped; resume with --set resume=true", file=sys.stderr)
+                raise
             reader.join(5)
     except KeyboardInterrupt:
-        progress.close()
-        print("\nzofl run: interrupted; the SuperLink and the run's processes are stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         if proc is not None:
@@ -155,6 +163,17 @@ def cmd_run(args) -> int:
     for line in _error_lines(text):
         print(f"  {line}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _run_id(lines: list[str]) -> int | None:
+    """The run id ``flwr run`` printed ("Successfully started run 123..."), if it did."""
+    import re
+
+    for line in lines:
+        m = re.search(r"started run (\d+)", line)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def _strip_ansi(s: str) -> str:
@@ -239,7 +258,7 @@ def cmd_data(args) -> int:
             path = data.convert_original(args.name, Path(args.source).expanduser(), root)
         else:
             path = data.download_npz(args.name, root)
-        pooled = data.load_pooled.__wrapped__(args.name, str(root), False)  # checks the file, uncached
+        pooled = data.load_pooled(args.name, str(root), False)  # checks the file (cached per file version)
     except data.DataError as exc:
         print(f"zofl data: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -21,9 +21,9 @@ from flwr.clientapp import ClientApp
 
 from .config import ConfigError
 from .core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, reply_to_numpy, work_from_numpy
-from .faults import InjectedCrash, corrupt, draw_fault, slowdown_s, speed_factor
+from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
-from .setup import prepare
+from .setup import DATA_FP, check_data, prepare
 from .strategies.wire import LEGACY_FIT_KEY, numpy_form, reply_content
 
 STATE_KEY = "zofl"
@@ -62,12 +62,14 @@ class ZOFLClient(NumPyClient):
         self.client_work = METHODS[self.cfg.strategy].client_work
         self.speed = speed_factor(self.cfg.seed, self.pid, self.cfg.speed_profile, self.cfg.speed_param,
                                   self.cfg.slow_clients)
+        self.hostile = hostile_ids(self.cfg.hostile_clients)
         # device time is simulated (not slept) when the asynchronous engine runs on the simulated clock
         self.real_time = not (self.cfg.engine == "async" and self.cfg.clock == "simulated")
 
     def fit(self, parameters, config):
         cfg = self.cfg
         work = work_from_numpy(self.pid, parameters, config)
+        check_data(work.config.pop(DATA_FP, None), self.task, self.spec, self.pid)  # the server's data?
         fault = draw_fault(cfg.seed, work.round, self.pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob)
         if fault == "crash":
             raise InjectedCrash(f"client {self.pid}: injected crash in round {work.round} (crash-prob)")
@@ -82,6 +84,9 @@ class ZOFLClient(NumPyClient):
                 wait += cfg.hang_s
             if wait > 0:
                 time.sleep(wait)
+        if self.pid in self.hostile:  # attack injection (ours): replies meant to harm, that pass the checks
+            reply.arrays = hostile_reply(work.arrays, reply.arrays, cfg.attack, cfg.attack_scale, cfg.reply_max_abs,
+                                         cfg.seed, work.round, self.pid)
         if fault is not None and fault.startswith("corrupt:"):
             names = list(reply.arrays)
             bad = corrupt(list(reply.arrays.values()), fault.split(":", 1)[1])
@@ -101,8 +106,12 @@ app = ClientApp()
 def train(msg: Message, context: Context) -> Message:
     if LEGACY_FIT_KEY in msg.content.array_records:  # engine legacy: Flower's FitIns -> NumPyClient.fit
         return handle_legacy_message_from_msgtype(client_fn, msg, context)
+    t0 = time.perf_counter()
     parameters, config = numpy_form(msg.content)
     arrays, num_examples, metrics = ZOFLClient(context).fit(parameters, config)
+    # handle_s: from receiving the message to the reply, all on this node's clock; the server tells a
+    # reply that came late while its work fitted the deadline (it waited in a queue) from a slow client
+    metrics["handle_s"] = time.perf_counter() - t0
     return Message(reply_content(arrays, num_examples, metrics), reply_to=msg)
 
 

@@ -51,6 +51,7 @@ from .config import KEY_BY_NAME, ConfigError, parse_config
 from .results import ROUND_FIELDS, read_rounds
 from .stats import fmt_interval, interval, paired, run_figures
 
+REPORT_EVERY_S = 60.0
 CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are grouped and labelled
 
 
@@ -308,7 +309,8 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
 
 def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
              progress: bool = True, column_keys: list[str] | None = None, **report) -> list[str]:
-    """Run every unfinished cell; write the reports after each cell. Returns the ids of the cells
+    """Run every unfinished cell; write the reports as cells finish (at most every REPORT_EVERY_S
+    seconds) and at the end. Returns the ids of the cells
     that failed (an error, or stopped by the failure policy)."""
     from tqdm import tqdm
 
@@ -359,6 +361,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
                                                            initializer=_die_with_parent, initargs=(os.getpid(),)))
             futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
                        for c in todo]
+        last_report = time.monotonic()
         for fut in as_completed(futures):
             cid, secs, err = fut.result()
             if err:
@@ -366,7 +369,11 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
             with lock:
                 bar.update(1)
                 bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
-                write_reports(out, cells, column_keys, **report)
+                # the reports read every finished cell: at most once a minute (and at the end), or a grid
+                # of hundreds of cells spends more time rewriting them than running cells
+                if time.monotonic() - last_report > REPORT_EVERY_S:
+                    write_reports(out, cells, column_keys, **report)
+                    last_report = time.monotonic()
     bar.close()
     stopped = write_reports(out, cells, column_keys, **report)  # this time's and earlier policy stops
     return sorted(set(failures) | set(stopped))

@@ -130,6 +130,27 @@ KEYS: tuple[Key, ...] = (
     Key("hang-s", float, 10.0, "a number > round-deadline-s", "how long an injected hang lasts", "ours", _pos),
     Key("reply-max-abs", float, 1e6, "a number > 0",
         "replies with any |value| above it are dropped as absurd", "ours", _pos),
+    # --- hostile clients and robust aggregation (ours; zofl.algorithms.robust, zofl.faults) -------
+    Key("aggregation", str, "mean", "one of mean, median, trimmed-mean, krum",
+        "how the server combines the clients' vectors: the papers' mean, or a robust rule (coordinate median, "
+        "coordinate trimmed mean, Krum; Flower's implementations)", "ours",
+        _choice("mean", "median", "trimmed-mean", "krum")),
+    Key("trim-fraction", float, 0.2, "a number in [0, 0.5)",
+        "aggregation = trimmed-mean: the share of the largest and of the smallest values dropped per coordinate",
+        "ours", lambda v: 0 <= v < 0.5),
+    Key("krum-f", int, 1, "an integer >= 0", "aggregation = krum: f, the number of hostile clients it tolerates",
+        "ours", lambda v: v >= 0),
+    Key("coef-clip", float, 0.0, "a number >= 0 (0 = off)",
+        "ZO-HFL: clip each client's two-point coefficients to +-coef-clip x the round's median magnitude "
+        "(the server sees them only there)", "ours", _nonneg),
+    Key("hostile-clients", str, "", "a comma list of client ids",
+        "attack injection: these clients send hostile replies (see attack)", "ours",
+        lambda v: all(t.strip().isdigit() for t in v.split(",")) if v else True),
+    Key("attack", str, "none", "one of none, large, sign-flip, scale",
+        "what a hostile client sends: large = every value +-0.99 reply-max-abs (bounded, passes the checks); "
+        "sign-flip = its honest update negated; scale = its honest update times attack-scale", "ours",
+        _choice("none", "large", "sign-flip", "scale")),
+    Key("attack-scale", float, 10.0, "a number > 0", "attack = scale: the factor", "ours", _pos),
     Key("min-replies", int, 1, "an integer >= 0 (0 = no minimum), at most the clients sampled per round",
         "failure policy: a round (async: a window of num-clients task results) with fewer usable replies "
         "is a failed round", "ours", lambda v: v >= 0),
@@ -304,10 +325,14 @@ def _cross_checks(cfg: Config) -> None:
     if cfg.speed_profile in ("uniform", "slow") and cfg.speed_param > 1:
         raise ConfigError(f"run-config key 'speed-param' must be in (0, 1] with speed-profile = "
                           f"{cfg.speed_profile!r}, got {cfg.speed_param}")
-    bad = [int(t) for t in cfg.slow_clients.split(",") if t and int(t) >= cfg.num_clients]
-    if bad:
-        raise ConfigError(f"run-config key 'slow-clients' names clients {bad}, but num-clients={cfg.num_clients} "
-                          f"(ids 0..{cfg.num_clients - 1})")
+    for key, ids in (("slow-clients", cfg.slow_clients), ("hostile-clients", cfg.hostile_clients)):
+        bad = [int(t) for t in ids.split(",") if t and int(t) >= cfg.num_clients]
+        if bad:
+            raise ConfigError(f"run-config key {key!r} names clients {bad}, but num-clients={cfg.num_clients} "
+                              f"(ids 0..{cfg.num_clients - 1})")
+    if cfg.hostile_clients and cfg.attack == "none":
+        raise ConfigError("run-config key 'hostile-clients' is set but attack = 'none': choose large, sign-flip or "
+                          "scale (or leave hostile-clients empty)")
     total = cfg.crash_prob + cfg.hang_prob + cfg.corrupt_prob
     if total > 1:
         raise ConfigError(f"run-config keys 'crash-prob' + 'hang-prob' + 'corrupt-prob' must be at most 1, got {total}")
@@ -334,6 +359,17 @@ def _cross_checks(cfg: Config) -> None:
         # a setting of its Fig. 2 (the lower-level rounds still run)
         raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
                           "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
+
+
+def config_warnings(cfg: Config) -> list[str]:
+    """Settings that run but mean something a user may not intend, said before round 1 (the ServerApp's
+    log, and ``zofl run`` on stderr)."""
+    out = []
+    if cfg.straggler_prob == 1 and cfg.engine != "async" and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):
+        out.append("run-config key 'straggler-prob' = 1: every sampled client is a straggler (H = 0) in every round, "
+                   "so no client ever takes a local step (for ZO-HFL this is its server steps alone, the f1-only "
+                   "control); use a value below 1 to train on the clients")
+    return out
 
 
 def parse_config(run_config: Mapping[str, Any]) -> Config:

@@ -4,13 +4,16 @@ keys made here.
     python -m zofl.deploy certs DIR            # DIR/ca.crt, DIR/server.pem, DIR/server.key
     python -m zofl.deploy keys DIR NAME        # a SuperNode's key pair: DIR/NAME (0600), DIR/NAME.pub
     python -m zofl.deploy local DIR --supernodes 3 [--insecure] [--run-config 'num-rounds=3 ...']
+    python -m zofl.deploy fleet-proxy --listen 0.0.0.0:9092 --superlink 127.0.0.1:9093 --certs DIR
 
 ``certs`` writes a certificate authority and a server certificate signed by it, valid for
 ``--host`` names/addresses (default 127.0.0.1 and localhost). ``keys`` writes a SuperNode's
 authentication key pair (register NAME.pub with ``flwr supernode register``). ``local`` starts a
 SuperLink with TLS and SuperNode authentication, and N registered SuperNodes on this machine (each
 with ``--node-config 'partition-id=i num-partitions=N'``, so each loads its own partition), runs
-the App on them with ``flwr run``, stops every process, and exits 1 if the run failed; README
+the App on them with ``flwr run``, stops every process, and exits 1 if the run failed.
+``fleet-proxy`` serves only the SuperLink's Fleet API (SuperNodes) on a public address, so the
+Control API (``flwr run``, ``ls``, ``stop``) stays on the SuperLink's own 127.0.0.1 (``zofl.fleet_proxy``). README
 "Deploy clients on separate machines" gives the same commands for several machines. The test
 (tests/test_deploy.py) uses ``local_deployment`` with TLS and authentication.
 """
@@ -31,6 +34,8 @@ from typing import Any, Iterator, Mapping
 from .launch import (
     PROJECT_DIR,
     _bin,
+    die_with_parent,
+    exit_on_terminate,
     flwr_env,
     flwr_run_command,
     free_port,
@@ -129,6 +134,7 @@ class Deployment:
     work: Path
     env: dict[str, str]
     port: int  # the SuperLink's one HTTP port (Fleet, Control and ServerAppIo APIs, Flower 1.41)
+    fleet_port: int = 0  # where SuperNodes connect: the Fleet-only proxy (zofl.fleet_proxy), else = port
     procs: list[subprocess.Popen] = field(default_factory=list)
     node_flags: list[str] = field(default_factory=list)
     auth: bool = False
@@ -156,7 +162,8 @@ class Deployment:
         """A SuperNode holding one partition (with ``private_key``: authenticated with it)."""
         node_config = f"partition-id={partition_id} num-partitions={num_partitions}"
         auth = ["--auth-supernode-private-key", str(private_key)] if private_key else []
-        return self._start([_bin("flower-supernode"), *self.node_flags, *auth, "--superlink", f"127.0.0.1:{self.port}",
+        return self._start([_bin("flower-supernode"), *self.node_flags, *auth, "--superlink",
+                            f"127.0.0.1:{self.fleet_port or self.port}",
                             "--port", str(free_port()), "--node-config", node_config],
                            log_name or f"supernode-{partition_id}.log")
 
@@ -167,15 +174,19 @@ class Deployment:
 
 @contextlib.contextmanager
 def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool = True, auth: bool | None = None,
-                     startup_timeout: float = 60.0) -> Iterator[Deployment]:
+                     fleet_proxy: bool | None = None, startup_timeout: float = 60.0) -> Iterator[Deployment]:
     """A SuperLink and ``num_supernodes`` SuperNodes as separate processes on 127.0.0.1.
 
     With ``tls`` the SuperLink serves certificates made by ``make_certificates`` and the SuperNodes
     and the ``flwr`` CLI trust their CA. With ``auth`` (default: = tls; Flower requires TLS for
     it) the SuperLink accepts only registered SuperNodes (``--enable-supernode-auth``): each
     SuperNode gets a key pair (``make_supernode_keys``), its public key is registered with
-    ``flwr supernode register`` and it starts with its private key. Key and state folders are
-    owner-only. Every process is stopped when the block ends."""
+    ``flwr supernode register`` and it starts with its private key. With ``fleet_proxy`` (default:
+    = tls) the SuperNodes reach the SuperLink through ``zofl.fleet_proxy`` on a port of its own, as
+    the README's recipe does on a public address, so the Control API is served only to this
+    machine. Key and state folders are
+    owner-only. Every process is stopped when the block ends, also on SIGTERM or SIGHUP; if this
+    process is SIGKILLed, the SuperLink and SuperNodes die with it (Linux: ``die_with_parent``)."""
     auth = tls if auth is None else auth
     if auth and not tls:
         raise ValueError("SuperNode authentication needs TLS (Flower refuses it on an insecure connection)")
@@ -195,12 +206,15 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "deploy"\n\n[superlink.deploy]\naddress = "127.0.0.1:{port}"\n{security}\n')
     env = flwr_env(home)
-    dep = Deployment(work, env, port, node_flags=node_flags, auth=auth)
+    fleet_proxy = tls if fleet_proxy is None else fleet_proxy
+    dep = Deployment(work, env, port, fleet_port=free_port() if fleet_proxy else 0, node_flags=node_flags, auth=auth)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(exit_on_terminate())  # SIGTERM / SIGHUP still stop every process below
+
         def start(cmd: list[str], log_name: str) -> subprocess.Popen:
             log = stack.enter_context(open(work / log_name, "w"))
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=die_with_parent)
             dep.procs.append(proc)
             return proc
 
@@ -210,6 +224,11 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
                           "--host", "127.0.0.1", "--port", str(port), "--database", str(work / "state.db")],
                          "superlink.log")
             wait_for_port(port, startup_timeout, link)
+            if fleet_proxy:
+                front = start([sys.executable, "-m", "zofl.deploy", "fleet-proxy", "--listen",
+                               f"127.0.0.1:{dep.fleet_port}", "--superlink", f"127.0.0.1:{port}",
+                               *(["--certs", str(work / "certs")] if tls else [])], "fleet-proxy.log")
+                wait_for_port(dep.fleet_port, startup_timeout, front)
             for i in range(num_supernodes):
                 key = None
                 if auth:
@@ -236,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("keys", help="write a SuperNode's key pair DIR/NAME (private, 0600) and DIR/NAME.pub")
     k.add_argument("dir")
     k.add_argument("name")
+    fp = sub.add_parser("fleet-proxy", help="serve only the Fleet API (SuperNodes) of a SuperLink on an address")
+    fp.add_argument("--listen", default="0.0.0.0:9092", help="HOST:PORT the SuperNodes connect to")
+    fp.add_argument("--superlink", default="127.0.0.1:9093", help="HOST:PORT of the SuperLink (keep it local)")
+    fp.add_argument("--certs", help="the folder of `certs` (ca.crt, server.pem, server.key); omit for plain HTTP")
     loc = sub.add_parser("local", help="SuperLink + N SuperNodes on this machine, one run, then stop")
     loc.add_argument("dir")
     loc.add_argument("--supernodes", type=int, default=3)
@@ -245,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "certs":
         paths = make_certificates(args.dir, tuple(args.host or ("127.0.0.1", "localhost")))
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+        return 0
+    if args.cmd == "fleet-proxy":
+        from .fleet_proxy import serve
+
+        host, _, port = args.listen.rpartition(":")
+        serve(host or "0.0.0.0", int(port), args.superlink, args.certs)
         return 0
     if args.cmd == "keys":
         paths = make_supernode_keys(args.dir, args.name)

@@ -9,6 +9,9 @@
 * Faults (``crash-prob``, ``hang-prob``, ``corrupt-prob``), drawn per (seed, round, client): a crash
   raises in the client; a hang sleeps ``hang-s`` seconds (past the deadline) before replying; a
   corrupt reply has NaN, Inf, a wrong shape or an absurd magnitude. The server drops all of them.
+* Hostile clients (``hostile-clients``, ``attack``; ``hostile_reply``): replies that pass every check
+  and are meant to harm the model; only a robust ``aggregation`` (``zofl.algorithms.robust``) limits
+  them. Ours (no paper considers hostile clients).
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from .algorithms.smoothing import seed_sequence
 
 STREAM_SPEED = 0x71
 STREAM_FAULT = 0x72
+STREAM_ATTACK = 0x73
+ATTACKS = ("large", "sign-flip", "scale")
 CORRUPTIONS = ("nan", "inf", "shape", "huge")
 
 
@@ -75,4 +80,39 @@ def corrupt(arrays: list[np.ndarray], kind: str) -> list[np.ndarray]:
         out[0] = out[0] + 1e12
     else:
         raise ValueError(f"unknown corruption {kind!r}")
+    return out
+
+
+def hostile_ids(spec: str) -> set[int]:
+    return {int(t) for t in spec.split(",") if t.strip()}
+
+
+def hostile_reply(sent: dict[str, np.ndarray], reply: dict[str, np.ndarray], attack: str, scale: float,
+                  bound: float, seed: int, round_idx: int, pid: int) -> dict[str, np.ndarray]:
+    """A hostile client's reply, from its honest one. Its update of an array is Delta = reply - sent
+    for an array the server sent under the same name and shape (a model), else the array itself
+    (deltas, two-point values, gradients):
+
+    * ``large``: every value +-0.99 ``bound`` (bound = reply-max-abs) with random signs: the largest
+      reply the server's checks let through;
+    * ``sign-flip``: the update negated (sent - Delta, or -array): for ZO-HFL's two-point values
+      (f+, f-) this negates the coefficient f+ - f-;
+    * ``scale``: the update times ``scale`` (sent + scale Delta, or scale x array).
+    """
+    rng = np.random.default_rng(seed_sequence(seed, round_idx, pid, STREAM_ATTACK))
+    out = {}
+    for name, a in reply.items():
+        a = np.asarray(a, dtype=np.float64)
+        base = sent.get(name)
+        base = np.asarray(base, dtype=np.float64) if base is not None and np.shape(base) == a.shape \
+            else np.zeros_like(a)
+        delta = a - base
+        if attack == "large":
+            out[name] = 0.99 * bound * rng.choice([-1.0, 1.0], size=a.shape)
+        elif attack == "sign-flip":
+            out[name] = base - delta
+        elif attack == "scale":
+            out[name] = base + scale * delta
+        else:
+            raise ValueError(f"attack must be one of {ATTACKS}, got {attack!r}")
     return out

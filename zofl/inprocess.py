@@ -28,6 +28,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 
 RUN_ID = 1
+LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
 
 
 def _handle(message: Message, context: Context) -> tuple[Message, Context]:
@@ -93,12 +94,23 @@ class InProcessGrid(Grid):
                 absent.add(new)
         return [n for n in self.contexts if n not in gone | absent]
 
+    @staticmethod
+    def _round_of(msg: Message) -> int | None:
+        """The round a train message is for: its config record, Message API or legacy API (FitIns)."""
+        if not msg.metadata.message_type.startswith("train"):
+            return None
+        for key in (CONFIG, LEGACY_FIT_CONFIG):
+            if key in msg.content.config_records and "round" in msg.content.config_records[key]:
+                return int(msg.content.config_records[key]["round"])
+        return None
+
     def _dead(self, node: int, msg: Message) -> bool:
-        if node in self.silent and msg.metadata.message_type.startswith("train"):
+        if not msg.metadata.message_type.startswith("train"):
+            return False
+        if node in self.silent:
             return True
-        return any(node == old and msg.metadata.message_type.startswith("train")
-                   and int(msg.content.config_records[CONFIG]["round"]) >= r_dead
-                   for old, _, r_dead, _ in self.restart.values())
+        r = self._round_of(msg)
+        return r is not None and any(node == old and r >= r_dead for old, _, r_dead, _ in self.restart.values())
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         ids = []
@@ -106,8 +118,9 @@ class InProcessGrid(Grid):
             mid = str(uuid4())
             msg.metadata.__dict__["_message_id"] = mid
             node = msg.metadata.dst_node_id
-            if msg.metadata.message_type.startswith("train") and CONFIG in msg.content.config_records:
-                self.rounds_sent = max(self.rounds_sent, int(msg.content.config_records[CONFIG]["round"]))
+            r = self._round_of(msg)
+            if r is not None:
+                self.rounds_sent = max(self.rounds_sent, r)
             if self._dead(node, msg):
                 self.pending[mid] = (Future(), node, msg)  # never done
             else:

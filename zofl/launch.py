@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,37 @@ def _bin(name: str) -> str:
     """A console script of this Python environment (falls back to PATH)."""
     here = Path(sys.executable).parent / name
     return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of the processes we start (Linux): the child gets SIGKILL when the thread that
+    started it ends, even if this process is SIGKILLed and no ``finally`` runs (prctl
+    PR_SET_PDEATHSIG). Their own children (Flower's ServerApp and SuperExec processes) watch their
+    parent with ``--parent-pid``. Elsewhere a no-op."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def exit_on_terminate() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP (``kill``, ``timeout``, a closed terminal) raise
+    SystemExit, so the ``finally`` clauses that stop our processes run (Python's default for them is
+    to die on the spot). Only in the main thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def free_port() -> int:
@@ -154,11 +186,24 @@ class SuperLink:
         cmd = flwr_run_command("zofl", run_config, app_dir, f"{federation} {extra_federation_config}".strip())
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
 
+    def stop_run(self, run_id: int | None, timeout: float = 20.0) -> bool:
+        """``flwr stop RUN_ID``: the SuperLink marks the run stopped and its ServerApp ends at its next
+        call to the SuperLink (within a round; what it recorded stays). Whether it succeeded."""
+        if run_id is None:
+            return False
+        try:
+            res = subprocess.run([_bin("flwr"), "stop", str(run_id), "zofl"], env=self.env, capture_output=True,
+                                 text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return res.returncode == 0
+
 
 @contextlib.contextmanager
 def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0) -> Iterator[SuperLink]:
     """A simulation SuperLink on a free port for the duration of the ``with`` block."""
     with contextlib.ExitStack() as stack:
+        stack.enter_context(exit_on_terminate())
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="zofl-superlink-"))
         work = Path(workdir)
@@ -173,7 +218,8 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
         proc = subprocess.Popen(
             [_bin("flower-superlink"), "--insecure", "--simulation", "--disable-runtime-dependency-installation",
              "--port", str(port), "--database", str(work / "state.db")],
-            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent)
         try:
             wait_for_port(port, startup_timeout, proc)
             yield SuperLink(port, home, env, proc, log_path)

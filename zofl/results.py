@@ -2,6 +2,7 @@
 
 <output-dir>/<run-name>/
   config.json   -- the validated run-config, written once the run (or its resume) is accepted
+  data.json     -- the data's fingerprint and source (checked on resume and by every client)
   rounds.jsonl  -- one JSON object per round (round 0 = the initial model), flushed per line
   summary.json  -- written atomically when the last round ends
   .lock         -- held (flock) by the process writing the folder: a second run of it is refused
@@ -52,11 +53,13 @@ class ResultsWriter:
     so a refused run or resume leaves the folder as it was. Use it as a context manager, or
     ``close()`` it, to release the lock."""
 
-    def __init__(self, out_dir: str | os.PathLike, config: Mapping[str, Any], resume: bool = False):
+    def __init__(self, out_dir: str | os.PathLike, config: Mapping[str, Any], resume: bool = False,
+                 data: Mapping[str, str] | None = None):
         self.dir = Path(out_dir).expanduser()
         self.rounds_path = self.dir / "rounds.jsonl"
         self.records: list[dict[str, Any]] = []
         self.config = dict(config)
+        self.data = dict(data) if data else None  # data.json: the data's fingerprint and source (zofl.setup)
         self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
         self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.rounds.resume_point)
         self._lock_fd: int | None = None
@@ -78,10 +81,28 @@ class ResultsWriter:
                 if changed:
                     raise RunFolderError(f"run-config key 'resume': cannot resume {self.dir}: the run-config "
                                          f"differs in {changed}")
+                self._check_data()
                 self.records = read_rounds(self.dir, check_order=True)
         except BaseException:
             self.close()
             raise
+
+    def _check_data(self) -> None:
+        """A resume must read the data the run read: the fingerprint in data.json against today's."""
+        path = self.dir / "data.json"
+        if self.data is None or not path.exists():  # a task without a fingerprint, or a run from before data.json
+            return
+        try:
+            stored = json.loads(path.read_text())
+            fp = stored["fingerprint"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({exc})") from exc
+        if fp != self.data["fingerprint"]:
+            raise RunFolderError(
+                f"cannot resume {self.dir}: its data differ from this run's: {path} has fingerprint {fp} "
+                f"({stored.get('source')}), the data now read from {self.data['source']} have "
+                f"{self.data['fingerprint']} (a different file or data-dir); resume with the run's data, or start "
+                f"a new run")
 
     def _lock(self) -> None:
         path = self.dir / ".lock"
@@ -112,6 +133,8 @@ class ResultsWriter:
     def accept(self) -> None:
         """The run (or resume) is accepted: write config.json, before the first new record."""
         self._atomic_write("config.json", self.config)
+        if self.data is not None:
+            self._atomic_write("data.json", self.data)
 
     def truncate(self, last_round: int) -> None:
         """Keep the records of rounds <= last_round (atomically); later ones will be written again."""

@@ -17,12 +17,12 @@ from flwr.app import Context
 from flwr.common import log as flwr_log
 from flwr.serverapp import Grid, ServerApp
 
-from .config import Config, ConfigError
+from .config import Config, ConfigError, config_warnings
 from .core.method import Method
 from .core.rounds import SyncRun, resume_point
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
-from .setup import prepare
+from .setup import data_identity, prepare
 from .strategies import ASYNC_STRATEGIES, LEGACY_STRATEGIES, MESSAGE_STRATEGIES, LegacyStrategy
 from .strategies.legacy import serve_legacy
 from .strategies.nodes import learn_partitions
@@ -36,10 +36,13 @@ def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
     and build the method's server half; every refusal is a ``ConfigError`` raised before round 1.
     The caller closes the writer (``with writer: ...``) to release the folder's lock."""
     cfg, task, spec = prepare(run_config)
+    for warning in config_warnings(cfg):
+        log.warning("%s", warning)
     run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)
     method = METHODS[cfg.strategy].server(cfg, task, spec)
     try:
-        writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume)
+        writer = ResultsWriter(Path(cfg.output_dir).expanduser() / run_name, cfg, resume=cfg.resume,
+                               data=data_identity(task, spec))
     except OSError as exc:  # e.g. PermissionError, a read-only file system
         raise ConfigError(f"run-config key 'output-dir': cannot write the results folder "
                           f"{Path(cfg.output_dir).expanduser() / run_name} ({exc.strerror or exc})") from exc

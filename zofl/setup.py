@@ -6,8 +6,10 @@ from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
+from .tasks.data import file_stamp
 
 BILEVEL_STRATEGIES = ("fedrzo-bl",)
+DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
 HYPERGRAD_STRATEGIES = ("afbo", "fednest")
 
 
@@ -15,7 +17,7 @@ def data_spec(cfg: Config) -> DataSpec:
     return DataSpec(dataset=cfg.dataset, data_dir=os.path.expanduser(cfg.data_dir),
                     download=cfg.download, num_clients=cfg.num_clients, alpha=cfg.alpha,
                     server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size,
-                    standardize=cfg.standardize)
+                    standardize=cfg.standardize, stamp=file_stamp(cfg.dataset, os.path.expanduser(cfg.data_dir)))
 
 
 def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
@@ -46,3 +48,29 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         except ValueError as exc:
             raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
     return cfg, task, spec
+
+
+def data_identity(task: Task, spec: DataSpec) -> dict[str, str] | None:
+    """{"fingerprint", "source"} of the run's data (``SplitTask.fingerprint``: the arrays as read and
+    the split), or None for a task that does not give one. Stored with the run (data.json), checked
+    on resume and by every client against its own."""
+    fingerprint = getattr(task, "fingerprint", None)
+    if not callable(fingerprint):
+        return None
+    fp, source = fingerprint(spec)
+    return {"fingerprint": fp, "source": source, "dataset": spec.dataset}
+
+
+def check_data(expected: str | None, task: Task, spec: DataSpec, pid: int) -> None:
+    """A client's check of the server's data fingerprint against its own (``DataMismatch``)."""
+    if not expected:
+        return
+    own = data_identity(task, spec)
+    if own is not None and own["fingerprint"] != expected:
+        raise DataMismatch(f"client {pid}: its data differ from the server's: {own['dataset']!r} read from "
+                           f"{own['source']} with this run's split has fingerprint {own['fingerprint']}, the "
+                           f"server's is {expected} (a different file, data-dir or split); it refuses to train")
+
+
+class DataMismatch(ConfigError):
+    """A client's data are not the server's (``check_data``)."""

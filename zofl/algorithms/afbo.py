@@ -101,13 +101,15 @@ def dense_aphe(d: Vec, W: np.ndarray, Hs: list[np.ndarray], v: Vec, N_i: int, li
     return d - W @ p
 
 
-def stored_mean(stored: np.ndarray, have: np.ndarray, average: str) -> Vec:
+def stored_mean(stored: np.ndarray, have: np.ndarray, average: str, combine=None) -> Vec:
     """(1/m) sum_i of the newest stored update of every client (Algorithm 1, lines 10 and 15).
 
     ``stored``: (m, n), row i the newest update of client i; ``have``: which rows were ever sent.
     ``average = all``: the paper's 1/m over all m clients, a client never heard from counting 0;
     ``stored``: the mean over the clients heard from (ours: the same once every client has sent
     once, Assumption 6, and no shrunken steps before that)."""
+    if combine is not None:  # a robust rule over the stored updates (ours; ``zofl.algorithms.robust``)
+        return combine(list(stored if average == "all" else stored[have])) if have.any() else np.zeros(stored.shape[1])
     if average == "all":
         return stored.sum(axis=0) / len(stored)
     if not have.any():

@@ -96,6 +96,8 @@ def upper_local_steps(f: UpperFn, x_hat: np.ndarray, v: np.ndarray, y_plus: np.n
     return x
 
 
-def average(vectors: list[np.ndarray], fallback: np.ndarray) -> np.ndarray:
+def average(vectors: list[np.ndarray], fallback: np.ndarray, combine=None) -> np.ndarray:
     """The server's aggregation (1/|S| sum); ``fallback`` (unchanged) if no client replied."""
-    return np.mean(vectors, axis=0) if vectors else np.array(fallback, dtype=np.float64, copy=True)
+    if not vectors:
+        return np.array(fallback, dtype=np.float64, copy=True)
+    return np.mean(vectors, axis=0) if combine is None else combine(vectors)

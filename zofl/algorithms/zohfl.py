@@ -34,6 +34,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .lower_level import GradFn, minibatch_indices, project_ball
+from .robust import clip_coefficients
 from .smoothing import orthogonal_directions, seed_sequence, sphere_directions, two_point_coefficients
 
 # Streams of the per-(seed, round, client) seed sequences; fixed so runs are reproducible.
@@ -194,18 +195,29 @@ def zo_estimate(
     directions: Mapping[int, np.ndarray],
     eta: float,
     n: int,
+    combine: Callable[[list[np.ndarray]], np.ndarray] | None = None,
+    clip: float = 0.0,
 ) -> np.ndarray:
-    """sum_i w_i * mean_j (n / (2 eta)) (f+_{ij} - f-_{ij}) v_{ij}: the f2 part of g (Alg. 1, line 7)."""
+    """sum_i w_i * mean_j (n / (2 eta)) (f+_{ij} - f-_{ij}) v_{ij}: the f2 part of g (Alg. 1, line 7).
+
+    Ours, against hostile clients (``zofl.algorithms.robust``): ``clip`` > 0 clips every coefficient
+    to +-clip x the round's median magnitude; ``combine`` (a robust rule) replaces the weighted sum
+    of the contributions u_i = mean_j c_ij v_ij by combine([u_i]) x sum_i w_i."""
+    coefs = clip_coefficients({pid: two_point_coefficients(*f_values[pid], n, eta) for pid in weights}, clip)
+    if combine is not None:
+        if not weights:
+            return np.zeros(n)
+        u = [(coefs[pid] @ directions[pid]) / directions[pid].shape[0] for pid in weights]
+        return combine(u) * float(sum(weights.values()))
     g = np.zeros(n)
     for pid, w in weights.items():
-        f_p, f_m = f_values[pid]
         v = directions[pid]
-        g += w * (two_point_coefficients(f_p, f_m, n, eta) @ v) / v.shape[0]
+        g += w * (coefs[pid] @ v) / v.shape[0]
     return g
 
 
 def envelope_estimate(weights: Mapping[int, float], ys: Mapping[int, np.ndarray], x: np.ndarray,
-                      lam: float) -> np.ndarray:
+                      lam: float, combine: Callable[[list[np.ndarray]], np.ndarray] | None = None) -> np.ndarray:
     """sum_i w_i lambda (x - y_i(x)): the first-order estimate of the f2 part (ours, beyond the paper).
 
     With f2 = (lambda/2)||x - y||^2 and h_i = loss_i(y) + (mu/2)||x - y||^2, y_i(x) is the proximal
@@ -213,6 +225,10 @@ def envelope_estimate(weights: Mapping[int, float], ys: Mapping[int, np.ndarray]
     min_y h_i(x, y); lambda (x - y_i) is the gradient of f2 in x at fixed y_i, the same vector up to
     the factor lambda / mu. It drops the term through dy_i/dx that the two-point estimate also
     sees, and has no n / (2 eta) noise: it is the y vectors the paper already uploads, used directly."""
+    if combine is not None:  # a robust rule over lambda (x - y_i) (ours; see zo_estimate)
+        if not weights:
+            return np.zeros_like(x)
+        return combine([lam * (x - ys[pid]) for pid in weights]) * float(sum(weights.values()))
     g = np.zeros_like(x)
     for pid, w in weights.items():
         g += w * lam * (x - ys[pid])

@@ -37,7 +37,7 @@ import numpy as np
 from ..faults import draw_fault
 from .checks import reply_problem
 from .method import Method
-from .policy import allowed_failures, async_windows, failure_message, round_failed
+from .policy import allowed_failures, async_windows, failure_message, kind_counts, round_failed
 from .protocol import Failure, Reply, Work
 from .rounds import SyncRun
 from .sampling import available, per_client
@@ -91,7 +91,7 @@ class AsyncRun(SyncRun):
         return self.cfg.num_clients
 
     def _reset_counts(self) -> None:
-        self.counts = {"failures": 0, "rejected": 0, "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
+        self.counts = {"failures": [], "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
                        "t0": time.perf_counter(), "failed_clients": set()}
 
     # -- clock and durations --------------------------------------------------------------
@@ -110,7 +110,7 @@ class AsyncRun(SyncRun):
         cfg = self.cfg
         n = self.task_no
         self.task_no += 1
-        work = self.method.plan_task(self.state, self.version, n, pid)
+        work = self.stamp(self.method.plan_task(self.state, self.version, n, pid))
         if not available(cfg.seed, n, pid, per_client(cfg.availability, pid)):
             self.counts["unavailable"] += 1
             heapq.heappush(self.rejoins, (self.clock() + self.duration(work), n, pid))
@@ -173,7 +173,7 @@ class AsyncRun(SyncRun):
                 break
             if time.perf_counter() - t_wait > self.cfg.reply_timeout_s:
                 self.arrived[handle] = Failure(task.work.pid, f"no reply within reply-timeout-s = "
-                                                              f"{self.cfg.reply_timeout_s:g} s; client given up")
+                                               f"{self.cfg.reply_timeout_s:g} s; client given up", "late")
                 self.lost[handle] = task.work.pid
                 break
             self.transport.wait(POLL_S)
@@ -195,7 +195,7 @@ class AsyncRun(SyncRun):
             if now - task.sent_at > self.cfg.reply_timeout_s:
                 self.lost[handle] = task.work.pid
                 self._handle(handle, Failure(task.work.pid, f"no reply within reply-timeout-s = "
-                                                           f"{self.cfg.reply_timeout_s:g} s; client given up"))
+                                                           f"{self.cfg.reply_timeout_s:g} s; client given up", "late"))
                 return
         self.transport.wait(POLL_S)
 
@@ -205,12 +205,13 @@ class AsyncRun(SyncRun):
         deadline = self.cfg.round_deadline_s
         late = deadline and (task.due if self.simulated else self.clock()) - task.sent_at > deadline
         if isinstance(result, Reply) and late:
+            self.note_late([result], self.simulated)  # queued behind other work, or a slow client
             result = Failure(pid, f"reply {self.clock() - task.sent_at:.2f} s after its task, later than "
-                                  f"round-deadline-s = {deadline:g}")
+                                  f"round-deadline-s = {deadline:g}", "late")
         applied = None
         usable = False
         if isinstance(result, Failure):
-            self.counts["failures"] += 1
+            self.counts["failures"].append(result)
             self.counts["failed_clients"].add(pid)
             log.warning("update %d: client %s failed: %s", self.version + 1, pid, result.reason)
         else:
@@ -219,8 +220,7 @@ class AsyncRun(SyncRun):
             problem = reply_problem(result.arrays, self.method.task_reply_shapes(self.state, task.work),
                                     self.cfg.reply_max_abs)
             if problem:
-                self.counts["failures"] += 1
-                self.counts["rejected"] += 1
+                self.counts["failures"].append(Failure(pid, problem, "rejected"))
                 self.counts["failed_clients"].add(pid)
                 log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
             else:
@@ -274,7 +274,8 @@ class AsyncRun(SyncRun):
         c = self.counts
         info = {
             "clients": [rep.pid for rep in replies], "staleness": staleness, "sampled": [rep.pid for rep in replies],
-            "participants": len(replies), "failures": c["failures"], "rejected": c["rejected"], "dropped": 0,
+            "participants": len(replies), "failures": len(c["failures"]), **kind_counts(c["failures"]),
+            **self.late_fields(), "dropped": 0,
             "unavailable": c["unavailable"], "uplink_bytes": c["uplink_bytes"],
             "downlink_bytes": c["downlink_bytes"], "wall_s": time.perf_counter() - c["t0"],
             "clock_s": self.clock(), "client_compute_s": float(sum(computes)),

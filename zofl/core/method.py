@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.lower_level import local_steps
+from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from .evaluation import model_metrics
 from .protocol import Reply, Work
@@ -55,6 +56,16 @@ class Method:
         self.server_data = task.server_data(spec)
         self.test_data = task.test_data(spec)
         self.n_train = task.num_train(spec)
+
+    # -- aggregation ----------------------------------------------------------------------
+    def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
+        """The run-config's ``aggregation`` of client vectors (``zofl.algorithms.robust``)."""
+        return combine_with(self.cfg, vectors)
+
+    @property
+    def robust(self):
+        """``combine`` when a robust rule is chosen, None for the papers' mean (each method's own code)."""
+        return None if self.cfg.aggregation == "mean" else self.combine
 
     # -- state ----------------------------------------------------------------------------
     def init(self) -> State:

@@ -8,10 +8,19 @@ as soon as it can no longer meet the policy: once more than ``max-failed-rounds`
 rounds have failed, R being its number of rounds (async: the least number of windows its updates
 need, ceil(updates x buffer-size / num-clients)). Stopping then, not at the end, is exact: the
 fraction at the end would be above the bound whatever the remaining rounds do.
+
+What happened to each sampled client is counted by kind (``protocol.FAILURE_KINDS``), and a reply
+that came after its deadline is told apart by ``late_kind``: a healthy client whose reply waited
+behind other work (a Ray worker or a process pool busy with a hung client) is not a client fault.
 """
 from __future__ import annotations
 
 import math
+
+from .protocol import Failure, Reply
+
+#: why a reply came after its deadline (``late_kind``)
+LATE_KINDS = ("queued", "slow", "failed")
 
 
 class RunFailed(RuntimeError):
@@ -38,3 +47,30 @@ def failure_message(failed: int, rounds: int, min_replies: int, max_failed_fract
     return (f"the failure policy stopped the run: {failed} {unit} had fewer than min-replies = {min_replies} usable "
             f"client replies, more than the {allowed_failures(rounds, max_failed_fraction)} that "
             f"max-failed-rounds = {max_failed_fraction:g} x {rounds} {unit} allows")
+
+
+def late_kind(result: Reply | Failure, deadline_s: float, simulated: bool = False) -> str:
+    """Why a reply arrived after its round's deadline, from the client's own measure ``handle_s``
+    (seconds from the ClientApp receiving the message to its reply; no clock is compared across
+    machines):
+
+    * "queued": the client's work took at most ``deadline_s``, so the reply was late because the
+      message waited before the client got it (behind other clients' work on a shared worker, or in
+      transport): not the client's fault;
+    * "slow": the client itself took longer than the deadline (a straggler or a hang; also any
+      reply without ``handle_s``, and every late reply on the asynchronous engine's simulated clock,
+      where durations are the device model's);
+    * "failed": an error reply came after the deadline.
+    """
+    if isinstance(result, Failure):
+        return "failed"
+    handled = result.metrics.get("handle_s")
+    if simulated or handled is None:
+        return "slow"
+    return "queued" if float(handled) <= deadline_s else "slow"
+
+
+def kind_counts(failures: list[Failure]) -> dict[str, int]:
+    """{"late": n, "errors": n, "rejected": n, "lost": n}: the round record's fields."""
+    n = {k: sum(f.kind == k for f in failures) for k in ("late", "error", "rejected", "lost")}
+    return {"late": n["late"], "errors": n["error"], "rejected": n["rejected"], "lost": n["lost"]}

@@ -4,7 +4,7 @@ A round (or, in the asynchronous engine, a task) sends each client one ``Work``:
 (``x`` = the global model, plus what the method needs, e.g. SCAFFOLD's ``c``) and config entries
 (``round``: the seed of the client's randomness, ``H``: its local steps, plus method entries such
 as FedRZO_bl's ``phase``). The client answers with one ``Reply``: named arrays, its number of
-examples and metrics (``steps``, ``compute_s``, ``wall_s``, ``speed``).
+examples and metrics (``steps``, ``compute_s``, ``wall_s``, ``speed``, ``handle_s``).
 
 Flower carries them in three ways, all defined here and nowhere else:
 * Message API: a ``RecordDict`` {"arrays": ArrayRecord(named arrays), "config": ConfigRecord}
@@ -83,13 +83,24 @@ class Reply:
         return sum(int(a.nbytes) for a in self.arrays.values())
 
 
+#: what went wrong with a sampled client (the totals of the failure policy count each kind):
+#: "late" no reply before the deadline; "error" the client raised (or crashed); "rejected" a reply
+#: came but failed the checks (``core.checks``); "lost" its SuperNode is gone or no SuperNode holds
+#: its partition
+FAILURE_KINDS = ("late", "error", "rejected", "lost")
+
+
 @dataclass
 class Failure:
-    """A client that raised, timed out or whose reply was unusable: who and why."""
+    """A client that raised, timed out or whose reply was unusable: who, why and which kind."""
 
     pid: int | None
     reason: str
-    rejected: bool = False  # True: a reply arrived but failed the checks (``core.checks``)
+    kind: str = "error"  # one of FAILURE_KINDS
+
+    @property
+    def rejected(self) -> bool:
+        return self.kind == "rejected"
 
 
 # -- the NumPyClient form (positional arrays + config) --------------------------------------

@@ -24,7 +24,7 @@ from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, load_checkpoint, save_checkpoint
 from .checks import reply_problem
 from .method import Method, State
-from .policy import RunFailed, allowed_failures, failure_message, round_failed
+from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
 from .protocol import Failure, Reply, Work
 from .sampling import sample_round
 from .summary import fmt, summarize, summary_lines
@@ -90,6 +90,7 @@ class SyncRun:
         self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
+        self.late_seen = dict.fromkeys(LATE_KINDS, 0)  # late replies classified since the last record
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
         x0_state = None
         if ck is None:
@@ -118,6 +119,27 @@ class SyncRun:
         work goes only to held partitions; the summary reports refused and rejoined SuperNodes."""
         self.fed, self.unheld = fed, set(fed.unheld)
 
+    def stamp(self, work: Work) -> Work:
+        """The run's data fingerprint on a client's work: the client checks it against its own data."""
+        data = getattr(self.writer, "data", None)
+        if data:
+            work.config["data-fp"] = data["fingerprint"]  # zofl.setup.DATA_FP
+        return work
+
+    def note_late(self, results: list[Reply | Failure], simulated: bool = False) -> None:
+        """Replies (or error replies) that came after their round's deadline, already counted as late
+        and never used: classified (``policy.late_kind``) into the next record's ``late_queued``,
+        ``late_slow`` and ``late_failed``."""
+        for res in results:
+            kind = late_kind(res, self.cfg.round_deadline_s, simulated)
+            self.late_seen[kind] += 1
+            log.info("a reply of client %s came after its deadline: %s", res.pid, kind)
+
+    def late_fields(self) -> dict[str, int]:
+        out = {f"late_{k}": n for k, n in self.late_seen.items()}
+        self.late_seen = dict.fromkeys(LATE_KINDS, 0)
+        return out
+
     @property
     def x(self) -> np.ndarray:
         return self.state["x"]
@@ -130,7 +152,7 @@ class SyncRun:
         t0 = time.perf_counter()
         sampled, stragglers = ([], []) if self.method.server_only else \
             sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
-        works = self.method.plan(self.state, r, sampled, stragglers)
+        works = [self.stamp(w) for w in self.method.plan(self.state, r, sampled, stragglers)]
         unreachable = [w.pid for w in works if w.pid in self.unheld]
         works = [w for w in works if w.pid not in self.unheld]
         return RoundPlan(r, sampled, stragglers, works, self.method.round_H(self.state, r), t0,
@@ -141,7 +163,8 @@ class SyncRun:
         """The usable replies (one per sampled client, checked, sorted by client id) and all failures."""
         shapes = self.method.reply_shapes(self.state, plan.r)
         good: dict[int, Reply] = {}
-        failures = list(failures) + [Failure(p, f"no SuperNode holds partition {p}") for p in plan.unreachable]
+        failures = list(failures) + [Failure(p, f"no connected SuperNode holds partition {p}", "lost")
+                                     for p in plan.unreachable]
         k = plan.r + 1
         for rep in replies:
             if rep.pid not in plan.sampled or rep.pid in good:
@@ -150,15 +173,21 @@ class SyncRun:
             problem = reply_problem(rep.arrays, shapes, self.cfg.reply_max_abs)
             if problem:
                 log.warning("round %d: dropped client %d: %s", k, rep.pid, problem)
-                failures.append(Failure(rep.pid, problem, rejected=True))
+                failures.append(Failure(rep.pid, problem, "rejected"))
                 continue
             good[rep.pid] = rep
+        for f in failures:  # a failure of no sampled client (an unknown node) names nobody
+            if f.pid is not None and f.pid not in plan.sampled:
+                f.pid = None
         # a sampled client with neither reply nor failure missed the deadline (the Message API returns
         # nothing for it; the legacy API raises an error without saying which client it was)
         accounted = {rep.pid for rep in replies} | {f.pid for f in failures if f.pid is not None}
         missing = [p for p in plan.sampled if p not in accounted]
-        anonymous = sum(f.pid is None for f in failures)
-        failures += [Failure(p, "no reply before the round deadline") for p in missing[anonymous:]]
+        anonymous = [f for f in failures if f.pid is None]
+        if len(anonymous) == len(missing):  # the legacy API's errors name no client; these are the ones
+            for f, p in zip(anonymous, missing):  # (which error was whose is unknown; who failed is exact)
+                f.pid = p
+        failures += [Failure(p, "no reply before the round deadline", "late") for p in missing[len(anonymous):]]
         for f in failures:
             if not f.rejected:
                 log.warning("round %d: client %s failed or missed the deadline: %s", k, f.pid, f.reason)
@@ -186,11 +215,11 @@ class SyncRun:
             state, fields = self.state, {**fields, "model_rejected": True}
         self.state = state
         self.sim_clock += self.round_sim_s(used)
-        rejected = sum(f.rejected for f in failures)
         computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
         info = {
             "sampled": plan.sampled, "stragglers": len(plan.stragglers), "participants": len(used),
-            "failures": len(failures), "rejected": rejected, "dropped": len(plan.sampled) - len(used),
+            "failures": len(failures), **kind_counts(failures), **self.late_fields(),
+            "dropped": len(plan.sampled) - len(used),
             "failed_clients": sorted({f.pid for f in failures if f.pid is not None}), "round_failed": failed,
             "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in used), default=0.0),
             "uplink_bytes": sum(rep.nbytes() for rep in replies),
@@ -208,6 +237,7 @@ class SyncRun:
         f2_est = info.pop("f2_est", float("nan"))
         record = {**metrics, "round": k, "f2_est": f2_est, "objective": metrics["f1"] + f2_est,
                   "sampled": [], "participants": 0, "stragglers": 0, "failures": 0, "dropped": 0, "rejected": 0,
+                  "late": 0, "errors": 0, "lost": 0, "late_queued": 0, "late_slow": 0, "late_failed": 0,
                   "client_wall_max_s": 0.0, "uplink_bytes": 0, "downlink_bytes": 0, "wall_s": 0.0,
                   "client_compute_s": 0.0, "client_compute_max_s": 0.0, "local_steps": 0, "H": 0, "gamma_r": 0.0,
                   **info}

@@ -22,6 +22,8 @@ def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
         "total_participants": sum(r.get("participants") or 0 for r in records),
         "total_dropped": sum(r.get("dropped") or 0 for r in records),
         "total_rejected": sum(r.get("rejected") or 0 for r in records),
+        **{f"total_{k}": sum(r.get(k) or 0 for r in records)
+           for k in ("late", "errors", "lost", "late_queued", "late_slow", "late_failed")},
         "rounds_model_rejected": sum(bool(r.get("model_rejected")) for r in records),
         "failures_by_client": _by_client(records),
     }
@@ -36,6 +38,18 @@ def _by_client(records: list[dict[str, Any]]) -> dict[str, int]:
     return {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
+def _kinds(s: dict[str, Any]) -> str:
+    late = s.get("total_late", 0)
+    told = [(s.get(f"total_late_{k}", 0), what) for k, what in
+            (("queued", "queued behind other clients' work"), ("slow", "slow at the client"),
+             ("failed", "then failed"))]
+    unknown = late - sum(n for n, _ in told)
+    parts = [f"{n} {what}" for n, what in told if n] + ([f"{unknown} with no reply seen"] if unknown > 0 else [])
+    return (f"{late} late" + (f" ({', '.join(parts)})" if late and parts else "")
+            + f", {s.get('total_errors', 0)} errors, {s.get('total_rejected', 0)} rejected, "
+            f"{s.get('total_lost', 0)} lost (SuperNode gone)")
+
+
 def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
     return [f"{title} on {s['dataset']}: {setting}",
             f"  test accuracy {fmt(s['initial_test_acc'])} -> {fmt(s['final_test_acc'])} "
@@ -43,8 +57,7 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             f"  {s['total_local_steps']} local steps, {s['total_client_compute_s']:.1f}s client "
             f"compute, {s['total_wall_s']:.1f}s wall",
             f"  clients: {s.get('total_sampled', 0)} sampled, {s.get('total_participants', 0)} replies used, "
-            f"{s.get('total_dropped', 0)} dropped ({s.get('total_failures', 0)} failed or late, "
-            f"{s.get('total_rejected', 0)} rejected)"
+            f"{s.get('total_dropped', 0)} dropped; {s.get('total_failures', 0)} failures: {_kinds(s)}"
             + (f"; the aggregate was refused in {s['rounds_model_rejected']} round(s)"
                if s.get("rounds_model_rejected") else ""),
             *(["  clients with failures (rounds): "

@@ -135,13 +135,13 @@ class AFBO(Method):
         if ph == 0:  # inner step (lines 9-10): rho_i = 0 for clients that sent since the last inner step
             s["rho"] = np.where(s["fresh_G"], 0, s["rho"] + 1)
             s["fresh_G"] = np.zeros(self.m, bool)
-            s["y"] = s["y"] - cfg.inner_lr * stored_mean(s["G"], s["G_have"], cfg.stored_average)
+            s["y"] = s["y"] - cfg.inner_lr * stored_mean(s["G"], s["G_have"], cfg.stored_average, self.robust)
             k += 1
             ph = 1 if k >= cfg.inner_rounds else 0
         else:  # outer step (lines 14-15)
             s["tau"] = np.where(s["fresh_H"], 0, s["tau"] + 1)
             s["fresh_H"] = np.zeros(self.m, bool)
-            s["x"] = s["x"] - cfg.outer_lr * stored_mean(s["H"], s["H_have"], cfg.stored_average)
+            s["x"] = s["x"] - cfg.outer_lr * stored_mean(s["H"], s["H_have"], cfg.stored_average, self.robust)
             t, k, ph = t + 1, 0, 0
         step = "outer" if state["counters"][2] else "inner"
         s["counters"] = np.array([t, k, ph])

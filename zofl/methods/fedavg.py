@@ -15,6 +15,7 @@ import numpy as np
 
 from ..algorithms.fedavg import local_lrs, local_sgd, weighted_mean
 from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
@@ -33,7 +34,9 @@ class FedAvg(Method):
         x = state["x"]
         if not replies:
             return state, {}
-        y_mean = weighted_mean([rep.arrays["x"] for rep in replies], [rep.num_examples for rep in replies])
+        models = [rep.arrays["x"] for rep in replies]
+        y_mean = weighted_mean(models, [rep.num_examples for rep in replies]) if self.cfg.aggregation == "mean" \
+            else combine_with(self.cfg, models)  # a robust rule (ours): zofl.algorithms.robust
         return {**state, "x": x + self.cfg.server_lr * (y_mean - x)}, {}
 
 

@@ -35,8 +35,11 @@ def staleness_weight(s: int, a: float) -> float:
 
 
 def buffered_step(x: np.ndarray, deltas: list[np.ndarray], staleness: list[int], server_lr: float,
-                  a: float) -> np.ndarray:
-    """x + server_lr (1/K) sum_k (1 + s_k)^-a Delta_k (FedBuff, Algorithm 1)."""
+                  a: float, combine=None) -> np.ndarray:
+    """x + server_lr (1/K) sum_k (1 + s_k)^-a Delta_k (FedBuff, Algorithm 1); with ``combine`` (a robust
+    rule, ours) x + server_lr combine([(1 + s_k)^-a Delta_k])."""
+    if combine is not None:
+        return x + server_lr * combine([staleness_weight(s, a) * d for d, s in zip(deltas, staleness)])
     acc = np.zeros_like(x)
     for d, s in zip(deltas, staleness):
         acc += staleness_weight(s, a) * d
@@ -63,7 +66,7 @@ class FedBuff(Method):
     def update_async(self, state: State, version: int, replies: list[Reply],
                      staleness: list[int]) -> tuple[State, dict[str, Any]]:
         x = buffered_step(state["x"], [rep.arrays["dy"] for rep in replies], staleness, self.cfg.server_lr,
-                          self.cfg.staleness_exponent)
+                          self.cfg.staleness_exponent, self.robust)
         return {**state, "x": x}, {}
 
 

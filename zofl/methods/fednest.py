@@ -29,6 +29,7 @@ import numpy as np
 
 from ..algorithms.afbo import aligned_local_sgd
 from ..algorithms.lower_level import local_steps, minibatch_indices
+from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
 from ..core.method import Method, State
@@ -97,8 +98,8 @@ class FedNest(Method):
         s = dict(state)
         l_g = self.cfg.lipschitz_g
 
-        def mean(key):
-            return np.mean([rep.arrays[key] for rep in replies], axis=0)
+        def mean(key):  # the mean of the papers, or a robust rule (ours)
+            return combine_with(self.cfg, [rep.arrays[key] for rep in replies])
 
         if replies:
             if ph == INNER:

@@ -128,10 +128,10 @@ class FedRZObl(Method):
         counts = state["counts"].copy()
         if ph.phase == UPPER:
             counts[0] += 1
-            state["x"] = average([rep.arrays["x"] for rep in replies], state["x"])
+            state["x"] = average([rep.arrays["x"] for rep in replies], state["x"], self.robust)
         else:
             counts[1] += 1
-            state["y_hat"] = average([rep.arrays["y"] for rep in replies], state["y_hat"])
+            state["y_hat"] = average([rep.arrays["y"] for rep in replies], state["y_hat"], self.robust)
             if ph.j == ph.lower_rounds - 1:  # the oracle call ends
                 if ph.phase == LOWER_PLUS:
                     state["y_plus"] = state["y_hat"].copy()

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
 from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
@@ -47,7 +48,7 @@ class FedRZOnn(Method):
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         if not replies:
             return state, {}
-        return {**state, "x": np.mean([rep.arrays["x"] for rep in replies], axis=0)}, {}
+        return {**state, "x": combine_with(self.cfg, [rep.arrays["x"] for rep in replies])}, {}  # mean by default
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

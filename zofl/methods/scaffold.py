@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
+from ..algorithms.robust import combine_with
 from ..config import Config
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
@@ -59,8 +60,10 @@ class Scaffold(Method):
         for rep in replies:
             c_clients[rep.pid] += rep.arrays["dc"]
             unrestored[rep.pid] = False
-        x_new, c_new = scaffold_server_update(state["x"], state["c"], [rep.arrays["dy"] for rep in replies],
-                                              [rep.arrays["dc"] for rep in replies], self.cfg.server_lr, self.m)
+        dys, dcs = [rep.arrays["dy"] for rep in replies], [rep.arrays["dc"] for rep in replies]
+        if self.cfg.aggregation != "mean" and replies:  # a robust rule (ours): one robust Delta y and Delta c
+            dys, dcs = [combine_with(self.cfg, dys)] * len(dys), [combine_with(self.cfg, dcs)] * len(dcs)
+        x_new, c_new = scaffold_server_update(state["x"], state["c"], dys, dcs, self.cfg.server_lr, self.m)
         return {"x": x_new, "c": c_new, "c_clients": c_clients, "unrestored": unrestored}, {}
 
 

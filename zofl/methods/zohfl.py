@@ -111,7 +111,7 @@ class ZOHFL(Method):
         pids = sorted(f_values)
         weights = client_weights(cfg.weighting, pids, self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
-        g_f2 = zo_estimate(weights, f_values, dirs, cfg.eta, n)
+        g_f2 = zo_estimate(weights, f_values, dirs, cfg.eta, n, self.robust, cfg.coef_clip)
         grad_f1 = self.grad_f1(x, r)
         gamma_r = server_step_size(cfg.gamma, r)
         f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) \
@@ -133,7 +133,7 @@ class ZOHFL(Method):
         ys = {rep.pid: rep.arrays["y"] for rep in replies}
         weights = client_weights(cfg.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
-        g_f2 = envelope_estimate(weights, ys, x, cfg["lambda"])
+        g_f2 = envelope_estimate(weights, ys, x, cfg["lambda"], self.robust)
         gamma_r = server_step_size(cfg.gamma, r)
         f2_est = float(np.mean([self.f2(x, y) for y in ys.values()])) if ys else float("nan")
         return {**state, "x": server_update(x, self.grad_f1(x, r), g_f2, gamma_r)}, \

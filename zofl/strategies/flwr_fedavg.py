@@ -21,7 +21,7 @@ from ..core.protocol import Failure, reply_from_numpy
 from ..core.rounds import RoundPlan, SyncRun
 from .legacy import LegacyStrategy, describe
 from .message import MessageStrategy
-from .wire import array_record, decode_reply
+from .wire import array_record, decode_reply, error_kind
 
 
 def _plan(run: SyncRun, r: int, replied: list[int], downlink: int) -> RoundPlan:
@@ -100,7 +100,7 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
         fails = []
         for f in failures:
             cid, why = describe(f)
-            fails.append(Failure(self.pid_of_cid.get(cid), why))
+            fails.append(Failure(self.pid_of_cid.get(cid), why, error_kind(None, why)))
         plan = _plan(self.run, self.t_r, [rep.pid for rep in replies], self.downlink)
 
         def aggregate(state, r, used):

@@ -18,6 +18,7 @@ from flwr.serverapp import Grid
 
 from ..core.protocol import Failure, reply_from_numpy, work_to_numpy
 from ..core.rounds import RoundPlan, SyncRun
+from .wire import error_kind
 
 
 def describe(failure) -> tuple[int | None, str]:
@@ -32,20 +33,30 @@ class LegacyStrategy(LegacyAPIStrategy):
 
     def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         super().__init__()
-        self.run, self.nodes = run, fed.nodes
+        self.run, self.fed, self.nodes = run, fed, fed.nodes
         self.pid_of_cid = {str(n): p for p, n in self.nodes.items()}
         self.plan: RoundPlan | None = None
+        self.grid: Grid | None = None  # set by serve_legacy: the federation is refreshed between rounds
 
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters:
         return ndarrays_to_parameters([self.run.x])
 
     def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
+        if self.grid is not None and self.fed.refresh(self.grid, self.run.cfg.num_clients):  # a restarted
+            self.pid_of_cid.update({str(n): p for p, n in self.nodes.items()})  # SuperNode takes its partition back
+        self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.run.offset + server_round - 1)
         clients = client_manager.all()
-        out = []
+        out, works = [], []
         for w in self.plan.works:
+            proxy = clients.get(str(self.nodes[w.pid]))
+            if proxy is None:  # its SuperNode left (Flower's client manager dropped it): a lost client
+                self.plan.unreachable.append(w.pid)
+                continue
             arrays, config = work_to_numpy(w)
-            out.append((clients[str(self.nodes[w.pid])], FitIns(ndarrays_to_parameters(arrays), config)))
+            out.append((proxy, FitIns(ndarrays_to_parameters(arrays), config)))
+            works.append(w)
+        self.plan.works = works
         return out
 
     def aggregate_fit(self, server_round: int, results, failures):
@@ -54,7 +65,7 @@ class LegacyStrategy(LegacyAPIStrategy):
         fails = []
         for f in failures:
             cid, why = describe(f)
-            fails.append(Failure(self.pid_of_cid.get(cid), why))
+            fails.append(Failure(self.pid_of_cid.get(cid), why, error_kind(None, why)))
         self.run.complete(self.plan, replies, fails)
         return ndarrays_to_parameters([self.run.x]), {}
 
@@ -69,5 +80,6 @@ class LegacyStrategy(LegacyAPIStrategy):
 
 
 def serve_legacy(grid: Grid, strategy: LegacyAPIStrategy, num_rounds: int, deadline_s: float) -> None:
+    strategy.grid = grid
     start_grid(grid=grid, strategy=strategy,
                config=ServerConfig(num_rounds=num_rounds, round_timeout=deadline_s or None))

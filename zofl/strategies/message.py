@@ -5,7 +5,9 @@
 ``train`` message per sampled client; ``aggregate_train`` decodes the replies (errors become
 failures), and ``SyncRun.complete`` checks them, applies the method's ``update``, evaluates and
 writes the round record. Flower's own ``Strategy.start`` drives the loop and the round deadline
-(its ``timeout``). Evaluation is centralised, so ``configure_evaluate`` sends nothing.
+(its ``timeout``), on a ``DeadlineGrid`` that keeps the messages unanswered at the deadline: the
+replies that come after are classified at the next round (queued behind other work, a slow client,
+or an error) and never used. Evaluation is centralised, so ``configure_evaluate`` sends nothing.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ..core.rounds import RoundPlan, SyncRun
-from .wire import array_record, decode_replies, work_message
+from .deadline import DeadlineGrid
+from .wire import array_record, decode_replies, decode_reply, work_message
 
 log = logging.getLogger("zofl")
 
@@ -29,21 +32,26 @@ class MessageStrategy(Strategy):
         self.run, self.fed = run, fed  # fed: nodes.Federation, the server's map client id i -> node id
         self.nodes = fed.nodes
         self.pid_of_node = {n: p for p, n in self.nodes.items()}
+        self.pid_ever = dict(self.pid_of_node)  # every node that held a partition (its late replies)
         self.plan: RoundPlan | None = None
+        self.grid: DeadlineGrid | None = None  # set by serve
 
     def round_of(self, server_round: int) -> int:
         return self.run.offset + server_round - 1  # the papers' 0-based round index
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
+        if isinstance(grid, DeadlineGrid):  # replies to earlier rounds that came after their deadline
+            self.run.note_late([decode_reply(m, self.pid_ever.get(n, -1)) for n, m in grid.late_replies()])
         if self.fed.refresh(grid, self.run.cfg.num_clients):  # a restarted SuperNode takes its partition back
             self.pid_of_node = {n: p for p, n in self.nodes.items()}
+            self.pid_ever.update(self.pid_of_node)
         self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.round_of(server_round))
         return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
-        good, bad = decode_replies(replies, self.pid_of_node)
+        good, bad = decode_replies(replies, self.pid_ever, self.grid.node_of if self.grid is not None else None)
         # a client that neither replied nor raised missed the deadline: SyncRun counts it as dropped
         self.run.complete(self.plan, good, bad)
         return array_record({"x": self.run.x}), None
@@ -61,5 +69,6 @@ class MessageStrategy(Strategy):
 
     def serve(self, grid: Grid) -> None:
         """Run the remaining rounds through Flower's ``Strategy.start``."""
-        self.start(grid, array_record({"x": self.run.x}), num_rounds=len(self.run.pending_rounds()),
+        self.grid = DeadlineGrid(grid)
+        self.start(self.grid, array_record({"x": self.run.x}), num_rounds=len(self.run.pending_rounds()),
                    timeout=self.run.cfg.round_deadline_s or None)

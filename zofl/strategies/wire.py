@@ -10,6 +10,7 @@ from typing import Iterable
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.common.constant import ErrorCode
 
 from ..core.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, TRAIN, Failure, Reply, Work
 
@@ -45,21 +46,36 @@ def reply_content(arrays: list[np.ndarray], num_examples: int, metrics: dict) ->
                        METRICS: MetricRecord({**numbers, NUM_EXAMPLES: int(num_examples)})})
 
 
+def error_kind(code: int | None, reason: str) -> str:
+    """The kind (``core.protocol.FAILURE_KINDS``) of a Flower error reply: "late" when the message's
+    TTL ran out before a reply (code MESSAGE_UNAVAILABLE; the legacy API sends with ttl = the round
+    timeout), "lost" when the SuperNode stopped sending heartbeats (NODE_UNAVAILABLE), else "error"
+    (the ClientApp raised or crashed). The legacy API passes only the reason on, so it is read too."""
+    if code == ErrorCode.MESSAGE_UNAVAILABLE or "Message Unavailable" in reason or "TTL has expired" in reason:
+        return "late"
+    if code == ErrorCode.NODE_UNAVAILABLE or "Node Unavailable" in reason:
+        return "lost"
+    return "error"
+
+
 def decode_reply(msg: Message, pid: int) -> Reply | Failure:
     """A reply message as a Reply, or a Failure (the client raised, or the message is malformed)."""
     if msg.has_error():
-        return Failure(pid, f"error {msg.error.code}: {msg.error.reason}")
+        return Failure(pid, f"error {msg.error.code}: {msg.error.reason}", error_kind(msg.error.code, msg.error.reason))
     try:
         arrays = {k: a.numpy() for k, a in msg.content.array_records[ARRAYS].items()}
         metrics = dict(msg.content.metric_records[METRICS])
         return Reply(pid, arrays, int(metrics.pop(NUM_EXAMPLES)), metrics)
     except (KeyError, ValueError, TypeError) as exc:
-        return Failure(pid, f"malformed reply ({type(exc).__name__}: {exc})", rejected=True)
+        return Failure(pid, f"malformed reply ({type(exc).__name__}: {exc})", "rejected")
 
 
-def decode_replies(replies: Iterable[Message], pid_of_node: dict[int, int]) -> tuple[list[Reply], list[Failure]]:
+def decode_replies(replies: Iterable[Message], pid_of_node: dict[int, int],
+                   node_of=None) -> tuple[list[Reply], list[Failure]]:
+    """Replies and failures; ``node_of(msg)`` names the node a reply is about (default: its sender)."""
     good, bad = [], []
     for msg in replies:
-        out = decode_reply(msg, pid_of_node.get(msg.metadata.src_node_id, -1))
+        node = node_of(msg) if node_of is not None else msg.metadata.src_node_id
+        out = decode_reply(msg, pid_of_node.get(node, -1))
         (bad if isinstance(out, Failure) else good).append(out)
     return good, bad

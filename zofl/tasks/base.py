@@ -34,6 +34,7 @@ class DataSpec:
     seed: int = 0
     min_partition_size: int = 10
     standardize: bool = False  # features scaled to zero mean, unit variance over the training rows
+    stamp: tuple[int, ...] = ()  # the data file's version (``data.file_stamp``): keys the caches below
 
 
 @runtime_checkable
@@ -129,6 +130,18 @@ class SplitTask:
 
     def num_train(self, spec: DataSpec) -> int:
         return splits_of(spec).num_train
+
+    def fingerprint(self, spec: DataSpec) -> tuple[str, str]:
+        """(fingerprint, source) of this run's data: the dataset's arrays as read from its file and
+        the split (test, server and client index arrays), so the same file and split give the same
+        fingerprint everywhere. Optional for a task: one without it is not checked."""
+        pooled = pooled_of(spec)
+        return f"{pooled.fingerprint}-{_split_fingerprint(spec)}", pooled.source
+
+
+@functools.lru_cache(maxsize=8)
+def _split_fingerprint(spec: DataSpec) -> str:
+    return splits_of(spec).fingerprint()
 
 
 def evaluate(task: Task, params: np.ndarray, data: ArrayData) -> tuple[float, float]:

@@ -23,6 +23,7 @@ flwr-datasets' ``DirichletPartitioner``. Everything is a pure function of
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,8 @@ class Pooled:
     x: np.ndarray  # (N, d) float32
     y: np.ndarray  # (N,) int64
     num_classes: int
+    fingerprint: str = ""  # ``array_fingerprint`` of the arrays as read from the file (before scaling)
+    source: str = ""  # where they were read from (the .npz path, or the library that ships them)
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,25 @@ class Splits:
     server: np.ndarray
     clients: tuple[np.ndarray, ...]
 
+    def fingerprint(self) -> str:
+        """``array_fingerprint`` of the split: the test, server and every client's index arrays."""
+        return array_fingerprint(self.test, self.server, *self.clients)
+
     @property
     def num_train(self) -> int:
         """N_train: the server's plus all clients' examples."""
         return len(self.server) + sum(len(c) for c in self.clients)
+
+
+def array_fingerprint(*arrays: np.ndarray) -> str:
+    """SHA-256 over each array's dtype, shape and bytes (16 hex digits): the same arrays give the same
+    fingerprint on every machine; a different file, or one changed value, gives another."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()[:16]
 
 
 def npz_path(data_dir: str | os.PathLike, name: str) -> Path:
@@ -246,13 +264,14 @@ def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Pa
 def _load_covtype(path: Path) -> Pooled:
     f = read_npz(path, ("x", "y"))
     x, y = f["x"], f["y"]
+    fp = array_fingerprint(x, y)
     if np.issubdtype(y.dtype, np.integer) and len(y) and y.min() == 1:
         y = y - 1  # Covertype's cover types are 1..7
     check_arrays(path, {"train": (x, y)}, NUM_CLASSES["covtype"])
     x, y = x.astype(np.float64), y.astype(np.int64).reshape(-1)
     lo, span = x.min(axis=0), np.ptp(x, axis=0)
     x = (x - lo) / np.where(span > 0, span, 1.0)
-    return Pooled(np.ascontiguousarray(x, dtype=np.float32), y, NUM_CLASSES["covtype"])
+    return Pooled(np.ascontiguousarray(x, dtype=np.float32), y, NUM_CLASSES["covtype"], fp, str(path.resolve()))
 
 
 def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
@@ -273,18 +292,36 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     return _write_npz(npz_path(root, name), **arrays)
 
 
-@functools.lru_cache(maxsize=4)
+def file_stamp(name: str, data_dir: str | os.PathLike) -> tuple[int, ...]:
+    """(modification time in ns, size) of the dataset's file, () if there is none: part of the keys
+    of the per-process caches, so a file replaced in place is read again, never served stale."""
+    if name == "digits":
+        return ()
+    try:
+        st = npz_path(data_dir, name).stat()
+    except OSError:
+        return ()
+    return (st.st_mtime_ns, st.st_size)
+
+
 def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled:
     """All examples of ``name`` (train then test, in file order), features scaled to [0, 1].
 
-    Cached per process: a Ray actor or SuperNode loads a dataset once for all its clients.
+    Cached per process (and file version): a Ray actor or SuperNode loads a dataset once for all
+    its clients.
     """
+    return _load_pooled(name, data_dir, download, file_stamp(name, data_dir))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_pooled(name: str, data_dir: str, download: bool, stamp: tuple[int, ...]) -> Pooled:
     check_available(name, data_dir, download)
     if name == "digits":
         from sklearn.datasets import load_digits
 
         d = load_digits()
-        return Pooled((d.data / 16.0).astype(np.float32), d.target.astype(np.int64), 10)
+        return Pooled((d.data / 16.0).astype(np.float32), d.target.astype(np.int64), 10,
+                      array_fingerprint(d.data, d.target), "scikit-learn's load_digits()")
     path = npz_path(data_dir, name)
     if not path.is_file():
         download_npz(name, data_dir)
@@ -293,11 +330,12 @@ def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled
     f = read_npz(path, KERAS_KEYS)
     check_arrays(path, {"train": (f["x_train"], f["y_train"]), "test": (f["x_test"], f["y_test"])},
                  NUM_CLASSES[name])
+    fp = array_fingerprint(*(f[k] for k in KERAS_KEYS))
     x = np.concatenate([f["x_train"], f["x_test"]])
     y = np.concatenate([f["y_train"].reshape(len(f["y_train"]), -1)[:, 0],
                         f["y_test"].reshape(len(f["y_test"]), -1)[:, 0]])
     x = x.reshape(len(x), -1).astype(np.float32) / np.float32(255.0)
-    return Pooled(np.ascontiguousarray(x), y.astype(np.int64), NUM_CLASSES[name])
+    return Pooled(np.ascontiguousarray(x), y.astype(np.int64), NUM_CLASSES[name], fp, str(path.resolve()))
 
 
 def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min_size: int) -> list[np.ndarray]:
@@ -319,10 +357,16 @@ def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min
         return [np.asarray(part.load_partition(i)["pos"], dtype=np.int64) for i in range(m)]
 
 
-@functools.lru_cache(maxsize=8)
 def make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: int,
                 data_dir: str = "", download: bool = False, min_partition_size: int = 10) -> Splits:
-    """The paper's split of ``name``; a pure function of its arguments (cached per process)."""
+    """The paper's split of ``name``; a pure function of its arguments and the file (cached per process)."""
+    return _make_splits(name, m, alpha, server_fraction, seed, data_dir, download, min_partition_size,
+                        file_stamp(name, data_dir))
+
+
+@functools.lru_cache(maxsize=8)
+def _make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: int, data_dir: str,
+                 download: bool, min_partition_size: int, stamp: tuple[int, ...]) -> Splits:
     pooled = load_pooled(name, data_dir, download)
     n = len(pooled.y)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5E1]))

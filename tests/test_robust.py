@@ -1,0 +1,84 @@
+"""Robust aggregation (zofl.algorithms.robust) and hostile clients (zofl.faults.hostile_reply): the
+rules as pure functions, the attacks, and in-process runs where one hostile client of ten wrecks the
+papers' mean and not a robust rule."""
+import json
+
+import numpy as np
+import pytest
+
+from zofl.algorithms.robust import clip_coefficients, robust_combine
+from zofl.config import ConfigError, parse_config
+from zofl.core.checks import reply_problem
+from zofl.faults import hostile_reply
+from zofl.inprocess import run_inprocess
+
+V = [np.array([1.0, 10.0]), np.array([2.0, 20.0]), np.array([3.0, 30.0]), np.array([100.0, -1e5])]
+
+
+def test_rules():
+    np.testing.assert_array_equal(robust_combine(V, "mean"), np.mean(V, axis=0))
+    np.testing.assert_allclose(robust_combine(V, "mean", weights=[0.5, 0.5, 0, 0]), [1.5, 15.0])
+    np.testing.assert_array_equal(robust_combine(V, "median"), [2.5, 15.0])
+    np.testing.assert_array_equal(robust_combine(V, "trimmed-mean", trim=0.25), [2.5, 15.0])  # drops 1 per end
+    k = robust_combine(V, "krum", krum_f=1)  # one of the honest vectors (its nearest other is closest)
+    assert any(np.array_equal(k, v) for v in V[:3])
+    np.testing.assert_array_equal(robust_combine(V, "median", weights=[0.1] * 4), [1.0, 6.0])  # x sum of weights
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        robust_combine(V, "mode")
+
+
+def test_coefficients_are_clipped_at_a_multiple_of_the_median_magnitude():
+    coefs = {0: np.array([1.0, -2.0]), 1: np.array([3.0]), 2: np.array([-1e6])}
+    out = clip_coefficients(coefs, 2.0)  # median |c| = 2.5, bound 5
+    assert [list(v) for v in out.values()] == [[1.0, -2.0], [3.0], [-5.0]]
+    assert clip_coefficients(coefs, 0.0) is coefs
+
+
+def test_hostile_replies():
+    sent, honest = {"x": np.array([1.0, 1.0])}, {"x": np.array([2.0, 0.0]), "f": np.array([[0.5], [0.2]])}
+    flip = hostile_reply(sent, honest, "sign-flip", 10.0, 1e6, 0, 3, 1)
+    np.testing.assert_array_equal(flip["x"], [0.0, 2.0])  # the update (1, -1) negated around what was sent
+    np.testing.assert_array_equal(flip["f"], [[-0.5], [-0.2]])  # no counterpart sent: the values negated
+    np.testing.assert_array_equal(hostile_reply(sent, honest, "scale", 10.0, 1e6, 0, 3, 1)["x"], [11.0, -9.0])
+    large = hostile_reply(sent, honest, "large", 10.0, 1e6, 0, 3, 1)
+    assert np.all(np.abs(large["x"]) == 0.99e6)
+    assert reply_problem(list(large.values()), [(2,), (2, 1)], 1e6) is None  # it passes the server's checks
+    with pytest.raises(ConfigError, match="'hostile-clients' names clients \\[10\\]"):
+        parse_config({"hostile-clients": "1,10", "attack": "large"})
+    with pytest.raises(ConfigError, match="attack = 'none'"):
+        parse_config({"hostile-clients": "1"})
+
+
+@pytest.mark.parametrize("strategy,defences", [("fedavg", ["median", "trimmed-mean", "krum"]),
+                                               ("zohfl", ["median", "coef-clip"])])
+def test_one_hostile_client_of_ten_wrecks_the_mean_and_not_a_robust_rule(tmp_path, strategy, defences):
+    base = {"strategy": strategy, "num-rounds": 15, "num-clients": 10, "beta": 1.0, "tau": 2.0,
+            "hostile-clients": "3", "attack": "large", "output-dir": str(tmp_path)}
+
+    def final(name, **keys):
+        d, x = run_inprocess({**base, "run-name": name, **keys}, workers=0)
+        s = json.loads((d / "summary.json").read_text())
+        assert s["total_rejected"] == 0  # the hostile replies pass every check
+        return s["initial_test_acc"], s["final_test_acc"]
+
+    x0, wrecked = final("mean")
+    assert wrecked < 0.3 < x0
+    for rule in defences:
+        keys = {"coef-clip": 3.0} if rule == "coef-clip" else {"aggregation": rule}
+        assert final(rule, **keys)[1] >= x0 - 0.02, rule
+
+
+@pytest.mark.parametrize("n", [3, 4, 7, 10])
+def test_rules_equal_flowers_implementations(n):
+    """The core's rules (Flower-free) compute what Flower's aggregate_* functions compute, bit for bit."""
+    from flwr.server.strategy.aggregate import aggregate_krum, aggregate_median, aggregate_trimmed_avg
+    rng = np.random.default_rng(n)
+    vs = [rng.normal(size=(5, 3)) * (100 if i == 0 else 1) for i in range(n)]
+    results = [([v], 1) for v in vs]
+    np.testing.assert_array_equal(robust_combine(vs, "median"), aggregate_median(results)[0])
+    for trim in (0.0, 0.1, 0.2, 0.3, 0.49):
+        np.testing.assert_array_equal(robust_combine(vs, "trimmed-mean", trim=trim),
+                                      aggregate_trimmed_avg(results, proportiontocut=trim)[0])
+    for f in (0, 1, 2, 5):
+        np.testing.assert_array_equal(robust_combine(vs, "krum", krum_f=f),
+                                      aggregate_krum(results, num_malicious=f, to_keep=0)[0])
