@@ -7,11 +7,16 @@ script continues where it stopped).
         [--engines sync,legacy,async]
 
 modes: ``inprocess`` (the App's in-process Grid: the same ServerApp, strategies and ClientApp, a
-node killed and a new one started for its partition via ``run_inprocess(restart=...)``) and
+node killed and a new one started for its partition via ``run_inprocess(restart=...)``),
 ``deployment`` (a SuperLink and SuperNodes as separate processes with TLS and authentication:
 ``zofl.deploy.local_deployment``; SuperNode 1 is SIGKILLed at round R/3 and started again, with its
-key, at round R/2). Every run: m = 6 clients, beta = 1, 10% crashes, 10% hangs (hang-s 6 s,
-round-deadline-s 3 s), 10% corrupt replies; engines sync (ZO-HFL), legacy (ZO-HFL), async (FedBuff).
+key, at round R/2) and ``simulation`` (Flower's Ray simulation, 6 simulated SuperNodes sharing the
+machine's Ray workers, one CPU each: no SuperNode can be killed there, they live in the SuperLink's
+process, so one of the Ray workers running the ClientApp actors is SIGKILLed at round R/3 instead;
+clients also queue behind hung ones, which the totals tell apart).
+
+Every run: m = 6 clients, beta = 1, 10% crashes, 10% hangs (hang-s 6 s, round-deadline-s 3 s; in
+deployment 40 s and 30 s), 10% corrupt replies; engines sync (ZO-HFL), legacy (ZO-HFL), async (FedBuff).
 """
 from __future__ import annotations
 
@@ -29,13 +34,21 @@ import numpy as np
 FAULTS = {"crash-prob": 0.1, "hang-prob": 0.1, "corrupt-prob": 0.1, "hang-s": 6.0, "round-deadline-s": 3.0}
 M = 6
 TOTALS = ("status", "failed_rounds", "total_sampled", "total_participants", "total_dropped", "total_failures",
-          "total_rejected", "rounds_model_rejected", "failures_by_client", "unheld_partitions", "refused_nodes",
+          "total_late", "total_late_queued", "total_late_slow", "total_errors", "total_rejected", "total_lost",
+          "rounds_model_rejected", "failures_by_client", "unheld_partitions", "refused_nodes",
           "rejoined_nodes", "final_test_acc", "total_wall_s")
+
+
+# deployment: a reply takes seconds even for trivial work (a SuperNode polls the SuperLink every 3 s and
+# starts a ClientApp process per message); measured on 2 busy cores: no reply within 3 s, nor within 12 s
+# (docs/robustness.md), so the deadline and the hang are longer there
+DEPLOYMENT_TIMES = {"round-deadline-s": 30.0, "hang-s": 40.0}
 
 
 def run_config(engine: str, rounds: int, out: Path, name: str) -> dict:
     cfg = {"num-rounds": rounds, "num-clients": M, "beta": 1.0, "tau": 1.0, "output-dir": str(out),
-           "run-name": name, "client-wait-s": 120.0, **FAULTS}
+           "run-name": name, "client-wait-s": 120.0, **FAULTS,
+           **(DEPLOYMENT_TIMES if name.startswith("deployment") else {})}
     if engine == "async":
         cfg.update({"strategy": "fedbuff", "engine": "async", "local-steps": 2, "buffer-size": 3, "clock": "wall",
                     "reply-timeout-s": 20.0})
@@ -95,6 +108,52 @@ def soak_deployment(engine: str, rounds: int, out: Path) -> Path:
     return run_dir
 
 
+def ray_actors(home: Path) -> list[int]:
+    """PIDs of the Ray workers running Flower's ClientApp actors of the SuperLink with FLWR_HOME = home."""
+    from zofl.launch import processes_with_env
+
+    pids = []
+    for pid in processes_with_env("FLWR_HOME", str(home)):
+        try:
+            if b"ClientAppActor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                pids.append(pid)
+        except OSError:
+            continue
+    return sorted(pids)
+
+
+def soak_simulation(engine: str, rounds: int, out: Path) -> Path:
+    import subprocess
+
+    from zofl.launch import flwr_run_command, local_superlink
+
+    name = f"simulation-{engine}"
+    cfg = run_config(engine, rounds, out / "runs", name)
+    run_dir = out / "runs" / name
+    with local_superlink() as sl:
+        proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config=f"num-supernodes={M} "
+                                                 "client-resources-num-cpus=1"),
+                                env=sl.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if _at_round(run_dir, rounds // 3, proc):  # the simulation's analogue of a killed SuperNode
+            actors = ray_actors(sl.home)
+            if actors:
+                os.kill(actors[0], signal.SIGKILL)
+                print(f"{name}: SIGKILLed Ray actor {actors[0]} of {actors} at round {rounds // 3}", flush=True)
+                (run_dir / "killed-actor.txt").write_text(f"{actors[0]} of {actors} at round {rounds // 3}\n")
+        proc.wait()
+    return run_dir
+
+
+def _at_round(run_dir: Path, k: int, proc) -> bool:
+    from zofl.results import read_rounds
+
+    while proc.poll() is None:
+        if (run_dir / "rounds.jsonl").exists() and len(read_rounds(run_dir)) > k:
+            return True
+        time.sleep(1.0)
+    return False
+
+
 def row(mode: str, engine: str, run_dir: Path) -> dict:
     summary_path = run_dir / "summary.json"
     s = json.loads(summary_path.read_text()) if summary_path.exists() else {"status": "no summary"}
@@ -105,7 +164,8 @@ def row(mode: str, engine: str, run_dir: Path) -> dict:
 
 def write_md(rows: list[dict], out: Path, rounds: int) -> None:
     cols = ["mode", "engine", "status", "failed_rounds", "total_sampled", "total_participants", "total_dropped",
-            "total_failures", "total_rejected", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite"]
+            "total_failures", "total_late", "total_late_queued", "total_late_slow", "total_errors", "total_rejected",
+            "total_lost", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite", "soak_wall_s"]
     lines = [f"# Fault-injection soak: {rounds} rounds, m = {M}, 10% crashes / hangs / corrupt replies, "
              "one SuperNode killed at R/3 and restarted at R/2", "",
              "Written by `python experiments/soak.py` (see its docstring).", "",
@@ -122,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--modes", default="inprocess,deployment")
+    ap.add_argument("--modes", default="inprocess,deployment,simulation")
     ap.add_argument("--engines", default="sync,legacy,async")
     args = ap.parse_args(argv)
     out = Path(args.out).expanduser().resolve()
@@ -136,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             t = time.perf_counter()
             shutil.rmtree(out / "runs" / f"{mode}-{engine}", ignore_errors=True)  # an interrupted run starts again
-            run_dir = (soak_inprocess if mode == "inprocess" else soak_deployment)(engine, args.rounds, out)
+            soak = {"inprocess": soak_inprocess, "deployment": soak_deployment, "simulation": soak_simulation}[mode]
+            run_dir = soak(engine, args.rounds, out)
             rows.append({**row(mode, engine, run_dir), "soak_wall_s": round(time.perf_counter() - t, 1)})
             store.write_text(json.dumps(rows, indent=2) + "\n")
             write_md(rows, out, args.rounds)
