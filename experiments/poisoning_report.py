@@ -1,8 +1,8 @@
-"""The poisoning benchmark's tables (experiments/poisoning.toml and poisoning_clip.toml): per method,
+"""The poisoning benchmark's tables (experiments/poisoning.toml, poisoning_clip.toml, poisoning_more.toml): per method,
 final test accuracy (%) with its 95% t interval over seeds, for each threat (attack, number of
 hostile clients of 10) and each aggregation rule; written to DIR/poisoning.md and printed.
 
-    python experiments/poisoning_report.py docs/results/poisoning docs/results/poisoning_clip
+    python experiments/poisoning_report.py docs/results/poisoning docs/results/poisoning_clip docs/results/poisoning_more
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from pathlib import Path
 
 from zofl.stats import fmt_interval, interval, paired
 
-METHODS = ["zohfl", "fedavg", "fedprox", "scaffold", "fedrzo-nn"]
+METHODS = ["zohfl", "fedavg", "fedprox", "scaffold", "fedrzo-nn", "fednest", "afbo", "fedbuff"]
 TITLES = {"zohfl": "ZO-HFL", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD",
-          "fedrzo-nn": "FedRZO_nn (relu-net)"}
+          "fedrzo-nn": "FedRZO_nn (relu-net)", "fednest": "FedNest (hyper-cleaning)",
+          "afbo": "AFBO (hyper-cleaning, asynchronous)", "fedbuff": "FedBuff (asynchronous, buffer-size 5)"}
 THREATS = [("none", "")] + [(a, h) for a in ("large", "sign-flip", "scale") for h in ("0", "0,1", "0,1,2")]
 
 
@@ -45,8 +46,8 @@ def main(dirs: list[str]) -> int:
                 x0[cfg["strategy"]][seed] = float(row["x0_test_acc"])
     lines = ["# Poisoning benchmark: final test accuracy (%) with hostile clients", "",
              "Written by `python experiments/poisoning_report.py " + " ".join(dirs) + "` from the runs of "
-             "`experiments/poisoning.toml` and `experiments/poisoning_clip.toml` (digits, 10 clients all sampled "
-             "every round, 50 rounds, seeds 0-2; mean +- 95% t interval, n seeds). Threats: `large` = every reply "
+             "`experiments/poisoning.toml`, `experiments/poisoning_clip.toml` and `experiments/poisoning_more.toml` "
+             "(digits, 10 clients all sampled every round, 50 rounds or, asynchronous, 50 server updates, seeds 0-2; mean +- 95% t interval, n seeds). Threats: `large` = every reply "
              "value +-0.99 reply-max-abs, `sign-flip` = the honest update negated, `scale` = the honest update x 10; "
              "h = the number of hostile clients of 10. Rules: the papers' `mean`, the coordinate `median`, the "
              "coordinate `trimmed-mean` dropping 30% at each end, and for ZO-HFL `coef-clip 3` (two-point "
@@ -62,6 +63,8 @@ def main(dirs: list[str]) -> int:
                   "| threat | h | " + " | ".join(rules) + " |", "|---|---|" + "---|" * len(rules)]
         for attack, hostile in THREATS:
             h = len([t for t in hostile.split(",") if t])
+            if not any((m, r, attack, hostile) in acc for r in rules):
+                continue  # a threat this method's grid does not have
             row = []
             for r in rules:
                 got = acc.get((m, r, attack, hostile), {})

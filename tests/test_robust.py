@@ -82,3 +82,26 @@ def test_rules_equal_flowers_implementations(n):
     for f in (0, 1, 2, 5):
         np.testing.assert_array_equal(robust_combine(vs, "krum", krum_f=f),
                                       aggregate_krum(results, num_malicious=f, to_keep=0)[0])
+
+
+def test_afbo_median_over_all_slots_survives_a_hostile_first_update(tmp_path):
+    """AFBO's robust rule runs over all m stored slots (never-heard clients count 0): over the clients
+    heard from, the first steps combined 1 or 2 updates, and one hostile first update wrecked y."""
+    base = {"strategy": "afbo", "engine": "async", "task": "hyper-cleaning", "num-rounds": 50, "num-clients": 10,
+            "beta": 1.0, "hostile-clients": "0", "attack": "large", "output-dir": str(tmp_path),
+            "checkpoint-every": 0}
+    acc = {}
+    for rule in ("mean", "median"):
+        d, _ = run_inprocess({**base, "aggregation": rule, "run-name": rule}, workers=0)
+        acc[rule] = json.loads((d / "summary.json").read_text())["final_test_acc"]
+    assert acc["mean"] < 0.3 < 0.6 < acc["median"], acc
+
+
+def test_a_robust_rule_over_fewer_than_three_updates_is_warned_about():
+    from zofl.config import config_warnings
+    assert "buffer-size" in " ".join(config_warnings(parse_config(
+        {"strategy": "fedbuff", "engine": "async", "aggregation": "median"})))
+    assert "raise beta" in " ".join(config_warnings(parse_config({"strategy": "fedavg", "aggregation": "krum",
+                                                                   "beta": 0.2})))
+    assert config_warnings(parse_config({"strategy": "fedavg", "aggregation": "median"})) == []
+    assert config_warnings(parse_config({"strategy": "fedbuff", "engine": "async", "buffer-size": 2})) == []

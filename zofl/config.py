@@ -369,6 +369,14 @@ def config_warnings(cfg: Config) -> list[str]:
         out.append("run-config key 'straggler-prob' = 1: every sampled client is a straggler (H = 0) in every round, "
                    "so no client ever takes a local step (for ZO-HFL this is its server steps alone, the f1-only "
                    "control); use a value below 1 to train on the clients")
+    if cfg.aggregation != "mean":
+        per_step = (cfg.buffer_size if cfg.strategy == "fedbuff" else
+                    cfg.num_clients if cfg.engine == "async" else max(1, round(cfg.beta * cfg.num_clients)))
+        if per_step < 3:
+            key = "buffer-size" if cfg.strategy == "fedbuff" else "beta"
+            out.append(f"run-config key 'aggregation' = {cfg.aggregation!r} combines {per_step} client update(s) per "
+                       f"server step ({key}); a robust rule over fewer than 3 is their mean and outvotes nobody: "
+                       f"raise {key} so that at least 2f + 1 updates meet (f hostile clients)")
     return out
 
 

@@ -109,7 +109,10 @@ def stored_mean(stored: np.ndarray, have: np.ndarray, average: str, combine=None
     ``stored``: the mean over the clients heard from (ours: the same once every client has sent
     once, Assumption 6, and no shrunken steps before that)."""
     if combine is not None:  # a robust rule over the stored updates (ours; ``zofl.algorithms.robust``)
-        return combine(list(stored if average == "all" else stored[have])) if have.any() else np.zeros(stored.shape[1])
+        # over all m slots, a client never heard from counting 0 (the paper's 1/m convention) whatever
+        # ``average`` says: over the clients heard from, the first steps would combine 1 or 2 updates,
+        # and a robust rule over 1 or 2 vectors is their mean (one hostile first update wrecked y for good)
+        return combine(list(stored))
     if average == "all":
         return stored.sum(axis=0) / len(stored)
     if not have.any():
