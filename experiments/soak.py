@@ -4,7 +4,7 @@ model's finiteness, written to OUT/soak.json and OUT/soak.md (rows already there
 script continues where it stopped).
 
     python experiments/soak.py --out docs/results/soak [--rounds 200] [--modes inprocess,deployment]
-        [--engines sync,legacy,async]
+        [--engines sync,legacy,async]   (modes: inprocess, deployment, simulation, simulation-nokill)
 
 modes: ``inprocess`` (the App's in-process Grid: the same ServerApp, strategies and ClientApp, a
 node killed and a new one started for its partition via ``run_inprocess(restart=...)``),
@@ -13,7 +13,9 @@ node killed and a new one started for its partition via ``run_inprocess(restart=
 key, at round R/2) and ``simulation`` (Flower's Ray simulation, 6 simulated SuperNodes sharing the
 machine's Ray workers, one CPU each: no SuperNode can be killed there, they live in the SuperLink's
 process, so one of the Ray workers running the ClientApp actors is SIGKILLed at round R/3 instead;
-clients also queue behind hung ones, which the totals tell apart).
+clients also queue behind hung ones, which the totals tell apart); ``simulation-nokill``: the same
+without the kill (Flower 1.41's Ray backend puts a dead actor back into its pool, so after the kill
+every job given to it fails for the rest of the run: the faults alone need a run of their own).
 
 Every run: m = 6 clients, beta = 1, 10% crashes, 10% hangs (hang-s 6 s, round-deadline-s 3 s; in
 deployment 40 s and 30 s), 10% corrupt replies; engines sync (ZO-HFL), legacy (ZO-HFL), async (FedBuff).
@@ -122,19 +124,19 @@ def ray_actors(home: Path) -> list[int]:
     return sorted(pids)
 
 
-def soak_simulation(engine: str, rounds: int, out: Path) -> Path:
+def soak_simulation(engine: str, rounds: int, out: Path, kill: bool = True) -> Path:
     import subprocess
 
     from zofl.launch import flwr_run_command, local_superlink
 
-    name = f"simulation-{engine}"
+    name = f"simulation-{engine}" if kill else f"simulation-nokill-{engine}"
     cfg = run_config(engine, rounds, out / "runs", name)
     run_dir = out / "runs" / name
     with local_superlink() as sl:
         proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config=f"num-supernodes={M} "
                                                  "client-resources-num-cpus=1"),
                                 env=sl.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if _at_round(run_dir, rounds // 3, proc):  # the simulation's analogue of a killed SuperNode
+        if kill and _at_round(run_dir, rounds // 3, proc):  # the simulation's analogue of a killed SuperNode
             actors = ray_actors(sl.home)
             if actors:
                 os.kill(actors[0], signal.SIGKILL)
@@ -196,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             t = time.perf_counter()
             shutil.rmtree(out / "runs" / f"{mode}-{engine}", ignore_errors=True)  # an interrupted run starts again
-            soak = {"inprocess": soak_inprocess, "deployment": soak_deployment, "simulation": soak_simulation}[mode]
+            soak = {"inprocess": soak_inprocess, "deployment": soak_deployment, "simulation": soak_simulation,
+                    "simulation-nokill": lambda e, r, o: soak_simulation(e, r, o, kill=False)}[mode]
             run_dir = soak(engine, args.rounds, out)
             rows.append({**row(mode, engine, run_dir), "soak_wall_s": round(time.perf_counter() - t, 1)})
             store.write_text(json.dumps(rows, indent=2) + "\n")

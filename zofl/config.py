@@ -133,7 +133,7 @@ KEYS: tuple[Key, ...] = (
     # --- hostile clients and robust aggregation (ours; zofl.algorithms.robust, zofl.faults) -------
     Key("aggregation", str, "mean", "one of mean, median, trimmed-mean, krum",
         "how the server combines the clients' vectors: the papers' mean, or a robust rule (coordinate median, "
-        "coordinate trimmed mean, Krum; Flower's implementations)", "ours",
+        "coordinate trimmed mean, Krum; the computations of Flower's aggregate_* functions)", "ours",
         _choice("mean", "median", "trimmed-mean", "krum")),
     Key("trim-fraction", float, 0.2, "a number in [0, 0.5)",
         "aggregation = trimmed-mean: the share of the largest and of the smallest values dropped per coordinate",
