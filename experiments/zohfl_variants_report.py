@@ -1,0 +1,83 @@
+"""ZO-HFL's variants (issue 11, item 6; ours) against their controls, from the runs of
+experiments/zohfl_variants.toml: per variant and start (x_0 pre-trained or zeros), the mean of the
+last 10% of rounds over seeds, and paired differences (same seeds) against the f1-only control with
+the same server step gamma (the server's own steps grow with gamma too), FedAvg and SCAFFOLD; and the
+client work (local SGD steps per sampled client per round). Written to DIR/variants.md and printed.
+
+    python experiments/zohfl_variants_report.py docs/results/zohfl_variants
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from zofl.stats import fmt_interval, interval, paired
+
+VARIANTS = [  # (label, keys the row must have)
+    ("ZO-HFL (the paper: two-point, 1 direction, gamma 0.01)",
+     {"strategy": "zohfl", "estimator": "two-point", "directions": "1", "gamma": "0.01"}),
+    ("(a) 4 orthonormal directions, gamma 0.01",
+     {"strategy": "zohfl", "estimator": "two-point", "directions": "4", "gamma": "0.01"}),
+    ("(b) envelope estimate, gamma 0.01", {"strategy": "zohfl", "estimator": "envelope", "gamma": "0.01"}),
+    ("(b+c) envelope estimate, gamma 0.1", {"strategy": "zohfl", "estimator": "envelope", "gamma": "0.1"}),
+    ("(b+c) envelope estimate, gamma 1", {"strategy": "zohfl", "estimator": "envelope", "gamma": "1.0"}),
+]
+ROUNDS, SAMPLED = 200, 5  # R and beta m of the grid
+
+
+def main(out: str) -> int:
+    acc: dict[tuple, dict[int, float]] = defaultdict(dict)
+    steps: dict[tuple, list[float]] = defaultdict(list)
+    rows = list(csv.DictReader(open(Path(out) / "results.csv")))
+
+    def key(row, label):
+        return (label, row["x0"])
+
+    for row in rows:
+        seed, last10 = int(row["seed"]), float(row["last10_test_acc"])
+        for label, want in VARIANTS:
+            if all(row.get(k) == v for k, v in want.items()):
+                acc[key(row, label)][seed] = last10
+                steps[key(row, label)].append(int(row["local_steps"]) / (ROUNDS * SAMPLED))
+        if row["strategy"] in ("f1-only", "fedavg", "scaffold"):
+            label = row["strategy"] + (f" gamma {float(row['gamma']):g}" if row["strategy"] == "f1-only" else "")
+            acc[key(row, label)][seed] = last10
+            steps[key(row, label)].append(int(row["local_steps"]) / (ROUNDS * SAMPLED))
+    lines = ["# ZO-HFL variants against their controls", "",
+             f"Written by `python experiments/zohfl_variants_report.py {out}` from the runs of "
+             "`experiments/zohfl_variants.toml` (Fashion-MNIST, alpha 1, beta 0.5, m = 10, tau = 20, R = 200, "
+             "seeds 0-2, the in-process engine). Test accuracy (%), mean of the last 10% of rounds: mean +- the "
+             "half-width of the 95% t interval (n seeds); differences are paired by seed (same split, sampling, "
+             "directions and minibatches). 'vs f1-only' uses the f1-only control with the variant's own gamma. "
+             "Steps: local SGD steps per sampled client per round (mean over runs).", ""]
+    for x0 in ("pretrained", "zeros"):
+        lines += [f"## x_0 = {x0}", "",
+                  "| variant | accuracy | vs f1-only (same gamma) | vs FedAvg | vs SCAFFOLD | steps |",
+                  "|---|---|---|---|---|---|"]
+        for label, want in VARIANTS:
+            a = acc.get((label, x0), {})
+            if not a:
+                continue
+            ctrl = acc.get((f"f1-only gamma {float(want['gamma']):g}", x0), {})
+            cells = [fmt_interval(interval(a.values()), 100, 2)]
+            for b in (ctrl, acc.get(("fedavg", x0), {}), acc.get(("scaffold", x0), {})):
+                cells.append(fmt_interval(paired(a, b), 100, 2) if b else "-")
+            st = steps[(label, x0)]
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {sum(st) / len(st):.0f} |")
+        for label in ("f1-only gamma 0.01", "f1-only gamma 0.1", "f1-only gamma 1", "fedavg", "scaffold"):
+            a = acc.get((label, x0), {})
+            if a:
+                st = steps[(label, x0)]
+                lines.append(f"| {label} (control / baseline) | {fmt_interval(interval(a.values()), 100, 2)} "
+                             f"| | | | {sum(st) / len(st):.0f} |")
+        lines.append("")
+    text = "\n".join(lines)
+    (Path(out) / "variants.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
