@@ -17,7 +17,8 @@ clients also queue behind hung ones, which the totals tell apart); ``simulation-
 without the kill (Flower 1.41's Ray backend puts a dead actor back into its pool, so after the kill
 every job given to it fails for the rest of the run: the faults alone need a run of their own).
 
-Every run: m = 6 clients, beta = 1, 10% crashes, 10% hangs (hang-s 6 s, round-deadline-s 3 s; in
+Every run: m = 6 clients (``--clients``; the deployment rows use 3: a deployment round takes 15-17 s
+with 6 SuperNodes on 2 cores, 10 s with 3), beta = 1, 10% crashes, 10% hangs (hang-s 6 s, round-deadline-s 3 s; in
 deployment 40 s and 30 s), 10% corrupt replies; engines sync (ZO-HFL), legacy (ZO-HFL), async (FedBuff).
 """
 from __future__ import annotations
@@ -45,6 +46,15 @@ TOTALS = ("status", "failed_rounds", "total_sampled", "total_participants", "tot
 # starts a ClientApp process per message); measured on 2 busy cores: no reply within 3 s, nor within 12 s
 # (docs/robustness.md), so the deadline and the hang are longer there
 DEPLOYMENT_TIMES = {"round-deadline-s": 30.0, "hang-s": 40.0}
+# the asynchronous engine gives a client up after reply-timeout-s without a reply; a deployment's first
+# replies (a ClientApp process started per message, the SuperNode polling every 3 s) took over 20 s
+DEPLOYMENT_ASYNC = {"reply-timeout-s": 60.0}
+
+
+def set_clients(m: int) -> None:
+    """m for this invocation (a row records its own)."""
+    global M
+    M = m
 
 
 def run_config(engine: str, rounds: int, out: Path, name: str) -> dict:
@@ -53,7 +63,7 @@ def run_config(engine: str, rounds: int, out: Path, name: str) -> dict:
            **(DEPLOYMENT_TIMES if name.startswith("deployment") else {})}
     if engine == "async":
         cfg.update({"strategy": "fedbuff", "engine": "async", "local-steps": 2, "buffer-size": 3, "clock": "wall",
-                    "reply-timeout-s": 20.0})
+                    "reply-timeout-s": 20.0, **(DEPLOYMENT_ASYNC if name.startswith("deployment") else {})})
     else:
         cfg["engine"] = engine
     return cfg
@@ -100,7 +110,7 @@ def soak_deployment(engine: str, rounds: int, out: Path) -> Path:
     with local_deployment(out / f"deploy-{engine}", num_supernodes=M, tls=True) as dep:
         proc = subprocess.Popen(flwr_run_command("deploy", cfg), env=dep.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        victim = dep.procs[2]  # procs: SuperLink, SuperNode 0, SuperNode 1, ...
+        victim = dep.procs[len(dep.procs) - M + 1]  # procs: SuperLink, [fleet proxy,] SuperNode 0, SuperNode 1, ...
         if at_round(rounds // 3, proc):
             os.killpg(victim.pid, signal.SIGKILL)
             if at_round(rounds // 2, proc):
@@ -165,15 +175,15 @@ def row(mode: str, engine: str, run_dir: Path) -> dict:
 
 
 def write_md(rows: list[dict], out: Path, rounds: int) -> None:
-    cols = ["mode", "engine", "status", "failed_rounds", "total_sampled", "total_participants", "total_dropped",
+    cols = ["mode", "engine", "clients", "status", "failed_rounds", "total_sampled", "total_participants", "total_dropped",
             "total_failures", "total_late", "total_late_queued", "total_late_slow", "total_errors", "total_rejected",
             "total_lost", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite", "soak_wall_s"]
-    lines = [f"# Fault-injection soak: {rounds} rounds, m = {M}, 10% crashes / hangs / corrupt replies, "
+    lines = [f"# Fault-injection soak: {rounds} rounds, m clients (6 unless the row says), 10% crashes / hangs / corrupt replies, "
              "one SuperNode killed at R/3 and restarted at R/2", "",
              "Written by `python experiments/soak.py` (see its docstring).", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        r = {**r, "rejoined": len(r.get("rejoined_nodes") or [])}
+        r = {"clients": 6, **r, "rejoined": len(r.get("rejoined_nodes") or [])}
         lines.append("| " + " | ".join(str(r.get(c)) for c in cols) + " |")
     lines += ["", "Failures per client (rounds in which it failed, was late or was rejected):", ""]
     lines += [f"- {r['mode']} / {r['engine']}: {r.get('failures_by_client')}" for r in rows]
@@ -186,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--modes", default="inprocess,deployment,simulation")
     ap.add_argument("--engines", default="sync,legacy,async")
+    ap.add_argument("--clients", type=int, default=M, help="m: clients (SuperNodes), all sampled each round")
     args = ap.parse_args(argv)
+    set_clients(args.clients)
     out = Path(args.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     store = out / "soak.json"
@@ -201,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             soak = {"inprocess": soak_inprocess, "deployment": soak_deployment, "simulation": soak_simulation,
                     "simulation-nokill": lambda e, r, o: soak_simulation(e, r, o, kill=False)}[mode]
             run_dir = soak(engine, args.rounds, out)
-            rows.append({**row(mode, engine, run_dir), "soak_wall_s": round(time.perf_counter() - t, 1)})
+            rows.append({**row(mode, engine, run_dir), "clients": M, "soak_wall_s": round(time.perf_counter() - t, 1)})
             store.write_text(json.dumps(rows, indent=2) + "\n")
             write_md(rows, out, args.rounds)
             print(json.dumps(rows[-1]), flush=True)

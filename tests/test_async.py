@@ -2,10 +2,13 @@
 pure function of its seed, fast clients are not held back by a slow one, a late update counts
 with its staleness, and a client that fails or never answers neither blocks nor corrupts the model.
 The run through the real Ray simulation is in test_flower_e2e.py."""
+import json
+
 import numpy as np
 import pytest
 
 from zofl.config import ConfigError
+from zofl.core.policy import RunFailed
 from zofl.inprocess import run_inprocess
 from zofl.methods.fedbuff import buffered_step, staleness_weight
 from zofl.results import read_rounds
@@ -87,3 +90,15 @@ def test_engine_and_strategy_must_agree():
         run_inprocess({"strategy": "fedbuff"})
     with pytest.raises(ConfigError, match="'zohfl' runs on engine = 'sync' or 'legacy'"):
         run_inprocess({"engine": "async"})
+
+
+def test_every_client_given_up_ends_the_run_as_failed_with_its_summary(tmp_path):
+    # once a RuntimeError with no summary.json (a deployment whose first replies took longer than
+    # reply-timeout-s): now the failure policy's end, with the records and the totals kept
+    cfg = {**ASYNC, "num-clients": 3, "clock": "simulated", "reply-timeout-s": 0.5, "output-dir": str(tmp_path),
+           "run-name": "silent"}
+    with pytest.raises(RunFailed, match=r"no client left with work after 0 updates .* reply-timeout-s = 0.5 s"):
+        run_inprocess(cfg, workers=0, silent=frozenset({0, 1, 2}))
+    summary = json.loads((tmp_path / "silent" / "summary.json").read_text())
+    assert summary["status"] == "failed" and "given up" in summary["failure"]
+    assert summary["total_late"] == 3 and summary["failures_by_client"] == {"0": 1, "1": 1, "2": 1}

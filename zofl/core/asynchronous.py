@@ -90,6 +90,9 @@ class AsyncRun(SyncRun):
     def m(self) -> int:
         return self.cfg.num_clients
 
+    def pending_failures(self) -> list[Failure]:
+        return list(self.counts["failures"])
+
     def _reset_counts(self) -> None:
         self.counts = {"failures": [], "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
                        "t0": time.perf_counter(), "failed_clients": set()}
@@ -146,13 +149,15 @@ class AsyncRun(SyncRun):
                 self.dispatch(pid)
         while self.version < self.total:
             if not self.tasks and not self.rejoins:
+                # nothing can arrive any more: the run ends as failed, with its summary (``fail``)
                 if self.waiting:
-                    raise RuntimeError(f"asynchronous run: update {self.version + 1} needs buffer-size = {self.K} "
-                                       f"usable replies, but no work is in flight: {len(self.waiting)} client(s) "
-                                       f"have replied for this version and wait for the update (the other "
-                                       f"replies were rejected or their clients given up: see the log)")
-                raise RuntimeError(f"asynchronous run: no client left with work after {self.version} updates "
-                                   f"(every client was given up: see the log)")
+                    self.fail(f"asynchronous run: update {self.version + 1} needs buffer-size = {self.K} usable "
+                              f"replies, but no work is in flight: {len(self.waiting)} client(s) have replied for "
+                              f"this version and wait for the update (the other replies were rejected or their "
+                              f"clients given up after reply-timeout-s = {self.cfg.reply_timeout_s:g} s: see the log)")
+                self.fail(f"asynchronous run: no client left with work after {self.version} updates (every client "
+                          f"was given up after reply-timeout-s = {self.cfg.reply_timeout_s:g} s without a reply: see "
+                          f"the log; in a deployment a first reply can take tens of seconds)")
             if self.simulated:
                 self._step_simulated()
             else:

@@ -27,7 +27,7 @@ from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
 from .protocol import Failure, Reply, Work
 from .sampling import sample_round
-from .summary import fmt, summarize, summary_lines
+from .summary import add_pending, fmt, summarize, summary_lines
 
 log = logging.getLogger("zofl")
 
@@ -282,6 +282,7 @@ class SyncRun:
         recs = self.writer.records
         summary = summarize(recs, strategy=self.method.name, dataset=spec.dataset, rounds=cfg.num_rounds,
                             engine=cfg.engine)
+        add_pending(summary, self.pending_failures())
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
                        unheld_partitions=sorted(self.unheld),
                        refused_nodes=[{"node": n, "claims": p, "held_by": h} for n, p, h in
@@ -295,6 +296,11 @@ class SyncRun:
         print("\n".join(lines), flush=True)
         log.info("\n".join(lines))
         return summary
+
+    def pending_failures(self) -> list[Failure]:
+        """Failures counted since the last record (none here: a round's are in its record; the
+        asynchronous engine's wait for the next update)."""
+        return []
 
     def fail(self, reason: str) -> None:
         """Stop the run as failed: what was recorded stays (records, checkpoint), summary.json says why."""

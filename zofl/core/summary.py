@@ -29,6 +29,22 @@ def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
     }
 
 
+def add_pending(summary: dict[str, Any], failures: list) -> None:
+    """Add failures not yet in any record (``protocol.Failure``s of an update that never came) to the
+    summary's totals, so a run that ends before its next record still counts them."""
+    if not failures:
+        return
+    from .policy import kind_counts
+
+    summary["total_failures"] += len(failures)
+    for kind, n in kind_counts(failures).items():
+        summary[f"total_{kind}"] += n
+    counts = {int(p): n for p, n in summary["failures_by_client"].items()}
+    for pid in {f.pid for f in failures if f.pid is not None}:
+        counts[pid] = counts.get(pid, 0) + 1
+    summary["failures_by_client"] = {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
 def _by_client(records: list[dict[str, Any]]) -> dict[str, int]:
     """{client id: rounds in which it failed, was late or was rejected}, most first (lost SuperNodes show here)."""
     counts: dict[int, int] = {}
