@@ -190,9 +190,11 @@ def test_ctrl_c_stops_zofl_run_and_a_resume_continues_it_exactly(tmp_path):
     keys = ["beta=0.5", "tau=2.0", "step-time-s=0.05", "checkpoint-every=3", f'output-dir="{tmp_path}"',
             'run-name="c"']
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # SIGINT at its default in the child whatever the test runner inherited: a background job of a
+    # non-interactive shell starts with SIGINT ignored, and Python then raises no KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", "--rounds", "12", "--clients", "4", "--quiet",
                              "--set", *keys], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     rounds = tmp_path / "c" / "rounds.jsonl"
     end = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < end and not (
