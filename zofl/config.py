@@ -58,6 +58,11 @@ def _choice(*options: str) -> Callable[[Any], bool]:
     return lambda v: v in options
 
 
+def _id_list(v: str) -> bool:
+    """A comma list of client ids ("" for none), e.g. slow-clients and hostile-clients."""
+    return all(t.strip().isdigit() for t in v.split(",")) if v else True
+
+
 KEYS: tuple[Key, ...] = (
     # --- what runs -------------------------------------------------------------------------
     Key("strategy", str, "zohfl", f"one of {STRATEGIES}", "the aggregation scheme", "run", _choice(*STRATEGIES)),
@@ -114,7 +119,7 @@ KEYS: tuple[Key, ...] = (
         "slow clients", "ours", _pos),
     Key("slow-clients", str, "", "a comma list of client ids (with speed-profile = 'slow')",
         "the stragglers of speed-profile = 'slow' (e.g. '0,1': clients 0 and 1 at speed speed-param)", "ours",
-        lambda v: all(t.strip().isdigit() for t in v.split(",")) if v else True),
+        _id_list),
     Key("step-time-s", float, 0.0, "a number >= 0",
         "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)", "ours",
         _nonneg),
@@ -145,7 +150,7 @@ KEYS: tuple[Key, ...] = (
         "(the server sees them only there)", "ours", _nonneg),
     Key("hostile-clients", str, "", "a comma list of client ids",
         "attack injection: these clients send hostile replies (see attack)", "ours",
-        lambda v: all(t.strip().isdigit() for t in v.split(",")) if v else True),
+        _id_list),
     Key("attack", str, "none", "one of none, large, sign-flip, scale",
         "what a hostile client sends: large = every value +-0.99 reply-max-abs (bounded, passes the checks); "
         "sign-flip = its honest update negated; scale = its honest update times attack-scale", "ours",
