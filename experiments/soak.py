@@ -5,6 +5,7 @@ script continues where it stopped).
 
     python experiments/soak.py --out docs/results/soak [--rounds 200] [--modes inprocess,deployment]
         [--engines sync,legacy,async]   (modes: inprocess, deployment, simulation, simulation-nokill)
+    python experiments/soak.py --out docs/results/soak --merge /tmp/soak   (collect rows run elsewhere)
 
 modes: ``inprocess`` (the App's in-process Grid: the same ServerApp, strategies and ClientApp, a
 node killed and a new one started for its partition via ``run_inprocess(restart=...)``),
@@ -190,6 +191,26 @@ def write_md(rows: list[dict], out: Path, rounds: int) -> None:
     (out / "soak.md").write_text("\n".join(lines) + "\n")
 
 
+def merge(src: Path, out: Path, rounds: int) -> None:
+    """Rows of src/soak.json replace the rows of out/soak.json with the same (mode, engine), their run
+    folders (without the run lock) are copied into out/runs, and out/soak.md is written again."""
+    store = out / "soak.json"
+    rows = json.loads(store.read_text()) if store.exists() else []
+    for new in json.loads((src / "soak.json").read_text()):
+        key = (new["mode"], new["engine"])
+        at = [i for i, r in enumerate(rows) if (r["mode"], r["engine"]) == key]
+        if at:
+            rows[at[0]] = new
+        else:
+            rows.append(new)
+        dst = out / "runs" / f"{key[0]}-{key[1]}"
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src / "runs" / f"{key[0]}-{key[1]}", dst, ignore=shutil.ignore_patterns(".lock"))
+        print(f"merged {key[0]} / {key[1]}: {new['status']}", flush=True)
+    store.write_text(json.dumps(rows, indent=2) + "\n")
+    write_md(rows, out, rounds)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -197,10 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="inprocess,deployment,simulation")
     ap.add_argument("--engines", default="sync,legacy,async")
     ap.add_argument("--clients", type=int, default=M, help="m: clients (SuperNodes), all sampled each round")
+    ap.add_argument("--merge", metavar="FROM", help="copy the rows (and run folders) of another --out into --out "
+                    "instead of running: soaks run one at a time elsewhere, then collected")
     args = ap.parse_args(argv)
     set_clients(args.clients)
     out = Path(args.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        merge(Path(args.merge).expanduser().resolve(), out, args.rounds)
+        return 0
     store = out / "soak.json"
     rows = json.loads(store.read_text()) if store.exists() else []
     done = {(r["mode"], r["engine"]) for r in rows}
