@@ -178,3 +178,30 @@ def test_runner_workers_end_with_the_runner(tmp_path):
         time.sleep(0.5)
     assert not [w for w in workers if os.path.exists(f"/proc/{w}")
                 and open(f"/proc/{w}/stat").read().split(")")[-1].split()[0] != "Z"]
+
+
+def test_table1_tuning_picks_the_best_complete_group_and_writes_a_valid_grid(tmp_path):
+    """experiments/table1_tuning_report.py: a group with all 4 configurations gets the best by last-10%
+    accuracy, an incomplete group none; the grid it writes expands to the picks times the seeds."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    cols = ["cell", "strategy", "dataset", "alpha", "beta", "seed", "gamma", "local-lr", "server-lr",
+            "last10_test_acc", "final_test_acc", "best_test_acc", "x0_test_acc"]
+    rows = [["c", "fedavg", "mnist", 1.0, 0.5, 100, "", lr, slr, acc, acc, acc, 0.8]
+            for (lr, slr), acc in zip([(0.1, 0.5), (0.1, 1.0), (0.3, 0.5), (0.3, 1.0)], [0.90, 0.93, 0.91, 0.92])]
+    rows += [["c", "zohfl", "mnist", 1.0, 0.5, 100, g, "", "", 0.89, 0.89, 0.89, 0.8] for g in (0.003, 0.01, 0.03)]
+    with open(tmp_path / "results.csv", "w", newline="") as f:
+        csv.writer(f).writerows([cols, *rows])
+    toml = tmp_path / "tuned.toml"
+    md = subprocess.run([sys.executable, str(root / "experiments" / "table1_tuning_report.py"), str(tmp_path),
+                         "--toml", str(toml)], check=True, capture_output=True, text=True).stdout
+    assert "| FedAvg | local-lr 0.1, server-lr 1 | **93.00** |" in md
+    assert "| ZO-HFL | pending (3 of 4 finished) |" in md and "1 of 36 groups picked" in md
+    cells = expand_grid(tomllib.loads(toml.read_text()))
+    assert len(cells) == 3 and {c["seed"] for c in cells} == {0, 1, 2}
+    assert all(c["strategy"] == "fedavg" and c["local-lr"] == 0.1 and c["server-lr"] == 1.0
+               and c["num-rounds"] == 500 and "seed" in c for c in cells)
