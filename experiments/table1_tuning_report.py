@@ -102,7 +102,7 @@ def main() -> None:
     if args.toml:
         data = {d["dataset"]: d for d in spec["grid"]["data"]}
         cells = []
-        for (ds, a, b, s), r in sorted(best.items(), key=lambda kv: (-kv[0][2], list(NAMES).index(kv[0][3]))):
+        for (ds, a, b, s), r in sorted(best.items(), key=lambda kv: (kv[0][2], list(NAMES).index(kv[0][3]), kv[0][0])):
             cell = {**data[ds], "alpha": a, "beta": b, "strategy": s,
                     **{k: float(r[k]) for k in STEP_KEYS[s]}}
             cells.append("  {" + ", ".join(f"{k} = {_toml(v)}" for k, v in cell.items()) + "},")
