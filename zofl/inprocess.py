@@ -29,6 +29,9 @@ from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 
 RUN_ID = 1
 LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
+# the reason of the SuperLink's reply for a deleted node (flwr.server.superlink.linkstate.utils, 1.41)
+NODE_UNAVAILABLE_REASON = ("Error: Node Unavailable - The destination node failed to report a heartbeat "
+                           "within HEARTBEAT_PATIENCE x its expected interval.")
 
 
 def _handle(message: Message, context: Context) -> tuple[Message, Context]:
@@ -47,7 +50,7 @@ class InProcessGrid(Grid):
 
     def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
                  node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset(),
-                 restart: Mapping[int, tuple[int, int]] | None = None):
+                 restart: Mapping[int, tuple[int, int]] | None = None, gone: frozenset[int] = frozenset()):
         self._run = Run.create_empty(RUN_ID)
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
@@ -63,6 +66,9 @@ class InProcessGrid(Grid):
         self.pending: dict[str, tuple[Future, int, Message]] = {}
         # partitions whose node never answers a train message (a SuperNode that died): tests of the engines
         self.silent = {nid for i, nid in enumerate(ids) if i in silent}
+        # partitions whose node the SuperLink has deleted (missed heartbeats): a train message to it is
+        # answered at once with NODE_UNAVAILABLE, as Flower's link state answers it
+        self.gone = {nid for i, nid in enumerate(ids) if i in gone}
         # restart {partition: (r_dead, r_back)}: its node stops answering from round r_dead (0-based), is
         # dropped from the federation a round later (Flower: missed heartbeats), and a new node (a new
         # id, as a restarted SuperNode gets) holding the same partition joins from round r_back
@@ -121,7 +127,12 @@ class InProcessGrid(Grid):
             r = self._round_of(msg)
             if r is not None:
                 self.rounds_sent = max(self.rounds_sent, r)
-            if self._dead(node, msg):
+            if node in self.gone and msg.metadata.message_type.startswith("train"):
+                fut: Future = Future()
+                fut.set_result((Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason=NODE_UNAVAILABLE_REASON),
+                                        reply_to=msg), self.contexts[node]))
+                self.pending[mid] = (fut, node, msg)
+            elif self._dead(node, msg):
                 self.pending[mid] = (Future(), node, msg)  # never done
             else:
                 self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node, msg)
@@ -177,7 +188,8 @@ class InProcessGrid(Grid):
 def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork",
                   node_config: Mapping[int, dict] | None = None,
                   silent: frozenset[int] = frozenset(),
-                  restart: Mapping[int, tuple[int, int]] | None = None) -> tuple[Path, np.ndarray]:
+                  restart: Mapping[int, tuple[int, int]] | None = None,
+                  gone: frozenset[int] = frozenset()) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
@@ -185,7 +197,8 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes);
     the nodes of the partitions in ``silent`` never answer work (tests of a dead SuperNode);
     ``restart`` {partition: (r_dead, r_back)} kills a partition's node at round r_dead and starts a new
-    one for it at round r_back (tests of a restarted SuperNode).
+    one for it at round r_back (tests of a restarted SuperNode); the SuperLink answers every train
+    message to a node in ``gone`` at once with NODE_UNAVAILABLE (a SuperNode deleted after missed heartbeats).
 
     Returns (results directory, final global model).
     """
@@ -194,7 +207,7 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     cfg, method, writer = make_run(dict(run_config))
     with writer:
         grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent,
-                             restart)
+                             restart, gone)
         try:
             x = serve(grid, cfg, method, writer)
         finally:

@@ -17,7 +17,10 @@ Two clocks (``clock``):
 
 A client whose reply does not come within ``reply-timeout-s`` (real seconds; the simulated clock
 needs it next, or in wall mode it is outstanding that long) is given up ("lost") and gets no more
-work; in wall mode it comes back if its reply arrives after all. A reply later than
+work; in wall mode it comes back if its reply arrives after all. Under the wall clock a client whose
+SuperNode is gone (the SuperLink's NODE_UNAVAILABLE, a failure of kind "lost") gets its next task
+``reply-timeout-s`` later, not at once: the SuperLink answers for a dead node immediately, and an
+immediate retry would fill every window of the failure policy with that one client's failures. A reply later than
 ``round-deadline-s`` after its task was sent (simulated or wall seconds) is dropped as late.
 
 Everything goes through a ``Transport`` (``submit(work) -> handle``, ``poll() -> [(handle, Reply |
@@ -237,7 +240,13 @@ class AsyncRun(SyncRun):
         if isinstance(result, Reply) and applied is None and self.method.counts(self.state, result):
             self.replied.add(pid)
         if handle not in self.lost:
-            if self.method.one_task_per_version and pid in self.replied:
+            if isinstance(result, Failure) and result.kind == "lost" and not self.simulated:
+                # its SuperNode is gone (the SuperLink answers at once): retry after reply-timeout-s, not
+                # in a loop that would fill every window with failures (a restarted node takes its work back)
+                log.warning("client %d: no SuperNode (lost); its next task in reply-timeout-s = %g s", pid,
+                            self.cfg.reply_timeout_s)
+                heapq.heappush(self.rejoins, (self.clock() + self.cfg.reply_timeout_s, self.task_no, pid))
+            elif self.method.one_task_per_version and pid in self.replied:
                 self.waiting.append(pid)  # it has given its update for this version
             else:
                 self.dispatch(pid)
