@@ -154,7 +154,7 @@ def main() -> None:
     p("\n## Command\n")
     p("```bash")
     p(f"python -m zofl.compare {grid_path} --out {out} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
-    for d, grid in zip(args.controls, ("table1_controls.toml", "table1_controls_sgd.toml")):
+    for d, grid in zip(args.controls, ("table1_controls.toml", "table1_controls_sgd.toml", "table1_controls_sgd_seeds.toml")):
         p(f"python -m zofl.compare experiments/{grid} --out {d} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
     extra = (f" --controls {' '.join(map(str, args.controls))}" if args.controls else "") + \
         (f" --datasets {args.datasets}" if args.datasets != ",".join(DATASETS) else "")
