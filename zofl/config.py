@@ -188,7 +188,8 @@ KEYS: tuple[Key, ...] = (
         "fedbuff: a reply s versions stale is weighted (1 + s)^-a (FedBuff's 1/sqrt(1 + s): a = 0.5)", "paper",
         _nonneg),
     Key("reply-timeout-s", float, 120.0, "a number > 0",
-        "async: real seconds to wait for a reply the simulated clock needs next, before the client is given up",
+        "async: real seconds to wait for a reply the simulated clock needs next, before the client is given up; "
+        "under the wall clock also the wait before a client whose SuperNode is gone (lost) gets its next task",
         "ours", _pos),
     # --- ZO-HFL ----------------------------------------------------------------------------
     Key("eta", float, 0.1, "a number > 0", "smoothing radius of the zeroth-order estimate", "paper", _pos),
