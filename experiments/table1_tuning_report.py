@@ -36,15 +36,13 @@ def _steps(r: dict) -> tuple:
     return tuple(float(r[k]) for k in STEP_KEYS[r["strategy"]])
 
 
-def picks(rows: list[dict], per_group: int) -> tuple[dict[tuple, dict], dict[tuple, list[dict]]]:
-    """(group -> picked row for complete groups, group -> all its rows)."""
+def picks(rows: list[dict], per_group: dict[str, int]) -> tuple[dict[tuple, dict], dict[tuple, list[dict]]]:
+    """(group -> picked row for the groups with all ``per_group[method]`` configurations, group -> its rows)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(_key(r), []).append(r)
-    best = {}
-    for g, rs in groups.items():
-        if len({_steps(r) for r in rs}) >= per_group:
-            best[g] = max(rs, key=lambda r: float(r["last10_test_acc"]))
+    best = {g: max(rs, key=lambda r: float(r["last10_test_acc"])) for g, rs in groups.items()
+            if len({_steps(r) for r in rs}) >= per_group[g[3]]}
     return best, groups
 
 
@@ -59,13 +57,8 @@ def main() -> None:
     spec = tomllib.loads(args.grid.read_text())
     methods = spec["grid"]["method"]
     per_group = {s: sum(m["strategy"] == s for m in methods) for s in NAMES}
-    rows = list(csv.DictReader(open(args.results / "results.csv")))
-    best: dict[tuple, dict] = {}
-    groups: dict[tuple, list[dict]] = {}
-    for s in NAMES:
-        b, g = picks([r for r in rows if r["strategy"] == s], per_group[s])
-        best.update(b)
-        groups.update(g)
+    rows = [r for r in csv.DictReader(open(args.results / "results.csv")) if r["strategy"] in NAMES]
+    best, groups = picks(rows, per_group)
     datasets = [d["dataset"] for d in spec["grid"]["data"]]
     settings = [(float(s["alpha"]), float(s["beta"])) for s in spec["grid"]["settings"]]
     p = print
