@@ -86,7 +86,10 @@ def main() -> None:
     p("of clients sampled per round. Every entry: mean +- the half-width of the 95% t interval over the seeds")
     p("run (n = their number; n = 1: no interval). **final** = the last round; **last 10%** = the mean over")
     p("rounds 451-500 of each run (a final-round snapshot of a curve that swings decides nothing). All methods")
-    p("start from the same x_0 (one SGD epoch on the server's 30% of the training data, `x0 = pretrained`),")
+    if spec.get("fixed", {}).get("x0", defaults()["x0"]) == "zeros":
+        p("start from the same x_0 = 0 (the zero model, `x0 = zeros`; the controls too),")
+    else:
+        p("start from the same x_0 (one SGD epoch on the server's 30% of the training data, `x0 = pretrained`),")
     p("sample the same clients per round for a seed, and give every sampled client the same local work")
     p("(2 H_{i,r} SGD steps). The paper does not say how its baselines were started or tuned.\n")
     p("**What the federated part adds**: `- f1 only` is each run minus the f1-only control of the same seed")
@@ -154,11 +157,13 @@ def main() -> None:
     p("\n## Command\n")
     p("```bash")
     p(f"python -m zofl.compare {grid_path} --out {out} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
-    for d, grid in zip(args.controls, ("table1_controls.toml", "table1_controls_sgd.toml", "table1_controls_sgd_seeds.toml")):
-        p(f"python -m zofl.compare experiments/{grid} --out {d} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
+    for d in args.controls:  # a controls folder is named after its grid file (or is the results folder itself)
+        if d != out:
+            p(f"python -m zofl.compare experiments/{d.name}.toml --out {d} --via inprocess "
+              "--set 'data-dir=\"/abs/path/to/npz\"'")
     extra = (f" --controls {' '.join(map(str, args.controls))}" if args.controls else "") + \
         (f" --datasets {args.datasets}" if args.datasets != ",".join(DATASETS) else "")
-    p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/table1.md")
+    p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/{out.name}.md")
     p("```")
 
 
