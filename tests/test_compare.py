@@ -119,11 +119,14 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     root = Path(__file__).resolve().parent.parent
     grid = tmp_path / "fig2.toml"
     grid.write_text('[fixed]\nstrategy = "zohfl"\nnum-rounds = 2\nnum-clients = 3\n'
-                    '[grid]\nsettings = [{alpha = 1000.0, beta = 0.9}, {alpha = 0.1, beta = 0.1}]\ntau = [2.0, 4.0]\n')
+                    '[grid]\nsettings = [{alpha = 1000.0, beta = 0.9}, {alpha = 0.1, beta = 0.1}]\ntau = [2.0, 20.0]\n'
+                    'seed = [0, 1]\n')
     out = tmp_path / "out"
     main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out)], check=True)
     assert (out / "fig2_digits.png").stat().st_size > 10_000
+    loss = (out / "fig2_loss.md").read_text()  # tau 2 against tau 20, paired over the two seeds
+    assert "| digits (1000, 90%) | 2 | " in loss and loss.count("(n=2) | ") >= 4 and "| digits (0.1, 10%) | 20 | " in loss
     report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
                             check=True, capture_output=True, text=True).stdout
     assert "0 of 36 method cells finished" in report and "| - | - | 90.82 |" in report  # digits: not Table I
