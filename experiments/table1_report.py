@@ -51,6 +51,18 @@ def _read(path: Path) -> list[dict]:
     return list(csv.DictReader(open(path / "results.csv"))) if (path / "results.csv").exists() else []
 
 
+def _gamma(r: dict) -> str:
+    """A run's gamma as the controls are keyed (the default when its results.csv has no column)."""
+    return f"{float(r.get('gamma') or defaults()['gamma']):g}"
+
+
+def _step(r: dict) -> str:
+    """A control's step: local-lr of server-sgd / centralised, gamma of f1-only, "" for x0-only."""
+    if r["strategy"] in ("server-sgd", "centralised"):
+        return r.get("local-lr", "")
+    return _gamma(r) if r["strategy"] == "f1-only" else ""
+
+
 def _pm(t: tuple, digits: int = 2) -> str:
     return fmt_interval((100 * t[0], 100 * t[1], t[2]), 1.0, digits) if t[2] else "-"
 
@@ -72,10 +84,11 @@ def main() -> None:
     got: dict[tuple, dict[int, dict]] = {}
     for r in rows:
         got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
-    ctrl: dict[tuple, dict[int, dict]] = {}  # (control, dataset, local-lr or "") -> seed -> row
+    # (control, dataset, its step: local-lr for the SGD controls, gamma for f1-only, "" for x0-only)
+    # -> seed -> row
+    ctrl: dict[tuple, dict[int, dict]] = {}
     for r in ctrl_rows:
-        lr = r.get("local-lr", "") if r["strategy"] in ("server-sgd", "centralised") else ""
-        ctrl.setdefault((r["strategy"], r["dataset"], lr), {})[int(r["seed"])] = r
+        ctrl.setdefault((r["strategy"], r["dataset"], _step(r)), {})[int(r["seed"])] = r
 
     def figure(runs: dict[int, dict], key: str) -> dict[int, float]:
         return {s: float(r[key]) for s, r in runs.items() if r.get(key) not in (None, "")}
@@ -93,8 +106,9 @@ def main() -> None:
     p("sample the same clients per round for a seed, and give every sampled client the same local work")
     p("(2 H_{i,r} SGD steps). The paper does not say how its baselines were started or tuned.\n")
     p("**What the federated part adds**: `- f1 only` is each run minus the f1-only control of the same seed")
-    p("(ZO-HFL's own server steps on the server's data with no client term; for the baselines, which take no")
-    p("server steps on f1, it is the gain over a server that runs ZO-HFL's steps alone), and `- x_0` the same")
+    p("(ZO-HFL's own server steps on the server's data with no client term, at ZO-HFL's gamma; for the")
+    p("baselines, which take no server steps on f1, it is the gain over a server that runs ZO-HFL's steps alone")
+    p(f"with the paper's gamma = {defaults()['gamma']:g}), and `- x_0` the same")
     p("against x_0 alone; paired over seeds, last-10% means, in points. An interval that contains 0 is below")
     p("the noise.\n")
     for alpha, beta in SETTINGS:
@@ -104,15 +118,19 @@ def main() -> None:
         for ds in datasets:
             j = DATASETS.index(ds)
             x0 = figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
-            f1 = figure(ctrl.get(("f1-only", ds, ""), {}), "last10_test_acc")
+            f1_default = figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc")
             for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
                 runs = got.get((s, ds, alpha, beta), {})
                 last = figure(runs, "last10_test_acc")
+                # ZO-HFL against its own server steps alone (f1-only at its gamma); the baselines, which
+                # take no server steps on f1, against the paper's gamma
+                f1 = figure(ctrl.get(("f1-only", ds, _gamma(next(iter(runs.values()), {}))), {}), "last10_test_acc") \
+                    if s == "zohfl" else f1_default
                 p(f"| {NAMES[s]} | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
                   f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
                   f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} |")
             for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
-                name = CONTROLS[c] + (f", local-lr {lr}" if lr else "")
+                name = CONTROLS[c] + (f", {'gamma' if c == 'f1-only' else 'local-lr'} {lr}" if lr else "")
                 if cds == ds and runs:
                     last = figure(runs, "last10_test_acc")
                     gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
