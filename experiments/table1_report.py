@@ -73,6 +73,9 @@ def main() -> None:
     ap.add_argument("grid", type=Path, nargs="?", default=Path(__file__).with_name("table1.toml"))
     ap.add_argument("--controls", type=Path, nargs="+", default=[],
                     help="results folders of the controls' grids (table1_controls.toml, table1_controls_sgd.toml)")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="results folder of the same cells run another way (e.g. docs/results/table1, the default "
+                         "steps): adds the column 'this - that', paired by seed")
     ap.add_argument("--datasets", default=",".join(DATASETS), help="comma list of the datasets to show")
     args = ap.parse_args()
     out, grid_path = args.results, args.grid
@@ -84,6 +87,10 @@ def main() -> None:
     got: dict[tuple, dict[int, dict]] = {}
     for r in rows:
         got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
+    other: dict[tuple, dict[int, dict]] = {}
+    for r in _read(args.against) if args.against else []:
+        other.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
+    vs = f" - {args.against.name} (last 10%) |" if args.against else ""
     # (control, dataset, its step: local-lr for the SGD controls, gamma for f1-only, "" for x0-only)
     # -> seed -> row
     ctrl: dict[tuple, dict[int, dict]] = {}
@@ -111,10 +118,13 @@ def main() -> None:
     p(f"with the paper's gamma = {defaults()['gamma']:g}), and `- x_0` the same")
     p("against x_0 alone; paired over seeds, last-10% means, in points. An interval that contains 0 is below")
     p("the noise.\n")
+    if args.against:
+        p(f"`- {args.against.name}`: each run minus the run of the same cell and seed in {args.against} (its "
+          "results.csv), last-10% means, in points.\n")
     for alpha, beta in SETTINGS:
         p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
-        p("| method | dataset | final | last 10% | paper | - x_0 (last 10%) | - f1 only (last 10%) |")
-        p("|---|---|---|---|---|---|---|")
+        p("| method | dataset | final | last 10% | paper | - x_0 (last 10%) | - f1 only (last 10%) |" + vs)
+        p("|---|---|---|---|---|---|---|" + ("---|" if vs else ""))
         for ds in datasets:
             j = DATASETS.index(ds)
             x0 = figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
@@ -128,14 +138,16 @@ def main() -> None:
                     if s == "zohfl" else f1_default
                 p(f"| {NAMES[s]} | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
                   f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
-                  f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} |")
+                  f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} |"
+                  + (f" {_pm(paired(last, figure(other.get((s, ds, alpha, beta), {}), 'last10_test_acc')))} |"
+                     if vs else ""))
             for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
                 name = CONTROLS[c] + (f", {'gamma' if c == 'f1-only' else 'local-lr'} {lr}" if lr else "")
                 if cds == ds and runs:
                     last = figure(runs, "last10_test_acc")
                     gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
                     p(f"| *{name}* | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
-                      f"{_pm(interval(last.values()))} | | {gain} | |")
+                      f"{_pm(interval(last.values()))} | | {gain} | |" + (" |" if vs else ""))
         p("")
     p("## Runs\n")
     p("| method | dataset | alpha | beta | seed | x_0 acc | final acc | last 10% | best acc | wall (s) "
@@ -180,6 +192,7 @@ def main() -> None:
             p(f"python -m zofl.compare experiments/{d.name}.toml --out {d} --via inprocess "
               "--set 'data-dir=\"/abs/path/to/npz\"'")
     extra = (f" --controls {' '.join(map(str, args.controls))}" if args.controls else "") + \
+        (f" --against {args.against}" if args.against else "") + \
         (f" --datasets {args.datasets}" if args.datasets != ",".join(DATASETS) else "")
     p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/{out.name}.md")
     p("```")

@@ -127,9 +127,10 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     assert (out / "fig2_digits.png").stat().st_size > 10_000
     loss = (out / "fig2_loss.md").read_text()  # tau 2 against tau 20, paired over the two seeds
     assert "| digits (1000, 90%) | 2 | " in loss and loss.count("(n=2) | ") >= 4 and "| digits (0.1, 10%) | 20 | " in loss
-    report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out)],
-                            check=True, capture_output=True, text=True).stdout
+    report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out),
+                             "--against", str(out)], check=True, capture_output=True, text=True).stdout
     assert "0 of 36 method cells finished" in report and "| - | - | 90.82 |" in report  # digits: not Table I
+    assert "| - f1 only (last 10%) | - out (last 10%) |" in report and "| - | - | - |" in report
 
 
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
