@@ -1,9 +1,11 @@
 """Write docs/results/table1.md: the project's Table I next to the paper's, cell by cell.
 
-    python experiments/table1_report.py RESULTS_DIR [GRID.toml] [--controls CONTROLS_DIR] > docs/results/table1.md
+    python experiments/table1_report.py RESULTS_DIR [GRID.toml] [--controls CONTROLS_DIR ...]
+        [--against OTHER_DIR] > docs/results/table1.md
 
 Reads RESULTS_DIR/results.csv (written by ``python -m zofl.compare``) and, with --controls, the
-controls' results.csv (experiments/table1_controls.toml). A cell not finished yet is shown as such;
+controls' results.csv (experiments/table1_controls.toml); with --against, the same cells run another
+way (other steps, another x_0), for paired differences by seed. A cell not finished yet is shown as such;
 no number is ever filled in from anywhere else.
 """
 from __future__ import annotations
