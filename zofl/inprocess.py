@@ -29,9 +29,6 @@ from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 
 RUN_ID = 1
 LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
-# the reason of the SuperLink's reply for a deleted node (flwr.server.superlink.linkstate.utils, 1.41)
-NODE_UNAVAILABLE_REASON = ("Error: Node Unavailable - The destination node failed to report a heartbeat "
-                           "within HEARTBEAT_PATIENCE x its expected interval.")
 
 
 def _handle(message: Message, context: Context) -> tuple[Message, Context]:
@@ -128,8 +125,11 @@ class InProcessGrid(Grid):
             if r is not None:
                 self.rounds_sent = max(self.rounds_sent, r)
             if node in self.gone and msg.metadata.message_type.startswith("train"):
+                # the SuperLink's own reason; imported here, since its package adds ~0.4 s to start-up
+                from flwr.server.superlink.linkstate.utils import NODE_UNAVAILABLE_ERROR_REASON
+
                 fut: Future = Future()
-                fut.set_result((Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason=NODE_UNAVAILABLE_REASON),
+                fut.set_result((Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason=NODE_UNAVAILABLE_ERROR_REASON),
                                         reply_to=msg), self.contexts[node]))
                 self.pending[mid] = (fut, node, msg)
             elif self._dead(node, msg):
