@@ -30,7 +30,7 @@ REFERENCE_TAU = 20.0
 
 
 def _read(out: Path) -> dict:
-    """dataset -> (alpha, beta) -> tau -> seed -> [(round, objective, test_loss)] (round >= 1)."""
+    """dataset -> (alpha, beta) -> tau -> seed -> [(round, objective, test_loss)] (rounds >= 1, in order)."""
     series: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
     for row in csv.DictReader(open(out / "rounds.csv")):
         if row["round"] == "0":
@@ -39,6 +39,11 @@ def _read(out: Path) -> dict:
         obj = float(row["objective"]) if row["objective"] not in ("", "None") else float("nan")
         series[row["dataset"]][key][float(row["tau"])][int(row["seed"])].append(
             (int(row["round"]), obj, float(row["test_loss"])))
+    for settings in series.values():
+        for taus in settings.values():
+            for by_seed in taus.values():
+                for pts in by_seed.values():
+                    pts.sort()
     return series
 
 
@@ -47,7 +52,7 @@ def _plot(out: Path, dataset: str, settings: dict) -> None:
     fig, axes = plt.subplots(2, len(keys), figsize=(4.2 * len(keys), 6.5), squeeze=False)
     for j, (alpha, beta) in enumerate(keys):
         for tau, by_seed in sorted(settings[(alpha, beta)].items()):
-            runs = [sorted(pts) for pts in by_seed.values()]
+            runs = list(by_seed.values())
             n = min(len(r) for r in runs)
             rounds = [p[0] for p in runs[0][:n]]
             for i, field in ((0, 1), (1, 2)):
@@ -70,14 +75,14 @@ def _plot(out: Path, dataset: str, settings: dict) -> None:
 
 def _table(series: dict) -> list[str]:
     lines = ["Test loss of ZO-HFL (lower is better): mean +- the half-width of the 95% t interval over seeds "
-             "(n). Paired: tau minus tau = 20 on the same seeds (same split, x_0, sampling and directions); "
+             f"(n). Paired: tau minus tau = {REFERENCE_TAU:g} on the same seeds (same split, x_0, sampling and directions); "
              "an interval that contains 0 is below the noise.", ""]
     for fig_key, title in (("final", "final round"), ("last10", "mean of the last 10% of rounds")):
-        lines += [f"### {title}", "", "| dataset, (alpha, beta) | tau | test loss | tau - 20, paired, in units of 1e-4 |",
+        lines += [f"### {title}", "", f"| dataset, (alpha, beta) | tau | test loss | tau - {REFERENCE_TAU:g}, paired, in units of 1e-4 |",
                   "|---|---|---|---|"]
         for dataset, settings in series.items():
             for (alpha, beta) in sorted(settings, key=lambda k: -k[0]):
-                figs = {tau: {s: run_figures([p[2] for p in sorted(pts)])[fig_key] for s, pts in by_seed.items()}
+                figs = {tau: {s: run_figures([p[2] for p in pts])[fig_key] for s, pts in by_seed.items()}
                         for tau, by_seed in settings[(alpha, beta)].items()}
                 for tau in sorted(figs):
                     diff = "" if tau == REFERENCE_TAU or REFERENCE_TAU not in figs else \

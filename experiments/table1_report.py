@@ -53,6 +53,14 @@ def _read(path: Path) -> list[dict]:
     return list(csv.DictReader(open(path / "results.csv"))) if (path / "results.csv").exists() else []
 
 
+def _by_cell(rows: list[dict]) -> dict[tuple, dict[int, dict]]:
+    """(strategy, dataset, alpha, beta) -> seed -> row."""
+    cells: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        cells.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
+    return cells
+
+
 def _gamma(r: dict) -> str:
     """A run's gamma as the controls are keyed (the default when its results.csv has no column)."""
     return f"{float(r.get('gamma') or defaults()['gamma']):g}"
@@ -86,12 +94,8 @@ def main() -> None:
     rows = [r for r in _read(out) if r["strategy"] in NAMES and r["dataset"] in datasets
             and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
     ctrl_rows = [r for d in args.controls for r in _read(d) if r["strategy"] in CONTROLS and r["dataset"] in datasets]
-    got: dict[tuple, dict[int, dict]] = {}
-    for r in rows:
-        got.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
-    other: dict[tuple, dict[int, dict]] = {}
-    for r in _read(args.against) if args.against else []:
-        other.setdefault((r["strategy"], r["dataset"], float(r["alpha"]), float(r["beta"])), {})[int(r["seed"])] = r
+    got = _by_cell(rows)
+    other = _by_cell(_read(args.against) if args.against else [])
     vs = f" - {args.against.name} (last 10%) |" if args.against else ""
     # (control, dataset, its step: local-lr for the SGD controls, gamma for f1-only, "" for x0-only)
     # -> seed -> row
