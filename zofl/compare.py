@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -346,8 +347,6 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
         return cell_id(cell), time.perf_counter() - t, "" if not failure else \
             f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 
-    from contextlib import ExitStack
-
     from .launch import local_superlink
 
     with ExitStack() as stack:
@@ -357,6 +356,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
             pool = stack.enter_context(ThreadPoolExecutor(parallel))
             futures = [pool.submit(run_cell, c) for c in todo]
         else:  # one spawned process per core, each running whole cells (reused: data stay loaded)
+            stack.enter_context(one_blas_thread())  # read by the workers spawned below
             pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn"),
                                                            initializer=_die_with_parent, initargs=(os.getpid(),)))
             futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
@@ -377,6 +377,30 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
     bar.close()
     stopped = write_reports(out, cells, column_keys, **report)  # this time's and earlier policy stops
     return sorted(set(failures) | set(stopped))
+
+
+BLAS_THREADS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def one_blas_thread():
+    """One BLAS thread in the processes started inside the block (a variable already set is kept).
+
+    numpy's OpenBLAS otherwise starts a thread per core in every runner worker, and ``parallel``
+    workers on as many cores then spin against each other: a CIFAR-10 cell ran 7.8x slower with
+    the same numbers (docs/benchmarks.md, "BLAS threads"). Ray's workers (--via flower) already run
+    with one thread (Ray sets OMP_NUM_THREADS to a task's CPUs)."""
+    old = {k: os.environ.get(k) for k in BLAS_THREADS_ENV}
+    for k in BLAS_THREADS_ENV:
+        os.environ.setdefault(k, "1")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _die_with_parent(parent: int) -> None:
