@@ -209,3 +209,18 @@ def test_table1_tuning_picks_the_best_complete_group_and_writes_a_valid_grid(tmp
     assert len(cells) == 3 and {c["seed"] for c in cells} == {0, 1, 2}
     assert all(c["strategy"] == "fedavg" and c["local-lr"] == 0.1 and c["server-lr"] == 1.0
                and c["num-rounds"] == 500 and "seed" in c for c in cells)
+
+
+def test_one_blas_thread_sets_unset_thread_counts_and_restores_them(monkeypatch):
+    import os
+
+    from zofl.compare import one_blas_thread
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting is kept
+    with one_blas_thread():
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "1" and os.environ["MKL_NUM_THREADS"] == "1"
+        assert os.environ["OMP_NUM_THREADS"] == "3"
+    assert "OPENBLAS_NUM_THREADS" not in os.environ and "MKL_NUM_THREADS" not in os.environ
+    assert os.environ["OMP_NUM_THREADS"] == "3"
