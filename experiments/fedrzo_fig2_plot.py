@@ -4,7 +4,8 @@
 
 Writes <dir>/fig2_left.png and <dir>/fig2_right.png (metric per upper round, and per communication
 round, which counts the lower-level FedAvg rounds too), one line per H with a 95% t-interval over
-seeds where there are several, and prints a markdown table of the final values.
+seeds where there are several, and prints markdown tables of the final values and of each H minus the
+next smaller H, paired by seed (mean +- 95% t half-width, n).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
@@ -82,6 +85,22 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     for H, n, comm, final, halfs in rows:
         cells = " | ".join(f"{final[m]:.4f} +- {halfs[m]:.4f}" if n > 1 else f"{final[m]:.4f}" for m, _ in metrics)
         print(f"| {H} | {n} | {comm} | {cells} |")
+    print()
+    paired_table(by_h, [m for m, _ in metrics])
+
+
+def paired_table(by_h, metrics: list[str]) -> None:
+    """Final values of each H minus the next smaller H (H = 1 minus the control H = 0), paired by seed."""
+    from zofl.stats import fmt_interval, paired
+
+    def finals(H, m):
+        return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[H]}
+
+    hs = sorted(by_h)
+    print("| H - H' (paired by seed) | " + " | ".join(f"final {m}" for m in metrics) + " |")
+    print("|---|" + "---|" * len(metrics))
+    for a, b in zip(hs[1:], hs[:-1]):
+        print(f"| {a} - {b} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4) for m in metrics) + " |")
     print()
 
 
