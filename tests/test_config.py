@@ -133,3 +133,60 @@ def test_runs_that_cannot_work_are_refused_before_they_start():
     assert "every sampled client is a straggler" in config_warnings(parse_config({"straggler-prob": 1.0}))[0]
     assert config_warnings(parse_config({"straggler-prob": 0.99})) == []
     parse_config({"strategy": "fedrzo-bl", "task": "hyper-logistic", "tau": 0.0})  # its Fig. 2 has H = 0
+
+
+# -- which keys a strategy reads (zofl.config.READ_BY; the runner compares only those) --------------
+
+SMALL_RUN = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 3.0, "checkpoint-every": 0}
+TOY_BILEVEL = {"task": "zofl.tasks.hypergrad:QuadraticHypergrad", "num-clients": 4, "local-steps": 1,
+               "beta": 1.0, "num-rounds": 6, "checkpoint-every": 0}
+RUNS = {  # one small run of every strategy (and of each FedRZO_bl task)
+    **{s: {**SMALL_RUN, "strategy": s} for s in ("zohfl", "fedavg", "fedprox", "scaffold",
+                                                  "x0-only", "f1-only", "server-sgd", "centralised")},
+    # Flower's own FedAvg samples clients with an unseeded generator: every client, every round
+    "flwr-fedavg": {**SMALL_RUN, "strategy": "flwr-fedavg", "beta": 1.0},
+    "fedbuff": {**SMALL_RUN, "strategy": "fedbuff", "engine": "async", "num-rounds": 6},
+    "fedrzo-nn": {**SMALL_RUN, "strategy": "fedrzo-nn", "task": "relu-net", "local-steps": 3, "zo-lr": 0.001},
+    "fedrzo-bl-hyper": {**SMALL_RUN, "num-rounds": 2, "strategy": "fedrzo-bl", "task": "hyper-logistic",
+                        "local-steps": 2, "lower-rounds": 1, "zo-lr": 0.01, "eta": 0.01},
+    "fedrzo-bl-fair": {**SMALL_RUN, "num-rounds": 2, "strategy": "fedrzo-bl", "task": "fair-relu", "local-steps": 2,
+                       "lower-rounds": 1, "zo-lr": 0.001},
+    "afbo": {**TOY_BILEVEL, "strategy": "afbo", "engine": "async", "buffer-size": 3},
+    "fednest": {**TOY_BILEVEL, "strategy": "fednest", "num-rounds": 2},
+}
+OTHER_VALUE = {  # a valid value other than the default, for every key in READ_BY
+    "local-lr": 0.2, "local-lr-schedule": "constant", "server-lr": 0.7, "prox-mu": 0.2, "eta": 0.05, "gamma": 0.02,
+    "server-batch-size": 16, "client-lr": 0.2, "client-lr-gamma": 2.0, "lambda": 5.0, "mu": 2.0, "directions": 2,
+    "orthogonal-directions": True, "estimator": "envelope", "uplink": "vectors", "weighting": "rho",
+    "ball-radius": 5.0, "crn": False, "zo-lr": 2e-3, "local-sets": "box", "loss-scale": "sum", "box-bound": 2.0,
+    "set-radius": 5.0, "lower-rounds": 3, "lower-rounds-growth": 0.2, "lower-local-steps": 5,
+    "lower-warm-start": False, "upper-set": "none", "lower-lr": 0.03, "inner-rounds": 3, "outer-lr": 0.05,
+    "neumann-steps": "3", "lipschitz-g": 5.0, "inner-lr": 0.3, "aphe": "sum", "stored-average": "all",
+    "max-outer-delay": 3, "staleness-exponent": 1.0,
+}
+
+
+def test_other_values_cover_the_method_keys():
+    from zofl.config import KEY_BY_NAME, READ_BY
+    assert set(OTHER_VALUE) == set(READ_BY)
+    for k, v in OTHER_VALUE.items():
+        assert v != KEY_BY_NAME[k].default and parse_config({k: v})[k] == v
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_strategy_gives_the_same_numbers_whatever_the_keys_it_does_not_read(tmp_path, name):
+    import numpy as np
+
+    from zofl.config import reads
+    from zofl.inprocess import run_inprocess
+    from zofl.results import read_rounds
+
+    cfg = RUNS[name]
+    unread = {k: v for k, v in OTHER_VALUE.items() if not reads(cfg["strategy"], k) and k not in cfg}
+    assert unread  # every strategy leaves some method keys alone
+    d0, x0 = run_inprocess({**cfg, "output-dir": str(tmp_path), "run-name": "a"}, workers=0)
+    d1, x1 = run_inprocess({**cfg, **unread, "output-dir": str(tmp_path), "run-name": "b"}, workers=0)
+    np.testing.assert_array_equal(x0, x1)
+    skip = {"wall_s", "client_compute_s", "client_compute_max_s", "client_wall_max_s", "uplink_bytes", "downlink_bytes"}
+    strip = lambda rec: [{k: v for k, v in r.items() if k not in skip} for r in rec]  # noqa: E731
+    assert strip(read_rounds(d0)) == strip(read_rounds(d1))

@@ -19,7 +19,8 @@ GRID.toml:
     paired = ["tau=5,20"]         # optional: paired differences A - B over the same seeds (paired.md)
 
 Every cell is one run; its folder DIR/cells/<id> (id = a hash of its run-config) holds the usual
-config.json, rounds.jsonl, summary.json. A cell with a summary.json is finished and skipped, so an
+config.json, rounds.jsonl, summary.json. A cell with a summary.json whose config.json agrees with
+the cell on every key its strategy reads (zofl.config.READ_BY) is finished and skipped, so an
 interrupted grid continues where it stopped (an unfinished cell starts again). After each cell
 DIR/results.csv (one row per cell: x_0's, the final, best and last-10%-mean test accuracy),
 DIR/rounds.csv (every round of every cell), DIR/table.md (final, last-10%-mean and best test
@@ -48,7 +49,7 @@ from typing import Any
 
 import tomllib
 
-from .config import KEY_BY_NAME, ConfigError, parse_config
+from .config import KEY_BY_NAME, ConfigError, parse_config, reads
 from .results import ROUND_FIELDS, read_rounds
 from .stats import fmt_interval, interval, paired, run_figures
 
@@ -98,10 +99,12 @@ def cell_id(cell: dict[str, Any]) -> str:
 
 
 def _same_settings(cell: dict[str, Any], stored: dict[str, Any]) -> bool:
-    """Whether a finished run's stored config.json is this cell under today's defaults: every key
-    agrees; a key the run did not know yet must be at its default."""
-    for k, v in _full(cell).items():
-        if k in NOT_RESULTS:
+    """Whether a finished run's stored config.json is this cell under today's defaults: every key the
+    cell's strategy reads (zofl.config.reads) agrees; a key the run did not know yet must be at its
+    default."""
+    full = _full(cell)
+    for k, v in full.items():
+        if k in NOT_RESULTS or not reads(full["strategy"], k):
             continue
         if (stored[k] != v) if k in stored else (v != KEY_BY_NAME[k].default):
             return False

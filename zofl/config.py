@@ -300,6 +300,42 @@ KEYS: tuple[Key, ...] = (
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
+# Keys of one method's algorithm, and the strategies that read them; every other key is read by
+# every strategy (or describes the run, the data or the task). The runner (zofl.compare) compares
+# only the keys a strategy reads when it decides whether a finished run is today's cell, so a new
+# default of, say, local-lr does not make finished ZO-HFL runs count as unfinished.
+# tests/test_config.py runs every strategy with all the keys it does not read changed: same numbers.
+_BASELINES = frozenset({"fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedbuff"})
+_ZOHFL = frozenset({"zohfl"})
+_FEDRZO = frozenset({"fedrzo-nn", "fedrzo-bl"})
+_BILEVEL = frozenset({"afbo", "fednest"})
+READ_BY: dict[str, frozenset[str]] = {
+    "local-lr": _BASELINES | {"server-sgd", "centralised"},
+    "local-lr-schedule": _BASELINES | {"server-sgd", "centralised"},
+    "server-lr": _BASELINES,
+    "prox-mu": frozenset({"fedprox"}),
+    "eta": _ZOHFL | _FEDRZO,
+    "gamma": _ZOHFL | {"f1-only"},
+    "server-batch-size": _ZOHFL | {"f1-only"},
+    **{k: _ZOHFL for k in ("client-lr", "client-lr-gamma", "lambda", "mu", "directions", "orthogonal-directions",
+                           "estimator", "uplink", "weighting", "ball-radius")},
+    "crn": _ZOHFL | {"fedrzo-bl"},
+    "zo-lr": _FEDRZO,
+    "local-sets": _FEDRZO,
+    **{k: frozenset({"fedrzo-nn"}) for k in ("loss-scale", "box-bound", "set-radius")},
+    **{k: frozenset({"fedrzo-bl"}) for k in ("lower-rounds", "lower-rounds-growth", "lower-local-steps",
+                                             "lower-warm-start", "upper-set")},
+    "lower-lr": frozenset({"fedrzo-bl"}) | _BILEVEL,
+    **{k: _BILEVEL for k in ("inner-rounds", "outer-lr", "neumann-steps", "lipschitz-g")},
+    **{k: frozenset({"afbo"}) for k in ("inner-lr", "aphe", "stored-average", "max-outer-delay")},
+    "staleness-exponent": frozenset({"fedbuff"}),
+}
+
+
+def reads(strategy: str, key: str) -> bool:
+    """Whether runs of ``strategy`` read ``key`` (see READ_BY)."""
+    return key not in READ_BY or strategy in READ_BY[key]
+
 
 class Config(dict):
     """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
