@@ -42,3 +42,23 @@ def test_nothing_named_by_a_run_config_is_called_before_it_is_checked(tmp_path, 
     assert list(tmp_path.iterdir()) == []
     task = load_task("tests.plugin_task:make_torch_mlp")  # a marked factory is called
     assert callable(task.grad)
+
+
+def test_softmax_keeps_large_arrays_in_float64_with_the_same_numbers():
+    from zofl.tasks.softmax import EVAL_ROWS
+
+    rng = np.random.default_rng(0)
+    task, w = SoftmaxTask(), rng.standard_normal(30)
+    x = rng.standard_normal((EVAL_ROWS, 3)).astype(np.float32)
+    y = rng.integers(0, 10, EVAL_ROWS)
+    W = w.reshape(3, -1)
+    z = x @ W  # what the loss computed before: numpy converts x to float64 on every call
+    z -= z.max(axis=1, keepdims=True)
+    plain = float(np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(EVAL_ROWS), y]))
+    for _ in range(2):  # the second call uses the kept copy
+        assert task.loss(w, x, y) == plain
+        np.testing.assert_array_equal(task.predict(w, x), np.argmax(x @ W, axis=1))
+    assert len(task._float64_copies) == 1
+    for _ in range(5):  # at most 4 arrays kept
+        task.loss(w, x.copy(), y)
+    assert len(task._float64_copies) <= 4
