@@ -390,9 +390,9 @@ def one_blas_thread():
     """One BLAS thread in the processes started inside the block (a variable already set is kept).
 
     numpy's OpenBLAS otherwise starts a thread per core in every runner worker, and ``parallel``
-    workers on as many cores then spin against each other: a CIFAR-10 cell ran 7.8x slower with
-    the same numbers (docs/benchmarks.md, "BLAS threads"). Ray's workers (--via flower) already run
-    with one thread (Ray sets OMP_NUM_THREADS to a task's CPUs)."""
+    workers on as many cores then spin against each other: two CIFAR-10 cells at once ran 4.6x
+    slower (their local steps 17x) with the same numbers (docs/benchmark-blas.md). Ray's workers
+    (--via flower) already run with one thread (Ray sets OMP_NUM_THREADS to a task's CPUs)."""
     old = {k: os.environ.get(k) for k in BLAS_THREADS_ENV}
     for k in BLAS_THREADS_ENV:
         os.environ.setdefault(k, "1")
