@@ -63,8 +63,9 @@ def main() -> None:
     settings = [(float(s["alpha"]), float(s["beta"])) for s in spec["grid"]["settings"]]
     p = print
     p("# Table I step sizes, tuned per dataset and setting\n")
+    grid = args.grid.relative_to(HERE.parent) if args.grid.is_relative_to(HERE.parent) else args.grid
     p(f"Seed 100, R = {spec['fixed']['num-rounds']}, the same {per_group['zohfl']} configurations per method "
-      "(experiments/table1_tuning.toml). Each entry: test accuracy (%), mean of the last 10% of rounds; "
+      f"({grid}). Each entry: test accuracy (%), mean of the last 10% of rounds; "
       "**bold** = the pick (best last-10% mean). One seed: the pick is a choice of step, not a result.\n")
     total = 0
     for ds in datasets:
@@ -88,9 +89,9 @@ def main() -> None:
             p("")
     p(f"{total} of {len(datasets) * len(settings) * len(NAMES)} groups picked.\n")
     p("```bash")
-    p(f"python -m zofl.compare {args.grid.relative_to(HERE.parent) if args.grid.is_relative_to(HERE.parent) else args.grid}"
-      f" --out {args.results} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
-    p(f"python experiments/table1_tuning_report.py {args.results} > {args.results}/picks.md")
+    same_grid = "" if args.grid == HERE / "table1_tuning.toml" else f" --grid {grid}"
+    p(f"python -m zofl.compare {grid} --out {args.results} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
+    p(f"python experiments/table1_tuning_report.py {args.results}{same_grid} > {args.results}/picks.md")
     p("```")
     if args.toml:
         data = {d["dataset"]: d for d in spec["grid"]["data"]}
@@ -104,7 +105,7 @@ def main() -> None:
         fixed.pop("seed", None)
         text = [f"# Table I with the steps picked by experiments/table1_tuning_report.py from {args.results}",
                 f"# ({len(cells)} of the groups); written by that script, do not edit by hand.",
-                f"#   python -m zofl.compare {args.toml} --out docs/results/table1_tuned --via inprocess "
+                f"#   python -m zofl.compare {args.toml} --out docs/results/{args.toml.stem} --via inprocess "
                 "--set 'data-dir=\"/abs/path/to/npz\"'",
                 "[fixed]", *[f"{k} = {_toml(v)}" for k, v in fixed.items()], "", "[grid]", "cell = [", *cells, "]",
                 f"seed = {seeds}", "", "[report]", 'columns = ["dataset", "alpha", "beta"]', ""]
