@@ -173,7 +173,9 @@ def main() -> None:
     fixed = {**defaults(), **spec.get("fixed", {})}
     p(f"Common: {', '.join(f'{k} = {fixed[k]}' for k in ('tau', 'num-rounds', 'num-clients', 'server-fraction'))}; "
       f"seeds {seeds}.\n")
-    tuned = spec.get("grid", {}).get("cell", [])  # a grid written by table1_tuning_report.py: steps per cell
+    # a grid written by table1_tuning_report.py: steps per cell (a grid of plain cells, as table1_zeros.toml, has none)
+    tuned = [c for c in spec.get("grid", {}).get("cell", [])
+             if c.get("strategy") in NAMES and any(k in c for k in ("gamma", "local-lr", "server-lr"))]
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
         vals = {**fixed, **spec.get("strategy", {}).get(s, {})}
         picked = [c for c in tuned if c.get("strategy") == s]
