@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from zofl.compare import BLAS_THREADS_ENV
+from zofl.results import read_rounds
+
 CELL = {"strategy": "fedavg", "dataset": "cifar10", "standardize": True, "x0-lr": 0.001, "local-lr": 0.012,
         "alpha": 1000.0, "beta": 0.9, "num-clients": 10, "tau": 20.0, "seed": 100, "checkpoint-every": 0}
 RUN = """
@@ -31,21 +34,19 @@ from zofl.inprocess import run_inprocess
 logging.getLogger("flwr").setLevel(logging.WARNING)
 run_inprocess(json.loads(sys.argv[1]), workers=0)
 """
-THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def start(cfg: dict, one_thread: bool) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS_ENV}
     if one_thread:
-        env.update({k: "1" for k in THREAD_ENV})
+        env.update({k: "1" for k in BLAS_THREADS_ENV})
     return subprocess.Popen([sys.executable, "-c", RUN, json.dumps(cfg)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def result(run_dir: Path) -> tuple[float, list]:
     summary = json.loads((run_dir / "summary.json").read_text())
-    rounds = [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines()]
-    return summary["total_client_compute_s"], [(r["round"], r["test_acc"], r["test_loss"]) for r in rounds]
+    return summary["total_client_compute_s"], [(r["round"], r["test_acc"], r["test_loss"]) for r in read_rounds(run_dir)]
 
 
 def main() -> None:

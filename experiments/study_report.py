@@ -29,6 +29,12 @@ def label(setting: dict) -> str:
     return setting["strategy"] + (": " + ", ".join(f"{k} {v}" for k, v in rest.items()) if rest else ": base")
 
 
+def effect(t: tuple[float, float, int]) -> str:
+    """A paired difference in points, bold when its interval excludes 0."""
+    text = fmt_interval(t, 100)
+    return f"**{text}**" if excludes_zero(t) else text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path)
@@ -72,9 +78,7 @@ def main() -> None:
                  and (not same_x0 or a["x0"][s] == b["x0"][s])]
         if not seeds:
             return "(another x_0)" if same_x0 and a and b else ""
-        t = paired({s: a[metric][s] for s in seeds}, b[metric])
-        text = fmt_interval(t, 100)
-        return f"**{text}**" if excludes_zero(t) else text
+        return effect(paired({s: a[metric][s] for s in seeds}, b[metric]))
 
     p = print
     p("# The ZO-HFL study and the baselines' steps, seeds 0-2\n")
@@ -97,10 +101,8 @@ def main() -> None:
         if not d:
             p(f"| {label(s)} | pending | | | | | |")
             continue
-        moved = paired(d["last10"], d["x0"])
         cells = [fmt_interval(interval(d[m].values()), 100) for m in ("last10", "final")]
-        cells.append(f"**{fmt_interval(moved, 100)}**" if excludes_zero(moved) else fmt_interval(moved, 100))
-        cells += [diff(i, base_of(s), "last10"), diff(i, base_of(s), "final"),
+        cells += [effect(paired(d["last10"], d["x0"])), diff(i, base_of(s), "last10"), diff(i, base_of(s), "final"),
                   diff(i, control_of(s), "last10", same_x0=True)]
         p(f"| {label(s)} | {' | '.join(cells)} |")
     p("")
