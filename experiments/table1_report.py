@@ -19,7 +19,7 @@ import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zofl.config import KEY_BY_NAME, defaults  # noqa: E402
+from zofl.config import KEY_BY_NAME, READ_BY, defaults  # noqa: E402
 from zofl.stats import fmt_interval, interval, paired  # noqa: E402
 
 # The ZO-HFL paper's Table I (test accuracy %), as transcribed in shared/docs/algorithms.md.
@@ -36,13 +36,9 @@ PAPER = {  # method: {(alpha, beta): (MNIST, Fashion-MNIST, CIFAR-10)}
 DATASETS = ("mnist", "fashion_mnist", "cifar10")
 NAMES = {"zohfl": "ZO-HFL", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD"}
 SETTINGS = ((1000.0, 0.9), (1.0, 0.5), (0.1, 0.1))
-RELEVANT = {
-    "zohfl": ("eta", "gamma", "client-lr", "lambda", "mu", "batch-size", "server-batch-size", "directions", "crn",
-              "uplink", "weighting", "ball-radius", "x0", "x0-epochs", "x0-lr"),
-    "fedavg": ("local-lr", "local-lr-schedule", "server-lr", "batch-size", "x0", "x0-epochs", "x0-lr"),
-    "fedprox": ("local-lr", "local-lr-schedule", "server-lr", "prox-mu", "batch-size", "x0", "x0-epochs", "x0-lr"),
-    "scaffold": ("local-lr", "local-lr-schedule", "server-lr", "batch-size", "x0", "x0-epochs", "x0-lr"),
-}
+# The keys listed per method: those of its algorithm (zofl.config.READ_BY), then the data and start it shares.
+RELEVANT = {s: tuple(k for k, by in READ_BY.items() if s in by) + ("batch-size", "x0", "x0-epochs", "x0-lr")
+            for s in ("zohfl", "fedavg", "fedprox", "scaffold")}
 
 
 CONTROLS = {"x0-only": "x_0 only", "f1-only": "f1 only (ZO-HFL's server steps, no clients)",
