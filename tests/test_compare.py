@@ -131,7 +131,7 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     report = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out),
                              "--against", str(out)], check=True, capture_output=True, text=True).stdout
     assert "0 of 36 method cells finished" in report and "| - | - | 90.82 |" in report  # digits: not Table I
-    assert "| - f1 only (last 10%) | - out (last 10%) |" in report and "| - | - | - |" in report
+    assert "| - f1 only | - server SGD | - ceiling | - ZO-HFL | - out (last 10%) |" in report and "| - | - | - |" in report
 
 
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
