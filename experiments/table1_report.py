@@ -200,8 +200,9 @@ def main() -> None:
                                         + (" (paper)" if KEY_BY_NAME[k].source == "paper" and k not in steps else "")
                                         for k in RELEVANT[s]))
     if tuned:
-        p("\nTuned per dataset and setting (experiments/table1_tuning_report.py: the best of 4 configurations by "
-          "last-10% test accuracy on seed 100, R = 200, the same budget for every method):\n")
+        p("\nTuned per dataset and setting (experiments/table1_tuning_report.py: the best of the tuning grid's "
+          "configurations by last-10% test accuracy on seed 100, R = 200, the same number for every method: 4, "
+          "or 6 in experiments/table1_tuning_cifar_wide.toml):\n")
         p("| method | dataset | alpha | beta | steps |")
         p("|---|---|---|---|---|")
         for c in tuned:
