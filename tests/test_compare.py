@@ -225,3 +225,40 @@ def test_one_blas_thread_sets_unset_thread_counts_and_restores_them(monkeypatch)
         assert os.environ["OMP_NUM_THREADS"] == "3"
     assert "OPENBLAS_NUM_THREADS" not in os.environ and "MKL_NUM_THREADS" not in os.environ
     assert os.environ["OMP_NUM_THREADS"] == "3"
+
+
+def test_table1_report_pairs_against_the_most_seeded_sgd_step(tmp_path):
+    """experiments/table1_report.py: '- server SGD' / '- ceiling' use, of a control's steps, the one run with the most
+    seeds; '- ZO-HFL' pairs a baseline with ZO-HFL of the same cell and seed (logic only: hand-written results.csv)."""
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    cols = ["cell", "strategy", "dataset", "alpha", "beta", "seed", "local-lr", "gamma", "x0_test_acc",
+            "final_test_acc", "best_test_acc", "last10_test_acc", "wall_s", "local_steps"]
+
+    def write(d: Path, rows: list[tuple]) -> None:
+        d.mkdir()
+        with open(d / "results.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, cols)
+            w.writeheader()
+            for i, (s, seed, lr, acc) in enumerate(rows):
+                w.writerow({"cell": f"c{i}", "strategy": s, "dataset": "mnist", "alpha": 1.0, "beta": 0.5, "seed": seed,
+                            "local-lr": lr, "gamma": 0.01, "x0_test_acc": 0.5, "final_test_acc": acc,
+                            "best_test_acc": acc, "last10_test_acc": acc, "wall_s": 1, "local_steps": 0})
+
+    write(tmp_path / "runs", [("fedavg", 0, 0.1, 0.90), ("fedavg", 1, 0.1, 0.92),
+                              ("zohfl", 0, 0.1, 0.85), ("zohfl", 1, 0.1, 0.86)])
+    write(tmp_path / "ctrl", [("server-sgd", 0, 0.1, 0.88), ("server-sgd", 1, 0.1, 0.89),  # 2 seeds: the reference
+                              ("server-sgd", 0, 1.0, 0.99),  # 1 seed, higher: not the reference
+                              ("centralised", 0, 0.3, 0.95), ("centralised", 1, 0.3, 0.95)])
+    out = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(tmp_path / "runs"),
+                          "--controls", str(tmp_path / "ctrl"), "--datasets", "mnist"],
+                         check=True, capture_output=True, text=True).stdout
+    fedavg = next(line for line in out.splitlines() if line.startswith("| FedAvg | mnist | 91.00"))
+    cells = [c.strip() for c in fedavg.strip("|").split("|")]
+    assert cells[7].startswith("2.50 +- ") and cells[7].endswith("(n=2)")  # - server SGD: (2 + 3) / 2
+    assert cells[8].startswith("-4.00 +- ")  # - ceiling: (-5 - 3) / 2
+    assert cells[9].startswith("5.50 +- ")  # - ZO-HFL: (5 + 6) / 2
