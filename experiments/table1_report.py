@@ -136,6 +136,8 @@ def main() -> None:
     if args.against:
         p(f"`- {args.against.name}`: each run minus the run of the same cell and seed in {args.against} (its "
           "results.csv), last-10% means, in points.\n")
+    # per dataset, the SGD controls each run is paired with (they do not depend on the setting)
+    refs = {ds: (reference("server-sgd", ds), reference("centralised", ds)) for ds in datasets}
     for alpha, beta in SETTINGS:
         p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
         p("| method | dataset | final | last 10% | paper | - x_0 | - f1 only | - server SGD | - ceiling | - ZO-HFL |"
@@ -149,7 +151,7 @@ def main() -> None:
             # the baselines, which take no server steps on f1, against the paper's gamma; where that control
             # was not run (CIFAR-10, whose steps are scaled to the data), against ZO-HFL's gamma in this cell
             f1_default = figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc") or f1_own
-            sgd, ceiling = reference("server-sgd", ds), reference("centralised", ds)
+            sgd, ceiling = refs[ds]
             zohfl = figure(got.get(("zohfl", ds, alpha, beta), {}), "last10_test_acc")
             for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
                 runs = got.get((s, ds, alpha, beta), {})
