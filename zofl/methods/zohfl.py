@@ -60,8 +60,9 @@ def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
     A task may define any of (all optional; see zofl.tasks.toy:HierarchicalQuadratic):
       ``hfl_f2(cfg, x, y) -> float``                  f2(x, y_i)
       ``hfl_lower_grad(cfg, data, x, y, idx) -> g``   grad_y h_i(x, y) on minibatch idx of the client's data
-      ``hfl_project(cfg, x, y) -> y``                 the projection onto Y_i(x)
-    ``data`` is the client's ArrayData (None on the server, which needs only f2)."""
+      ``hfl_project(cfg, data, x, y) -> y``           the projection onto Y_i(x), client i's own set
+    ``data`` is the client's ArrayData (None on the server, which needs only f2): what makes h_i
+    and Y_i client i's."""
     loss_grad = None if data is None else (lambda p, idx: task.grad(p, data.x[idx], data.y[idx]))
     base = default_hierarchy(loss_grad, cfg["lambda"], cfg.mu, cfg.ball_radius)
     f2 = getattr(task, "hfl_f2", None)
@@ -70,7 +71,7 @@ def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
     return Hierarchy(
         (lambda x, y: f2(cfg, x, y)) if f2 else base.f2,
         (lambda x, y, idx: lower(cfg, data, x, y, idx)) if lower else base.lower_grad,
-        (lambda x, y: project(cfg, x, y)) if project else base.project)
+        (lambda x, y: project(cfg, data, x, y)) if project else base.project)
 
 
 class ZOHFL(Method):

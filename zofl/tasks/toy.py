@@ -14,14 +14,19 @@ SaddlePoint (min_x max_y, n = n~ = 2), h_i = -f_i:
 
 HierarchicalQuadratic (ZO-HFL's problem (1) with its own f2, h_i and Y_i(x); ``strategy = "zohfl"``,
 ``task = "zofl.tasks.toy:HierarchicalQuadratic"``; n = 3):
-    f1(x) = (1/2)||x - a||^2,   f2(x, y) = (1/2)||y - c||^2  (a function of y alone, not a distance)
-    h_i(x, y) = (1/2)||y - S x - e_i||^2,  Y_i(x) = {y >= 0}  =>  y_i(x) = max(S x + e_i, 0)
-    S = diag(s). The objective f1 + (1/m) sum_i f2(x, y_i(x)) is separable by coordinate, and in
-    coordinate j its derivative (x_j - a_j) + (1/m) sum_{i: s_j x_j + e_ij > 0} s_j (s_j x_j + e_ij - c_j)
-    increases strictly when c <= 0 (where client i's term switches on, it jumps by -s_j c_j >= 0),
-    so x* is its unique zero (``solution``, by bisection). The e_i are drawn so
-    that the constraint y >= 0 is active for some clients at x*: without the projection the
-    solution would be another point (``unconstrained_solution``).
+    f1(x) = (1/2)||x - a||^2
+    f2(x, y) = (1/2)||(y - c)_+||^2 + (rho/2)||x||^2   (a one-sided penalty plus a term in x: not a distance)
+    h_i(x, y) = (1/2)||y - S x - e_i||^2,  Y_i(x) = {y >= K x + b_i}  (a set of each client's own that moves with x)
+      =>  y_i(x) = max(S x + e_i, K x + b_i)   (componentwise; S = diag(s), K = diag(kappa))
+    The objective f1 + (1/m) sum_i f2(x, y_i(x)) is separable by coordinate. In coordinate j,
+    z_ij(t) = max(s_j t + e_ij, kappa_j t + b_ij) is convex in t and phi(z) = (1/2)(z - c_j)_+^2 is
+    convex and nondecreasing, so every phi(z_ij(t)) is convex and f1's term makes the sum strongly
+    convex: x*_j is the unique point where the (nondecreasing) derivative
+        (t - a_j) + rho t + (1/m) sum_i (z_ij(t) - c_j)_+ z_ij'(t)
+    changes sign (``solution``, by bisection). e_i and b_i (client i's data) are drawn so that
+    Y_i(x) binds for some (client, coordinate) pairs at x* and not for others: the problem without
+    the constraint (``solution(project=False)``), or with a set that does not move with x
+    (``solution(kappa=0)``), has another solution.
 """
 from __future__ import annotations
 
@@ -144,33 +149,38 @@ class SaddlePoint(MinimaxTask, _Toy):
 class HierarchicalQuadratic:
     """ZO-HFL's problem (1) with hooks for f2, grad_y h_i and Y_i(x) (see the module docstring).
 
-    Client i's data hold its instance: every row of ``client_data(spec, i).x`` is e_i (idx is
-    ignored: no sample noise). ``loss``/``grad`` are f1 (the server's data are ignored too)."""
+    Client i's data hold its instance: every row of ``client_data(spec, i).x`` is [e_i, b_i] (idx
+    is ignored: no sample noise). ``loss``/``grad`` are f1 (the server's data are ignored too)."""
 
     dim = 3
     s = np.array([1.0, 2.0, 0.5])
     a = np.array([1.0, -1.0, 0.5])
-    c = np.array([-0.5, 0.0, -1.0])  # c <= 0 keeps f convex (see the module docstring)
+    c = np.array([-0.5, 0.0, -1.0])
+    kappa = np.array([1.0, -1.0, 1.5])
+    rho = 0.1
 
-    def _e(self, spec: DataSpec) -> np.ndarray:
+    def _instances(self, spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+        """(e, b), each (m, 3): every client's lower-level target offset and constraint offset."""
         rng = np.random.default_rng(np.random.SeedSequence([spec.seed, 0x48]))
-        return rng.normal(scale=2.0, size=(spec.num_clients, self.dim))
+        return rng.normal(scale=2.0, size=(spec.num_clients, self.dim)), \
+            rng.normal(scale=2.0, size=(spec.num_clients, self.dim))
 
-    def _rows(self, values: np.ndarray) -> ArrayData:
-        return ArrayData(np.tile(values.astype(np.float32), (4, 1)), np.zeros(4, dtype=np.int64), 2)
+    def _rows(self, e: np.ndarray, b: np.ndarray) -> ArrayData:
+        return ArrayData(np.tile(np.concatenate([e, b]).astype(np.float32), (4, 1)), np.zeros(4, dtype=np.int64), 2)
 
     # -- the task protocol (f1 on "data" that do not matter) --------------------------------
     def check(self, spec: DataSpec) -> None:
         pass
 
     def server_data(self, spec: DataSpec) -> ArrayData:
-        return self._rows(np.zeros(self.dim))
+        return self._rows(np.zeros(self.dim), np.zeros(self.dim))
 
     def client_data(self, spec: DataSpec, pid: int) -> ArrayData:
-        return self._rows(self._e(spec)[pid])
+        e, b = self._instances(spec)
+        return self._rows(e[pid], b[pid])
 
     def test_data(self, spec: DataSpec) -> ArrayData:
-        return self._rows(np.zeros(self.dim))
+        return self.server_data(spec)
 
     def num_train(self, spec: DataSpec) -> int:
         return 4 * (spec.num_clients + 1)
@@ -189,34 +199,40 @@ class HierarchicalQuadratic:
 
     # -- ZO-HFL's hooks -----------------------------------------------------------------------
     def hfl_f2(self, cfg, x: np.ndarray, y: np.ndarray) -> float:
-        return 0.5 * float((y - self.c) @ (y - self.c))
+        over = np.maximum(y - self.c, 0.0)
+        return 0.5 * float(over @ over) + 0.5 * self.rho * float(x @ x)
 
     def hfl_lower_grad(self, cfg, data: ArrayData, x: np.ndarray, y: np.ndarray, idx) -> np.ndarray:
-        return y - self.s * x - data.x[0].astype(np.float64)
+        return y - self.s * x - data.x[0, :self.dim].astype(np.float64)
 
-    def hfl_project(self, cfg, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.maximum(y, 0.0)
+    def hfl_project(self, cfg, data: ArrayData, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.maximum(y, self.kappa * x + data.x[0, self.dim:].astype(np.float64))
 
     # -- the solution ----------------------------------------------------------------------------
-    def _derivative(self, e: np.ndarray, j: int, t: float, project: bool = True) -> float:
-        z = self.s[j] * t + e[:, j]
-        active = z > 0 if project else np.ones(len(z), bool)
-        return (t - self.a[j]) + float(np.sum(self.s[j] * (z - self.c[j]) * active)) / len(z)
+    def _derivative(self, e, b, j: int, t: float, project: bool, kappa_j: float) -> float:
+        free = self.s[j] * t + e[:, j]
+        if project:
+            bound = kappa_j * t + b[:, j]
+            z, dz = np.maximum(free, bound), np.where(free >= bound, self.s[j], kappa_j)
+        else:
+            z, dz = free, np.full(len(free), self.s[j])
+        return (t - self.a[j]) + self.rho * t + float(np.mean(np.maximum(z - self.c[j], 0.0) * dz))
 
-    def solution(self, spec: DataSpec, project: bool = True) -> np.ndarray:
-        e = self._e(spec)
+    def solution(self, spec: DataSpec, project: bool = True, kappa: np.ndarray | None = None) -> np.ndarray:
+        """x* (by bisection per coordinate); ``project=False``: without Y_i(x); ``kappa``: another K."""
+        e, b = self._instances(spec)
+        kappa = self.kappa if kappa is None else np.asarray(kappa, dtype=np.float64)
         out = np.empty(self.dim)
         for j in range(self.dim):
             lo, hi = -100.0, 100.0
             for _ in range(200):
                 mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if self._derivative(e, j, mid, project) < 0 else (lo, mid)
+                lo, hi = (mid, hi) if self._derivative(e, b, j, mid, project, kappa[j]) < 0 else (lo, mid)
             out[j] = 0.5 * (lo + hi)
         return out
 
-    def unconstrained_solution(self, spec: DataSpec) -> np.ndarray:
-        return self.solution(spec, project=False)
-
     def active_share(self, spec: DataSpec) -> float:
-        """The share of (client, coordinate) pairs where y >= 0 binds at x*."""
-        return float(np.mean(self.s * self.solution(spec) + self._e(spec) <= 0))
+        """The share of (client, coordinate) pairs where y >= K x + b_i binds at x*."""
+        e, b = self._instances(spec)
+        x = self.solution(spec)
+        return float(np.mean(self.kappa * x + b > self.s * x + e))
