@@ -262,3 +262,33 @@ def test_table1_report_pairs_against_the_most_seeded_sgd_step(tmp_path):
     assert cells[7].startswith("2.50 +- ") and cells[7].endswith("(n=2)")  # - server SGD: (2 + 3) / 2
     assert cells[8].startswith("-4.00 +- ")  # - ceiling: (-5 - 3) / 2
     assert cells[9].startswith("5.50 +- ")  # - ZO-HFL: (5 + 6) / 2
+
+
+def test_zohfl_variants_report_pairs_against_the_best_f1_only(tmp_path):
+    """experiments/zohfl_variants_report.py: 'vs the best f1-only' pairs a variant with the f1-only control of
+    the same x_0 whose gamma has the highest mean, not only with the control at the variant's own gamma
+    (logic only: hand-written results.csv)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    cols = ["cell", "strategy", "seed", "directions", "estimator", "gamma", "x0", "last10_test_acc", "local_steps"]
+    runs = [("f1-only", "", 0.1, (0.82, 0.83)), ("f1-only", "", 1.0, (0.80, 0.81)),
+            ("zohfl", "envelope", 1.0, (0.825, 0.835))]
+    with open(tmp_path / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        for s, est, gamma, accs in runs:
+            for seed, acc in enumerate(accs):
+                w.writerow({"cell": f"{s}-{gamma}-{seed}", "strategy": s, "seed": seed, "directions": 1,
+                            "estimator": est, "gamma": gamma, "x0": "pretrained", "last10_test_acc": acc,
+                            "local_steps": 0})
+    out = subprocess.run([sys.executable, str(root / "experiments" / "zohfl_variants_report.py"), str(tmp_path)],
+                         check=True, capture_output=True, text=True, cwd=root).stdout
+    assert "The best f1-only: f1-only gamma 0.1 (82.50 +- " in out
+    row = next(line for line in out.splitlines() if line.startswith("| (b+c) envelope estimate, gamma 1 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2].startswith("2.50 +- ")  # vs f1-only at gamma 1: (2.5 + 2.5) / 2
+    assert cells[3].startswith("0.50 +- ")  # vs the best f1-only (gamma 0.1): (0.5 + 0.5) / 2
+    assert (tmp_path / "variants.md").read_text().strip() == out.strip()
