@@ -18,11 +18,15 @@ from pathlib import Path
 import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from zofl.config import KEY_BY_NAME, READ_BY, defaults  # noqa: E402
 from zofl.stats import fmt_interval, interval, paired  # noqa: E402
 
-# The ZO-HFL paper's Table I (test accuracy %), as transcribed in shared/docs/algorithms.md.
+from table1_tuning_report import STEP_KEYS  # noqa: E402  (the keys the tuning grid varies)
+
+# The ZO-HFL paper's Table I (test accuracy %), as printed there (Qiu, Kim, Yousefian: "A Randomized
+# Zeroth-Order Hierarchical Framework for Heterogeneous Federated Learning").
 PAPER = {  # method: {(alpha, beta): (MNIST, Fashion-MNIST, CIFAR-10)}
     "fedavg": {(1000.0, 0.9): (87.17, 77.52, 68.36), (1.0, 0.5): (77.33, 59.64, 37.20),
                (0.1, 0.1): (39.19, 45.50, 27.43)},
@@ -197,10 +201,20 @@ def main() -> None:
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
         vals = {**fixed, **spec.get("strategy", {}).get(s, {})}
         picked = [c for c in tuned if c.get("strategy") == s]
-        steps = {k for c in picked for k in c} - {"dataset", "alpha", "beta", "strategy", "standardize", "x0-lr"}
-        p(f"- {NAMES[s]}: " + ", ".join(f"{k} = {'tuned' if k in steps else vals[k]}"
-                                        + (" (paper)" if KEY_BY_NAME[k].source == "paper" and k not in steps else "")
-                                        for k in RELEVANT[s]))
+        # "tuned": only the keys the tuning grid varies (table1_tuning_report.STEP_KEYS); a key the cells set to
+        # one value the grid did not vary (CIFAR-10's client-lr and x0-lr, scaled to the data) is "fixed"
+        steps = {k for c in picked for k in c} & set(STEP_KEYS[s])
+        per_cell = {k: sorted({c[k] for c in picked if k in c}) for k in RELEVANT[s]
+                    if k not in steps and any(k in c for c in picked)}
+
+        def value(k: str) -> str:
+            if k in steps:
+                return "tuned"
+            if k in per_cell:
+                return " / ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in per_cell[k]) + " (fixed)"
+            return f"{vals[k]}" + (" (paper)" if KEY_BY_NAME[k].source == "paper" else "")
+
+        p(f"- {NAMES[s]}: " + ", ".join(f"{k} = {value(k)}" for k in RELEVANT[s]))
     if tuned:
         p("\nTuned per dataset and setting (experiments/table1_tuning_report.py: the best of the tuning grid's "
           "configurations by last-10% test accuracy on seed 100, R = 200, the same number for every method: 4, "
