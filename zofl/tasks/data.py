@@ -11,7 +11,7 @@ Datasets (``DATASETS``):
   column's min and max; labels 1..7 become 0..6.
 * ``mnist``, ``fashion_mnist``, ``cifar10`` -- read from ``<data-dir>/<name>.npz`` with
   Keras-style keys ``x_train, y_train, x_test, y_test`` (uint8), as written by
-  ``shared/datasets/prepare.py``; or, with ``download = true`` and a network, fetched once by
+  ``zofl data get NAME --data-dir DIR``; or, with ``download = true`` and a network, fetched once by
   torchvision into data-dir and saved as that .npz.
 
 Splits (ZO-HFL paper, Sec. IV): the train and test parts are pooled, shuffled and split
