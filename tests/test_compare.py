@@ -64,6 +64,29 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
                and r["alpha"] == rows[0]["alpha"])
 
 
+def test_a_second_runner_on_the_same_folder_is_refused_before_it_touches_a_cell(tmp_path):
+    """While one runner works on --out, another on the same folder would restart (delete) the cells the
+    first is writing: it exits with a message naming the folder, and the unfinished cell is left alone."""
+    import fcntl
+    import os
+    import tomllib
+
+    from zofl.compare import grid_lock
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    out = tmp_path / "out"
+    unfinished = out / "cells" / cell_id(expand_grid(tomllib.loads(GRID))[0])  # a runner would start it again
+    unfinished.mkdir(parents=True)
+    with grid_lock(out):  # the first runner (this process, another open file: flock conflicts all the same)
+        with pytest.raises(SystemExit, match="another python -m zofl.compare is running on this folder"):
+            main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
+        assert unfinished.is_dir() and not (out / "results.csv").exists()
+    fd = os.open(out / ".lock", os.O_RDWR)  # released when the runner is done
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+
+
 def test_statistics_of_the_reports():
     import math
 

@@ -21,7 +21,8 @@ GRID.toml:
 Every cell is one run; its folder DIR/cells/<id> (id = a hash of its run-config) holds the usual
 config.json, rounds.jsonl, summary.json. A cell with a summary.json whose config.json agrees with
 the cell on every key its strategy reads (zofl.config.READ_BY) is finished and skipped, so an
-interrupted grid continues where it stopped (an unfinished cell starts again). After each cell
+interrupted grid continues where it stopped (an unfinished cell starts again; one runner per DIR at a
+time: a second is refused, since it would restart the cells the first is writing). After each cell
 DIR/results.csv (one row per cell: x_0's, the final, best and last-10%-mean test accuracy),
 DIR/rounds.csv (every round of every cell), DIR/table.md (final, last-10%-mean and best test
 accuracy: mean +- 95% t interval and n over seeds; x_0's accuracy), DIR/paired.md (the [report]
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import hashlib
 import itertools
 import json
@@ -316,9 +318,32 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
     """Run every unfinished cell; write the reports as cells finish (at most every REPORT_EVERY_S
     seconds) and at the end. Returns the ids of the cells
     that failed (an error, or stopped by the failure policy)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with grid_lock(out):
+        return _run_grid(cells, out, parallel, via, progress, column_keys, **report)
+
+
+@contextmanager
+def grid_lock(out: Path):
+    """Hold an exclusive flock on OUT/.lock while a runner works on OUT: a second runner on the same
+    folder would take the cells the first is writing for interrupted ones and start them again
+    (deleting them), so it is refused with a ConfigError before it touches anything."""
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"--out {out}: another python -m zofl.compare is running on this folder (it holds "
+                              f"{out / '.lock'}); wait for it to finish, or give another --out") from None
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, progress: bool,
+              column_keys: list[str] | None, **report) -> list[str]:
     from tqdm import tqdm
 
-    out.mkdir(parents=True, exist_ok=True)
     todo = []
     for cell in cells:
         if finished_dir(out, cell) is not None:
@@ -477,7 +502,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.report_only:
         write_reports(out, cells, report_columns(spec), **report)
         return
-    failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
+    try:
+        failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")
     if failed:
         sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)} (see above and table.md)")
 
