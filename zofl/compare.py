@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import hashlib
 import itertools
 import json
@@ -52,7 +51,7 @@ from typing import Any
 import tomllib
 
 from .config import KEY_BY_NAME, ConfigError, parse_config, reads
-from .results import ROUND_FIELDS, read_rounds
+from .results import ROUND_FIELDS, FolderBusy, lock_folder, read_rounds
 from .stats import fmt_interval, interval, paired, run_figures
 
 REPORT_EVERY_S = 60.0
@@ -328,13 +327,12 @@ def grid_lock(out: Path):
     """Hold an exclusive flock on OUT/.lock while a runner works on OUT: a second runner on the same
     folder would take the cells the first is writing for interrupted ones and start them again
     (deleting them), so it is refused with a ConfigError before it touches anything."""
-    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"--out {out}: another python -m zofl.compare is running on this folder (it holds "
-                              f"{out / '.lock'}); wait for it to finish, or give another --out") from None
+        fd = lock_folder(out)
+    except FolderBusy as exc:
+        raise ConfigError(f"--out {out}: another python -m zofl.compare is running on this folder (pid {exc.holder} "
+                          f"holds {out / '.lock'}); wait for it to finish, or give another --out") from None
+    try:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock

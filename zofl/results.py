@@ -45,6 +45,29 @@ class RunFolderError(ConfigError):
     the message names the folder or file (and line)."""
 
 
+class FolderBusy(Exception):
+    """Another process holds the folder's lock; ``holder`` is its pid as it wrote it ("?" if unknown)."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+def lock_folder(folder: Path) -> int:
+    """Take the exclusive flock on FOLDER/.lock for this process and write its pid there; returns the
+    descriptor (closing it releases the lock). Raises FolderBusy when another process holds it."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise FolderBusy(holder) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
 class ResultsWriter:
     """Appends round records as they happen; with ``resume`` continues a run folder's records.
 
@@ -105,18 +128,11 @@ class ResultsWriter:
                 f"a new run")
 
     def _lock(self) -> None:
-        path = self.dir / ".lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise RunFolderError(f"run-config key 'run-name': {self.dir} is in use by another run (pid {holder}); "
+            self._lock_fd = lock_folder(self.dir)
+        except FolderBusy as exc:
+            raise RunFolderError(f"run-config key 'run-name': {self.dir} is in use by another run (pid {exc.holder}); "
                                  f"wait for it to end, stop it, or choose another run-name") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
 
     def close(self) -> None:
         """Release the folder's lock (the lock file stays; an unlocked one means nobody writes)."""
