@@ -234,6 +234,33 @@ def test_table1_tuning_picks_the_best_complete_group_and_writes_a_valid_grid(tmp
     assert len(cells) == 3 and {c["seed"] for c in cells} == {0, 1, 2}
     assert all(c["strategy"] == "fedavg" and c["local-lr"] == 0.1 and c["server-lr"] == 1.0
                and c["num-rounds"] == 500 and "seed" in c for c in cells)
+    # a grid that tunes only some methods (experiments/table1_tuning_small.toml) lists only those
+    md = subprocess.run([sys.executable, str(root / "experiments" / "table1_tuning_report.py"), str(tmp_path),
+                         "--grid", str(root / "experiments" / "table1_tuning_small.toml")],
+                        check=True, capture_output=True, text=True).stdout
+    assert "ZO-HFL" not in md and "| FedAvg | pending (0 of 12 finished) |" in md and "0 of 4 groups picked" in md
+
+
+def test_copy_cells_copies_only_the_grids_finished_cells(tmp_path):
+    """experiments/copy_cells.py: a widened grid starts from the finished cells of an earlier folder it shares."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    grid = tmp_path / "g.toml"
+    grid.write_text('[fixed]\nnum-rounds = 2\n[grid]\nstrategy = ["fedavg", "scaffold"]\nseed = [0, 1]\n')
+    import tomllib
+    cells = expand_grid(tomllib.loads(grid.read_text()))
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "cells" / cell_id(cells[0])).mkdir(parents=True)
+    (old / "cells" / cell_id(cells[0]) / "summary.json").write_text("{}")
+    (old / "cells" / cell_id(cells[1])).mkdir()  # unfinished: not copied
+    (old / "cells" / "other-cell").mkdir()  # not in the grid: not copied
+    out = subprocess.run([sys.executable, str(root / "experiments" / "copy_cells.py"), str(grid), str(old), str(new)],
+                         check=True, capture_output=True, text=True).stdout
+    assert sorted(p.name for p in (new / "cells").iterdir()) == [cell_id(cells[0])]
+    assert "copied 1 finished cells" in out and "3 left to run" in out
 
 
 def test_one_blas_thread_sets_unset_thread_counts_and_restores_them(monkeypatch):
