@@ -1,11 +1,247 @@
 #!/usr/bin/env bash
-# Regenerate the committed results under docs/results (resumable: rerun to continue).
-#   bash experiments/run_all.sh /abs/path/with/npz
+# Regenerate every committed result under docs/results, in dependency order, with the commands the
+# docs give next to each result (resumable: rerun to continue). `python -m zofl.compare` skips the
+# finished cells of a grid, experiments/copy_cells.py copies only finished cells a grid shares with an
+# earlier folder and never overwrites, and the report scripts rewrite their markdown from the cells.
+#
+#   bash experiments/run_all.sh DATA_DIR [SECTION[,SECTION...]]
+#   bash experiments/run_all.sh --dry-run DATA_DIR [SECTION]     # or DRY_RUN=1: print, run nothing
+#
+# DATA_DIR holds mnist.npz, fashion_mnist.npz and cifar10.npz (`zofl data get DATASET --data-dir
+# DATA_DIR`); run it inside the project's virtual environment. SECTION (or the env var ONLY) picks
+# sections by name, all by default; a section reads the folders of the sections before it:
+#   crosscheck controls table1 tuning zeros cifar10 fig2 study fedrzo afbo poisoning soak
+# The dry run also checks that every experiments/ file a command names exists (exit 1 if not).
+#
+# Engines as documented: `--via inprocess` (the Flower simulation's numbers, bit for bit:
+# tests/test_engines.py) wherever the docs use it; the peer cross-check and the Flower-simulation
+# runs (experiments/table1.toml, experiments/fig2.toml) keep the Flower simulation.
+#
+# Not regenerated (no command for them with today's code; kept as records):
+#   docs/results/fig1_fedrzo_sum: FedRZO_nn with the sum reading of the objective, seed 0; made with
+#     the grid and code of commit 2876a2d (docs/fedrzo.md):
+#     python -m zofl.compare experiments/fig1_fedrzo.toml --out results/fig1 --engine inprocess \
+#       --parallel 1 --set 'data-dir="/abs/data"'
+#   docs/results/table1_seed0_flower.md: the one-seed Table I page, written by the report script of
+#     that day (today's experiments/table1_report.py no longer prints it); its runs are regenerated
+#     below (section table1: experiments/table1.toml).
+#   docs/results/soak rows `deployment-12s / sync` (the first deployment attempt, 12 s deadline) and
+#     `deployment-lostloop / async` (the asynchronous engine before the fix of 2026-11-24).
+#
+# Superseded grids, not run here (tests/test_run_all.py checks that every experiments/*.toml is run
+# below or listed here, one per line as "#   superseded: experiments/NAME.toml  why"):
+#   (none: experiments/table1.toml, the one-seed first version, still makes 12 cells of
+#   docs/results/table1 that no other grid makes (CIFAR-10, raw pixels) and seed 0 of the others)
 set -euo pipefail
+
+dry="${DRY_RUN:-0}"
+if [[ "${1:-}" == --dry-run ]]; then dry=1; shift; fi
+usage="usage: bash experiments/run_all.sh [--dry-run] DATA_DIR [SECTION[,SECTION...]] (DATA_DIR with mnist.npz, fashion_mnist.npz, cifar10.npz)"
+data="${1:?$usage}"
+[[ "$data" == /* ]] || data="$PWD/$data"   # the runs read it from other working directories
+only="${2:-${ONLY:-all}}"
+sections="crosscheck controls table1 tuning zeros cifar10 fig2 study fedrzo afbo poisoning soak"
+for s in ${only//,/ }; do
+  [[ " all $sections " == *" $s "* ]] || { echo "unknown section: $s (one of: $sections)" >&2; exit 2; }
+done
 cd "$(dirname "$0")/.."
-data="${1:?usage: experiments/run_all.sh DATA_DIR (with mnist.npz, fashion_mnist.npz, cifar10.npz)}"
-python -m zofl.compare experiments/crosscheck.toml --out docs/results/crosscheck --set "data-dir=\"$data\""
-python -m zofl.compare experiments/table1.toml --out docs/results/table1 --set "data-dir=\"$data\""
-python experiments/table1_report.py docs/results/table1 > docs/results/table1.md
-python -m zofl.compare experiments/fig2.toml --out docs/results/fig2 --set "data-dir=\"$data\""
-python experiments/fig2_plot.py docs/results/fig2
+afbo="${AFBO_RUNS:-/tmp/afbo-runs}"   # the AFBO runs' folders (not committed: only their figures and tables)
+missing=0
+
+want() { [[ ",$only," == *,all,* || ",$only," == *",$1,"* ]] && echo "### $1"; }
+check_paths() {
+  local a
+  for a in "$@"; do
+    if [[ "$a" == experiments/* && ! -e "$a" ]]; then echo "missing: $a" >&2; missing=1; fi
+  done
+}
+# run CMD...: print it and run it (dry run: print it and check its paths)
+run() {
+  printf '+'; printf ' %q' "$@"; printf '\n'
+  if [[ "$dry" == 1 ]]; then check_paths "$@"; else "$@"; fi
+}
+# to FILE CMD...: run CMD > FILE (through FILE.tmp, so a failed report leaves FILE as it was)
+to() {
+  local file="$1"; shift
+  printf '+'; printf ' %q' "$@"; printf ' > %q\n' "$file"
+  if [[ "$dry" == 1 ]]; then check_paths "$@"; return; fi
+  if ! "$@" > "$file.tmp"; then rm -f "$file.tmp"; return 1; fi
+  mv "$file.tmp" "$file"
+}
+
+# --- Peer cross-check: our FedAvg vs Flower's FedAvg strategy (the Flower simulation, seed 0) -------
+if want crosscheck; then
+  run python -m zofl.compare experiments/crosscheck.toml --out docs/results/crosscheck --set "data-dir=\"$data\""
+fi
+
+# --- Controls of Table I (x0-only, f1-only, server-only and centralised SGD; MNIST, Fashion-MNIST) ---
+if want controls; then
+  run python -m zofl.compare experiments/table1_controls.toml --out docs/results/table1_controls --via inprocess --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_controls_sgd.toml --out docs/results/table1_controls_sgd --via inprocess --set "data-dir=\"$data\""
+  # seed 0 of the picked steps is table1_controls_sgd's (the grid's header)
+  run python experiments/copy_cells.py experiments/table1_controls_sgd_seeds.toml docs/results/table1_controls_sgd docs/results/table1_controls_sgd_seeds
+  run python -m zofl.compare experiments/table1_controls_sgd_seeds.toml --out docs/results/table1_controls_sgd_seeds --via inprocess --set "data-dir=\"$data\""
+  # the model's ceiling: centralised SGD, R = 2000
+  run python -m zofl.compare experiments/table1_ceiling.toml --out docs/results/table1_ceiling --via inprocess --parallel 2 --set "data-dir=\"$data\""
+fi
+
+# --- Table I, seeds 0-2 (MNIST, Fashion-MNIST), the paper's steps ----------------------------------
+if want table1; then
+  # first the one-seed grid through the Flower simulation (seed 0 of every dataset, CIFAR-10 included:
+  # table1_seed0_flower.md's runs, and Fig. 2's tau = 20 cells); it must come before table1_seeds.toml,
+  # which shares the folder and rewrites its results.csv, table.md and plots for seeds 0-2
+  run python -m zofl.compare experiments/table1.toml --out docs/results/table1 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_seeds.toml --out docs/results/table1 --via inprocess --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_seeds.toml --out docs/results/table1 --report-only --paired strategy=zohfl,scaffold strategy=zohfl,fedavg
+  to docs/results/table1.md python experiments/table1_report.py docs/results/table1 experiments/table1_seeds.toml --controls docs/results/table1_controls \
+    docs/results/table1_controls_sgd docs/results/table1_controls_sgd_seeds --datasets mnist,fashion_mnist
+fi
+
+# --- Step tuning (MNIST, Fashion-MNIST): the grid, widened twice, and Table I at each grid's picks ---
+if want tuning; then
+  run python -m zofl.compare experiments/table1_tuning.toml --out docs/results/table1_tuning --via inprocess --set "data-dir=\"$data\""
+  # --toml rewrites the tuned grid from the picks (the committed file, when the results are the same)
+  to docs/results/table1_tuning/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning --toml experiments/table1_tuned.toml
+  run python -m zofl.compare experiments/table1_tuned.toml --out docs/results/table1_tuned --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_controls_tuned.toml --out docs/results/table1_controls_tuned --via inprocess --set "data-dir=\"$data\""
+  to docs/results/table1_tuned.md python experiments/table1_report.py docs/results/table1_tuned experiments/table1_tuned.toml \
+    --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd_seeds \
+    --against docs/results/table1 --datasets mnist,fashion_mnist
+  # widened past both corners
+  run python experiments/copy_cells.py experiments/table1_tuning_wide.toml docs/results/table1_tuning docs/results/table1_tuning_wide
+  run python -m zofl.compare experiments/table1_tuning_wide.toml --out docs/results/table1_tuning_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuning_wide/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_wide --grid experiments/table1_tuning_wide.toml \
+    --toml experiments/table1_tuned_wide.toml
+  run python experiments/copy_cells.py experiments/table1_tuned_wide.toml docs/results/table1_tuned docs/results/table1_tuned_wide
+  run python -m zofl.compare experiments/table1_tuned_wide.toml --out docs/results/table1_tuned_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_wide.md python experiments/table1_report.py docs/results/table1_tuned_wide experiments/table1_tuned_wide.toml \
+    --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd \
+    docs/results/table1_controls_sgd_seeds --against docs/results/table1_tuned --datasets mnist,fashion_mnist
+  # FedAvg and FedProx in (0.1, 10%) past their small edge
+  run python experiments/copy_cells.py experiments/table1_tuning_small.toml docs/results/table1_tuning_wide docs/results/table1_tuning_small
+  run python -m zofl.compare experiments/table1_tuning_small.toml --out docs/results/table1_tuning_small --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuning_small/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_small --grid experiments/table1_tuning_small.toml
+  run python experiments/copy_cells.py experiments/table1_tuned_small.toml docs/results/table1_tuned_wide docs/results/table1_tuned_small
+  run python -m zofl.compare experiments/table1_tuned_small.toml --out docs/results/table1_tuned_small --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_small.md python experiments/table1_report.py docs/results/table1_tuned_small experiments/table1_tuned_small.toml \
+    --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd \
+    docs/results/table1_controls_sgd_seeds --against docs/results/table1_tuned_wide --datasets mnist,fashion_mnist
+fi
+
+# --- Table I from x_0 = zeros (MNIST, Fashion-MNIST; methods and controls) --------------------------
+if want zeros; then
+  run python -m zofl.compare experiments/table1_zeros.toml --out docs/results/table1_zeros --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_zeros.md python experiments/table1_report.py docs/results/table1_zeros experiments/table1_zeros.toml --controls docs/results/table1_zeros \
+    --against docs/results/table1 --datasets mnist,fashion_mnist
+fi
+
+# --- CIFAR-10: the linear model's ceiling, step tuning (widened twice), controls, Table I, zeros ----
+if want cifar10; then
+  run python -m zofl.compare experiments/cifar_ceiling.toml --out docs/results/cifar_ceiling --via inprocess --set "data-dir=\"$data\""
+  # ZO-HFL's client step unscaled: why the steps are scaled to the data (no Table I result)
+  run python -m zofl.compare experiments/cifar_unscaled_steps.toml --out docs/results/cifar_unscaled_steps --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_tuning_cifar.toml --out docs/results/table1_tuning_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  # --toml rewrites the tuned grid from the picks (the committed file, when the results are the same)
+  to docs/results/table1_tuning_cifar/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_cifar --grid experiments/table1_tuning_cifar.toml \
+    --toml experiments/table1_tuned_cifar.toml
+  run python -m zofl.compare experiments/table1_controls_cifar.toml --out docs/results/table1_controls_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_controls_cifar_sgd.toml --out docs/results/table1_controls_cifar_sgd --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/table1_tuned_cifar.toml --out docs/results/table1_tuned_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_cifar.md python experiments/table1_report.py docs/results/table1_tuned_cifar experiments/table1_tuned_cifar.toml \
+    --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --datasets cifar10
+  # widened past its edge
+  run python experiments/copy_cells.py experiments/table1_tuning_cifar_wide.toml docs/results/table1_tuning_cifar docs/results/table1_tuning_cifar_wide
+  run python -m zofl.compare experiments/table1_tuning_cifar_wide.toml --out docs/results/table1_tuning_cifar_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuning_cifar_wide/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_cifar_wide --grid experiments/table1_tuning_cifar_wide.toml \
+    --toml experiments/table1_tuned_cifar_wide.toml
+  run python experiments/copy_cells.py experiments/table1_tuned_cifar_wide.toml docs/results/table1_tuned_cifar docs/results/table1_tuned_cifar_wide
+  run python -m zofl.compare experiments/table1_tuned_cifar_wide.toml --out docs/results/table1_tuned_cifar_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_cifar_wide.md python experiments/table1_report.py docs/results/table1_tuned_cifar_wide experiments/table1_tuned_cifar_wide.toml \
+    --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --against docs/results/table1_tuned_cifar \
+    --datasets cifar10
+  # FedAvg and FedProx in (0.1, 10%) past their small edge
+  run python experiments/copy_cells.py experiments/table1_tuning_small_cifar.toml docs/results/table1_tuning_cifar_wide docs/results/table1_tuning_small_cifar
+  run python -m zofl.compare experiments/table1_tuning_small_cifar.toml --out docs/results/table1_tuning_small_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuning_small_cifar/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_small_cifar --grid experiments/table1_tuning_small_cifar.toml
+  run python experiments/copy_cells.py experiments/table1_tuned_small_cifar.toml docs/results/table1_tuned_cifar_wide docs/results/table1_tuned_small_cifar
+  run python -m zofl.compare experiments/table1_tuned_small_cifar.toml --out docs/results/table1_tuned_small_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_small_cifar.md python experiments/table1_report.py docs/results/table1_tuned_small_cifar experiments/table1_tuned_small_cifar.toml \
+    --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --against docs/results/table1_tuned_cifar_wide \
+    --datasets cifar10
+  # from x_0 = zeros (methods and controls)
+  run python -m zofl.compare experiments/table1_zeros_cifar.toml --out docs/results/table1_zeros_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_zeros_cifar.md python experiments/table1_report.py docs/results/table1_zeros_cifar experiments/table1_zeros_cifar.toml \
+    --controls docs/results/table1_zeros_cifar --datasets cifar10
+fi
+
+# --- Fig. 2: ZO-HFL's loss per round for tau in {5, 20, 50} ------------------------------------------
+if want fig2; then
+  # seed 0 through the Flower simulation; its tau = 20 cells are Table I's runs (docs/results/table1)
+  run python experiments/copy_cells.py experiments/fig2.toml docs/results/table1 docs/results/fig2
+  run python -m zofl.compare experiments/fig2.toml --out docs/results/fig2 --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/fig2_plot.py docs/results/fig2
+  # Fashion-MNIST, seeds 0-2: seed 0 is fig2's, the tau = 20 cells of seeds 1 and 2 are Table I's
+  run python experiments/copy_cells.py experiments/fig2_seeds.toml docs/results/fig2 docs/results/fig2_seeds
+  run python experiments/copy_cells.py experiments/fig2_seeds.toml docs/results/table1 docs/results/fig2_seeds
+  run python -m zofl.compare experiments/fig2_seeds.toml --out docs/results/fig2_seeds --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/fig2_plot.py docs/results/fig2_seeds
+  # CIFAR-10, seeds 0-2, standardized inputs
+  run python -m zofl.compare experiments/fig2_cifar.toml --out docs/results/fig2_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/fig2_plot.py docs/results/fig2_cifar
+fi
+
+# --- Study: ZO-HFL's open choices and the baselines' steps (Fashion-MNIST), weighting, variants -----
+if want study; then
+  run python -m zofl.compare experiments/study_zohfl.toml --out docs/results/study --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/study/seeds.md python experiments/study_report.py docs/results/study
+  run python -m zofl.compare experiments/study_weighting.toml --out docs/results/study_weighting --via inprocess --set "data-dir=\"$data\""
+  # ZO-HFL variants that learn from the clients (writes zohfl_variants/variants.md)
+  run python -m zofl.compare experiments/zohfl_variants.toml --out docs/results/zohfl_variants --via inprocess --set "data-dir=\"$data\""
+  run python experiments/zohfl_variants_report.py docs/results/zohfl_variants
+fi
+
+# --- FedRZO (paper 001): Fig. 1, Fig. 2 left and right (the commands of experiments/fedrzo_figures.sh)
+if want fedrzo; then
+  run python -m zofl.compare experiments/fig1_fedrzo.toml --out docs/results/fig1_fedrzo --engine inprocess --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/fig2_fedrzo_hyper.toml --out docs/results/fig2_fedrzo_hyper --engine inprocess --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/fig2_fedrzo_fair.toml --out docs/results/fig2_fedrzo_fair --engine inprocess --set "data-dir=\"$data\""
+  run python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
+fi
+
+# --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo
+if want afbo; then
+  # MNIST hyper-cleaning: step-size pilot (tuning.md), then the figure runs without and with stragglers
+  run python -m zofl.compare experiments/afbo_tuning.toml --out "$afbo/tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/afbo_tuning2.toml --out "$afbo/tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/tuning" --out docs/results/afbo
+  run python -m zofl.compare experiments/afbo_hypercleaning.toml --out "$afbo/main" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/afbo_stragglers.toml --out "$afbo/stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py figures "$afbo/main" "$afbo/stragglers" --out docs/results/afbo
+  # regularization coefficients on digits (embedded: no data-dir): pilot, then the figure runs
+  run python -m zofl.compare experiments/afbo_reg_tuning.toml --out "$afbo/reg-tuning" --via inprocess --parallel 2
+  run python experiments/afbo_plot.py tuning "$afbo/reg-tuning" --out docs/results/afbo/regularization
+  run python -m zofl.compare experiments/afbo_regularization.toml --out "$afbo/reg" --via inprocess --parallel 2
+  run python -m zofl.compare experiments/afbo_regularization_stragglers.toml --out "$afbo/reg-stragglers" --via inprocess --parallel 2
+  run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95
+fi
+
+# --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
+if want poisoning; then
+  run python -m zofl.compare experiments/poisoning.toml --out docs/results/poisoning --via inprocess --parallel 2
+  run python -m zofl.compare experiments/poisoning_clip.toml --out docs/results/poisoning_clip --via inprocess --parallel 2
+  run python -m zofl.compare experiments/poisoning_more.toml --out docs/results/poisoning_more --via inprocess
+  # writes poisoning/poisoning.md
+  run python experiments/poisoning_report.py docs/results/poisoning docs/results/poisoning_clip docs/results/poisoning_more
+fi
+
+# --- Fault-injection soak (digits, 200 rounds; rows already in soak.json are kept) -------------------
+if want soak; then
+  run python experiments/soak.py --out docs/results/soak --modes inprocess
+  run python experiments/soak.py --out docs/results/soak --modes simulation,simulation-nokill
+  # deployment: 3 SuperNodes, one engine at a time (three at once overload two cores)
+  run python experiments/soak.py --out docs/results/soak --modes deployment --engines sync --clients 3
+  run python experiments/soak.py --out docs/results/soak --modes deployment --engines legacy --clients 3
+  run python experiments/soak.py --out docs/results/soak --modes deployment --engines async --clients 3
+fi
+
+if [[ "$missing" == 1 ]]; then echo "some files named above are missing" >&2; exit 1; fi
