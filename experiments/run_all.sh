@@ -171,7 +171,7 @@ if want cifar10; then
   # from x_0 = zeros (methods and controls)
   run python -m zofl.compare experiments/table1_zeros_cifar.toml --out docs/results/table1_zeros_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/table1_zeros_cifar.md python experiments/table1_report.py docs/results/table1_zeros_cifar experiments/table1_zeros_cifar.toml \
-    --controls docs/results/table1_zeros_cifar --datasets cifar10
+    --controls docs/results/table1_zeros_cifar --against docs/results/table1_tuned_small_cifar --datasets cifar10
 fi
 
 # --- Fig. 2: ZO-HFL's loss per round for tau in {5, 20, 50} ------------------------------------------
