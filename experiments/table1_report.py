@@ -196,7 +196,7 @@ def main() -> None:
     p(f"Common: {', '.join(f'{k} = {fixed[k]}' for k in ('tau', 'num-rounds', 'num-clients', 'server-fraction'))}; "
       f"seeds {seeds}.\n")
     # a grid written by table1_tuning_report.py: steps per cell (a grid of plain cells, as table1_zeros.toml, has none)
-    tuned = [c for c in spec.get("grid", {}).get("cell", [])
+    tuned = [{**spec.get("fixed", {}), **c} for c in spec.get("grid", {}).get("cell", [])
              if c.get("strategy") in NAMES and any(k in c for k in ("gamma", "local-lr", "server-lr"))]
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
         vals = {**fixed, **spec.get("strategy", {}).get(s, {})}
@@ -217,8 +217,9 @@ def main() -> None:
         p(f"- {NAMES[s]}: " + ", ".join(f"{k} = {value(k)}" for k in RELEVANT[s]))
     if tuned:
         p("\nTuned per dataset and setting (experiments/table1_tuning_report.py: the best of the tuning grid's "
-          "configurations by last-10% test accuracy on seed 100, R = 200, the same number for every method: 4, "
-          "or 6 in experiments/table1_tuning_cifar_wide.toml):\n")
+          "configurations by last-10% test accuracy on seed 100, R = 200, the same number for every method: 4; "
+          "8 in experiments/table1_tuning_wide.toml, 6 in experiments/table1_tuning_cifar_wide.toml; FedAvg's and "
+          "FedProx's in (0.1, 10%) from experiments/table1_tuning_small*.toml, 12 and 10):\n")
         p("| method | dataset | alpha | beta | steps |")
         p("|---|---|---|---|---|")
         for c in tuned:

@@ -312,6 +312,14 @@ def test_table1_report_pairs_against_the_most_seeded_sgd_step(tmp_path):
     assert cells[7].startswith("2.50 +- ") and cells[7].endswith("(n=2)")  # - server SGD: (2 + 3) / 2
     assert cells[8].startswith("-4.00 +- ")  # - ceiling: (-5 - 3) / 2
     assert cells[9].startswith("5.50 +- ")  # - ZO-HFL: (5 + 6) / 2
+    # a grid of cells whose dataset is in [fixed] (experiments/table1_zeros_cifar.toml): the steps table reads it there
+    grid = tmp_path / "g.toml"
+    grid.write_text('[fixed]\ndataset = "mnist"\n[grid]\ncell = [{alpha = 1.0, beta = 0.5, strategy = "fedavg", '
+                    'local-lr = 0.1}]\nseed = [0, 1]\n')
+    out = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(tmp_path / "runs"),
+                          str(grid), "--controls", str(tmp_path / "ctrl"), "--datasets", "mnist"],
+                         check=True, capture_output=True, text=True).stdout
+    assert "| FedAvg | mnist | 1 | 0.5 | local-lr 0.1 |" in out
 
 
 def test_zohfl_variants_report_pairs_against_the_best_f1_only(tmp_path):
