@@ -69,6 +69,13 @@ to() {
   mv "$file.tmp" "$file"
 }
 
+# grid_from NAME FROM: copy the finished cells experiments/NAME.toml shares with docs/results/FROM
+# into docs/results/NAME, then run the rest of the grid there (in-process, 2 workers)
+grid_from() {
+  run python experiments/copy_cells.py "experiments/$1.toml" "docs/results/$2" "docs/results/$1"
+  run python -m zofl.compare "experiments/$1.toml" --out "docs/results/$1" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+}
+
 # --- Peer cross-check: our FedAvg vs Flower's FedAvg strategy (the Flower simulation, seed 0) -------
 if want crosscheck; then
   run python -m zofl.compare experiments/crosscheck.toml --out docs/results/crosscheck --set "data-dir=\"$data\""
@@ -108,21 +115,17 @@ if want tuning; then
     --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd_seeds \
     --against docs/results/table1 --datasets mnist,fashion_mnist
   # widened past both corners
-  run python experiments/copy_cells.py experiments/table1_tuning_wide.toml docs/results/table1_tuning docs/results/table1_tuning_wide
-  run python -m zofl.compare experiments/table1_tuning_wide.toml --out docs/results/table1_tuning_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuning_wide table1_tuning
   to docs/results/table1_tuning_wide/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_wide --grid experiments/table1_tuning_wide.toml \
     --toml experiments/table1_tuned_wide.toml
-  run python experiments/copy_cells.py experiments/table1_tuned_wide.toml docs/results/table1_tuned docs/results/table1_tuned_wide
-  run python -m zofl.compare experiments/table1_tuned_wide.toml --out docs/results/table1_tuned_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuned_wide table1_tuned
   to docs/results/table1_tuned_wide.md python experiments/table1_report.py docs/results/table1_tuned_wide experiments/table1_tuned_wide.toml \
     --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd \
     docs/results/table1_controls_sgd_seeds --against docs/results/table1_tuned --datasets mnist,fashion_mnist
   # FedAvg and FedProx in (0.1, 10%) past their small edge
-  run python experiments/copy_cells.py experiments/table1_tuning_small.toml docs/results/table1_tuning_wide docs/results/table1_tuning_small
-  run python -m zofl.compare experiments/table1_tuning_small.toml --out docs/results/table1_tuning_small --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuning_small table1_tuning_wide
   to docs/results/table1_tuning_small/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_small --grid experiments/table1_tuning_small.toml
-  run python experiments/copy_cells.py experiments/table1_tuned_small.toml docs/results/table1_tuned_wide docs/results/table1_tuned_small
-  run python -m zofl.compare experiments/table1_tuned_small.toml --out docs/results/table1_tuned_small --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuned_small table1_tuned_wide
   to docs/results/table1_tuned_small.md python experiments/table1_report.py docs/results/table1_tuned_small experiments/table1_tuned_small.toml \
     --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd \
     docs/results/table1_controls_sgd_seeds --against docs/results/table1_tuned_wide --datasets mnist,fashion_mnist
@@ -150,21 +153,17 @@ if want cifar10; then
   to docs/results/table1_tuned_cifar.md python experiments/table1_report.py docs/results/table1_tuned_cifar experiments/table1_tuned_cifar.toml \
     --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --datasets cifar10
   # widened past its edge
-  run python experiments/copy_cells.py experiments/table1_tuning_cifar_wide.toml docs/results/table1_tuning_cifar docs/results/table1_tuning_cifar_wide
-  run python -m zofl.compare experiments/table1_tuning_cifar_wide.toml --out docs/results/table1_tuning_cifar_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuning_cifar_wide table1_tuning_cifar
   to docs/results/table1_tuning_cifar_wide/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_cifar_wide --grid experiments/table1_tuning_cifar_wide.toml \
     --toml experiments/table1_tuned_cifar_wide.toml
-  run python experiments/copy_cells.py experiments/table1_tuned_cifar_wide.toml docs/results/table1_tuned_cifar docs/results/table1_tuned_cifar_wide
-  run python -m zofl.compare experiments/table1_tuned_cifar_wide.toml --out docs/results/table1_tuned_cifar_wide --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuned_cifar_wide table1_tuned_cifar
   to docs/results/table1_tuned_cifar_wide.md python experiments/table1_report.py docs/results/table1_tuned_cifar_wide experiments/table1_tuned_cifar_wide.toml \
     --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --against docs/results/table1_tuned_cifar \
     --datasets cifar10
   # FedAvg and FedProx in (0.1, 10%) past their small edge
-  run python experiments/copy_cells.py experiments/table1_tuning_small_cifar.toml docs/results/table1_tuning_cifar_wide docs/results/table1_tuning_small_cifar
-  run python -m zofl.compare experiments/table1_tuning_small_cifar.toml --out docs/results/table1_tuning_small_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuning_small_cifar table1_tuning_cifar_wide
   to docs/results/table1_tuning_small_cifar/picks.md python experiments/table1_tuning_report.py docs/results/table1_tuning_small_cifar --grid experiments/table1_tuning_small_cifar.toml
-  run python experiments/copy_cells.py experiments/table1_tuned_small_cifar.toml docs/results/table1_tuned_cifar_wide docs/results/table1_tuned_small_cifar
-  run python -m zofl.compare experiments/table1_tuned_small_cifar.toml --out docs/results/table1_tuned_small_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from table1_tuned_small_cifar table1_tuned_cifar_wide
   to docs/results/table1_tuned_small_cifar.md python experiments/table1_report.py docs/results/table1_tuned_small_cifar experiments/table1_tuned_small_cifar.toml \
     --controls docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --against docs/results/table1_tuned_cifar_wide \
     --datasets cifar10
@@ -182,8 +181,7 @@ if want fig2; then
   run python experiments/fig2_plot.py docs/results/fig2
   # Fashion-MNIST, seeds 0-2: seed 0 is fig2's, the tau = 20 cells of seeds 1 and 2 are Table I's
   run python experiments/copy_cells.py experiments/fig2_seeds.toml docs/results/fig2 docs/results/fig2_seeds
-  run python experiments/copy_cells.py experiments/fig2_seeds.toml docs/results/table1 docs/results/fig2_seeds
-  run python -m zofl.compare experiments/fig2_seeds.toml --out docs/results/fig2_seeds --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  grid_from fig2_seeds table1
   run python experiments/fig2_plot.py docs/results/fig2_seeds
   # CIFAR-10, seeds 0-2, standardized inputs
   run python -m zofl.compare experiments/fig2_cifar.toml --out docs/results/fig2_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""

@@ -10,22 +10,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "run_all.sh"
 
 
-def _script_grids() -> tuple[set[str], set[str]]:
-    """(grids a command of run_all.sh names, grids its comments list as "superseded: experiments/X.toml")."""
-    run, superseded = set(), set()
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[int, str, str, str]:
+    """(exit code, stdout, stderr, data dir) of the script's dry run: every command it would run, expanded."""
+    data = tmp_path_factory.mktemp("run_all") / "data"
+    res = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(data)], capture_output=True, text=True)
+    return res.returncode, res.stdout, res.stderr, str(data)
+
+
+def _script_grids(commands: str) -> tuple[set[str], set[str]]:
+    """(grids the dry run's commands name, grids the script's comments list as "superseded: experiments/X.toml")."""
+    superseded = set()
     for line in SCRIPT.read_text().splitlines():
-        s = line.strip()
-        if s.startswith("#"):
-            m = re.match(r"#\s+superseded:\s+experiments/([\w.-]+\.toml)\b", s)
-            if m:
-                superseded.add(m.group(1))
-        else:
-            run.update(re.findall(r"experiments/([\w.-]+\.toml)\b", s))
-    return run, superseded
+        m = re.match(r"#\s+superseded:\s+experiments/([\w.-]+\.toml)\b", line.strip())
+        if m:
+            superseded.add(m.group(1))
+    return set(re.findall(r"experiments/([\w.-]+\.toml)\b", commands)), superseded
 
 
-def test_run_all_names_every_grid():
-    run, superseded = _script_grids()
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_run_all_names_every_grid(dry_run):
+    run, superseded = _script_grids(dry_run[1])
     grids = {p.name for p in (ROOT / "experiments").glob("*.toml")}
     assert grids - run - superseded == set(), \
         "grids neither run by experiments/run_all.sh nor listed there as superseded"
@@ -33,8 +38,9 @@ def test_run_all_names_every_grid():
     assert (run | superseded) - grids == set(), "run_all.sh names grids that do not exist"
 
 
-def test_run_all_covers_every_result_folder():
-    text = SCRIPT.read_text()
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_run_all_covers_every_result_folder(dry_run):
+    text = SCRIPT.read_text() + dry_run[1]  # the commands as run, and the folders listed as not regenerated
     results = ROOT / "docs" / "results"
     folders = [p for p in results.iterdir() if p.is_dir()] + \
         [p for p in (results / "afbo").iterdir() if p.is_dir()]
@@ -44,13 +50,12 @@ def test_run_all_covers_every_result_folder():
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_run_all_dry_run(tmp_path):
+def test_run_all_dry_run(dry_run):
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
-    res = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "data")], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert "missing" not in res.stderr
-    out = res.stdout
-    assert f"data-dir=\\\"{tmp_path / 'data'}\\\"" in out  # printed with %q
+    returncode, out, err, data = dry_run
+    assert returncode == 0, err
+    assert "missing" not in err
+    assert f"data-dir=\\\"{data}\\\"" in out  # printed with %q
     # the one-seed grid runs before the seeded one that shares its folder (and rewrites its tables)
     assert out.index("experiments/table1.toml") < out.index("experiments/table1_seeds.toml")
     assert "cp -r" not in SCRIPT.read_text()
