@@ -102,6 +102,13 @@ if want table1; then
   run python -m zofl.compare experiments/table1_seeds.toml --out docs/results/table1 --report-only --paired strategy=zohfl,scaffold strategy=zohfl,fedavg
   to docs/results/table1.md python experiments/table1_report.py docs/results/table1 experiments/table1_seeds.toml --controls docs/results/table1_controls \
     docs/results/table1_controls_sgd docs/results/table1_controls_sgd_seeds --datasets mnist,fashion_mnist
+  # (0.1, 10%) with seeds 0-4, methods and controls: seeds 0-2 are the folders' above
+  for from in table1 table1_controls table1_controls_sgd_seeds; do
+    run python experiments/copy_cells.py experiments/table1_seeds5.toml "docs/results/$from" docs/results/table1_seeds5
+  done
+  run python -m zofl.compare experiments/table1_seeds5.toml --out docs/results/table1_seeds5 --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_seeds5.md python experiments/table1_report.py docs/results/table1_seeds5 experiments/table1_seeds5.toml \
+    --controls docs/results/table1_seeds5 --datasets mnist,fashion_mnist
 fi
 
 # --- Step tuning (MNIST, Fashion-MNIST): the grid, widened twice, and Table I at each grid's picks ---
@@ -129,6 +136,13 @@ if want tuning; then
   to docs/results/table1_tuned_small.md python experiments/table1_report.py docs/results/table1_tuned_small experiments/table1_tuned_small.toml \
     --controls docs/results/table1_controls docs/results/table1_controls_tuned docs/results/table1_controls_sgd \
     docs/results/table1_controls_sgd_seeds --against docs/results/table1_tuned_wide --datasets mnist,fashion_mnist
+  # (0.1, 10%) at the tuned steps with seeds 0-4 (needs section table1's table1_seeds5 for the controls' seeds 3-4)
+  for from in table1_tuned_small table1_controls table1_controls_tuned table1_controls_sgd_seeds table1_seeds5; do
+    run python experiments/copy_cells.py experiments/table1_tuned_seeds5.toml "docs/results/$from" docs/results/table1_tuned_seeds5
+  done
+  run python -m zofl.compare experiments/table1_tuned_seeds5.toml --out docs/results/table1_tuned_seeds5 --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/table1_tuned_seeds5.md python experiments/table1_report.py docs/results/table1_tuned_seeds5 experiments/table1_tuned_seeds5.toml \
+    --controls docs/results/table1_tuned_seeds5 --against docs/results/table1_seeds5 --datasets mnist,fashion_mnist
 fi
 
 # --- Table I from x_0 = zeros (MNIST, Fashion-MNIST; methods and controls) --------------------------
@@ -136,6 +150,10 @@ if want zeros; then
   run python -m zofl.compare experiments/table1_zeros.toml --out docs/results/table1_zeros --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/table1_zeros.md python experiments/table1_report.py docs/results/table1_zeros experiments/table1_zeros.toml --controls docs/results/table1_zeros \
     --against docs/results/table1 --datasets mnist,fashion_mnist
+  # (0.1, 10%) from zeros with seeds 0-4
+  grid_from table1_zeros_seeds5 table1_zeros
+  to docs/results/table1_zeros_seeds5.md python experiments/table1_report.py docs/results/table1_zeros_seeds5 experiments/table1_zeros_seeds5.toml \
+    --controls docs/results/table1_zeros_seeds5 --against docs/results/table1_seeds5 --datasets mnist,fashion_mnist
 fi
 
 # --- CIFAR-10: the linear model's ceiling, step tuning (widened twice), controls, Table I, zeros ----
@@ -182,10 +200,14 @@ if want fig2; then
   # Fashion-MNIST, seeds 0-2: seed 0 is fig2's, the tau = 20 cells of seeds 1 and 2 are Table I's
   run python experiments/copy_cells.py experiments/fig2_seeds.toml docs/results/fig2 docs/results/fig2_seeds
   grid_from fig2_seeds table1
-  run python experiments/fig2_plot.py docs/results/fig2_seeds
+  # the controls (x0-only, f1-only at each grid's gamma): the Fashion-MNIST cells and CIFAR-10's x_0 are
+  # those of table1_controls and table1_controls_cifar (sections controls and cifar10)
+  run python experiments/copy_cells.py experiments/fig2_controls.toml docs/results/table1_controls docs/results/fig2_controls
+  grid_from fig2_controls table1_controls_cifar
+  run python experiments/fig2_plot.py docs/results/fig2_seeds --controls docs/results/fig2_controls
   # CIFAR-10, seeds 0-2, standardized inputs
   run python -m zofl.compare experiments/fig2_cifar.toml --out docs/results/fig2_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/fig2_plot.py docs/results/fig2_cifar
+  run python experiments/fig2_plot.py docs/results/fig2_cifar --controls docs/results/fig2_controls
 fi
 
 # --- Study: ZO-HFL's open choices and the baselines' steps (Fashion-MNIST), weighting, variants -----
@@ -204,6 +226,8 @@ if want fedrzo; then
   run python -m zofl.compare experiments/fig2_fedrzo_hyper.toml --out docs/results/fig2_fedrzo_hyper --engine inprocess --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig2_fedrzo_fair.toml --out docs/results/fig2_fedrzo_fair --engine inprocess --set "data-dir=\"$data\""
   run python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
+  # Fig. 1's controls: x_0 alone and the centralised ceiling of the ReLU network
+  run python -m zofl.compare experiments/fig1_fedrzo_controls.toml --out docs/results/fig1_fedrzo_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
 fi
 
 # --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo
