@@ -2,6 +2,12 @@
 
     python experiments/table1_report.py RESULTS_DIR [GRID.toml] [--controls CONTROLS_DIR ...]
         [--against OTHER_DIR] > docs/results/table1.md
+    python experiments/table1_report.py RESULTS_DIR --with MORE_DIR ... --controls ... --summary
+
+--summary prints one compact table instead (the one-screen summary of docs/results/README.md): a column
+per dataset and setting, the methods' and controls' last-10% accuracy and what each method adds over
+f1-only at ZO-HFL's gamma of that column, paired by seed; --with adds more methods' folders (other
+datasets, more seeds of the same cells: a seed's row read later replaces an earlier one).
 
 Reads RESULTS_DIR/results.csv (written by ``python -m zofl.compare``) and, with --controls, the
 controls' results.csv (experiments/table1_controls.toml); with --against, the same cells run another
@@ -77,6 +83,39 @@ def _pm(t: tuple, digits: int = 2) -> str:
     return fmt_interval((100 * t[0], 100 * t[1], t[2]), 1.0, digits) if t[2] else "-"
 
 
+def _summary(got: dict, ctrl: dict, datasets: tuple, figure, reference) -> None:
+    """The compact table: one column per (dataset, setting) with runs, last-10% accuracy (%), mean +- 95%."""
+    cols = [(ds, a, b) for ds in datasets for a, b in SETTINGS if any(got.get((s, ds, a, b)) for s in NAMES)]
+    short = {"mnist": "MNIST", "fashion_mnist": "Fashion", "cifar10": "CIFAR-10"}
+
+    def pm(t: tuple) -> str:
+        return "" if not t[2] else f"{100 * t[0]:.2f}" if t[2] == 1 else f"{100 * t[0]:.2f} +- {100 * t[1]:.2f}"
+
+    def f1_of(ds: str, a: float, b: float) -> dict[int, float]:
+        gamma = _gamma(next(iter(got.get(("zohfl", ds, a, b), {}).values()), {}))
+        return figure(ctrl.get(("f1-only", ds, gamma), {}), "last10_test_acc")
+
+    def line(name: str, cells: list[str]) -> None:
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+    line("", [f"{short.get(ds, ds)} ({a:g}, {int(100 * b)}%)" for ds, a, b in cols])
+    print("|---|" + "---|" * len(cols))
+    for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
+        line(NAMES[s], [pm(interval(figure(got.get((s, ds, a, b), {}), "last10_test_acc").values())) for ds, a, b in cols])
+        if s == "zohfl":
+            line("ZO-HFL, paper", [f"{PAPER['zohfl'][(a, b)][DATASETS.index(ds)]:.2f}" if ds in DATASETS else "-"
+                                   for ds, a, b in cols])
+    line("*x_0 only*", [pm(interval(figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc").values()))
+                        for ds, a, b in cols])
+    line("*f1-only (ZO-HFL's gamma)*", [pm(interval(f1_of(ds, a, b).values())) for ds, a, b in cols])
+    line("*server-only SGD*", [pm(interval(reference("server-sgd", ds).values())) for ds, a, b in cols])
+    line("*centralised SGD (ceiling)*", [pm(interval(reference("centralised", ds).values())) for ds, a, b in cols])
+    for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
+        line(f"{NAMES[s]} adds", [pm(paired(figure(got.get((s, ds, a, b), {}), "last10_test_acc"), f1_of(ds, a, b)))
+                                  for ds, a, b in cols])
+    line("seeds (n, methods)", [str(len(got.get(("zohfl", ds, a, b), {}))) for ds, a, b in cols])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="results folder of the methods' grid (results.csv)")
@@ -87,11 +126,14 @@ def main() -> None:
                     help="results folder of the same cells run another way (e.g. docs/results/table1, the default "
                          "steps): adds the column 'this - that', paired by seed")
     ap.add_argument("--datasets", default=",".join(DATASETS), help="comma list of the datasets to show")
+    ap.add_argument("--with", dest="more", type=Path, nargs="+", default=[],
+                    help="more results folders of methods' grids, read with RESULTS (other datasets, more seeds)")
+    ap.add_argument("--summary", action="store_true", help="print the compact one-screen table only")
     args = ap.parse_args()
     out, grid_path = args.results, args.grid
     datasets = tuple(d for d in args.datasets.split(",") if d)
     spec = tomllib.loads(grid_path.read_text())
-    rows = [r for r in _read(out) if r["strategy"] in NAMES and r["dataset"] in datasets
+    rows = [r for d in (out, *args.more) for r in _read(d) if r["strategy"] in NAMES and r["dataset"] in datasets
             and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
     ctrl_rows = [r for d in args.controls for r in _read(d) if r["strategy"] in CONTROLS and r["dataset"] in datasets]
     got = _by_cell(rows)
@@ -112,6 +154,9 @@ def main() -> None:
         cands = [figure(runs, "last10_test_acc") for (cc, cds, _), runs in ctrl.items() if cc == c and cds == ds]
         return max(cands, key=lambda v: (len(v), sum(v.values()) / max(len(v), 1)), default={})
 
+    if args.summary:
+        _summary(got, ctrl, datasets, figure, reference)
+        return
     p = print
     p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD, with controls\n")
     p("Test accuracy (%) after R = 500 rounds, tau = 20, m = 10 clients, Dirichlet(alpha) split, beta = fraction")
@@ -218,8 +263,9 @@ def main() -> None:
     if tuned:
         p("\nTuned per dataset and setting (experiments/table1_tuning_report.py: the best of the tuning grid's "
           "configurations by last-10% test accuracy on seed 100, R = 200, the same number for every method: 4; "
-          "8 in experiments/table1_tuning_wide.toml, 6 in experiments/table1_tuning_cifar_wide.toml; FedAvg's and "
-          "FedProx's in (0.1, 10%) from experiments/table1_tuning_small*.toml, 12 and 10):\n")
+          "8 in experiments/table1_tuning_wide.toml, 6 in experiments/table1_tuning_cifar_wide.toml; in (0.1, 10%) "
+          "FedAvg's and FedProx's, and SCAFFOLD's on MNIST and Fashion-MNIST, from "
+          "experiments/table1_tuning_small*.toml: 12 on MNIST and Fashion-MNIST, 10 on CIFAR-10):\n")
         p("| method | dataset | alpha | beta | steps |")
         p("|---|---|---|---|---|")
         for c in tuned:

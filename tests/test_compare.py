@@ -35,6 +35,26 @@ def test_expand_grid():
         expand_grid({"grid": {"seed": 3}})
 
 
+def test_a_grid_with_one_bad_cell_stops_before_any_cell_runs(tmp_path, capsys):
+    """The runner checks every cell as far as a run can be checked without its data (the method's own
+    rules too, e.g. ZO-HFL's orthogonal directions against the model's dimension, or the envelope
+    estimate with a task's own f2), so the bad third cell stops the grid before the first runs; the
+    error names the cell and the key. Warnings are said once per grid, before any cell."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('[fixed]\nnum-rounds = 1\northogonal-directions = true\n[grid]\ndirections = [1, 2, 641]\n')
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"grid cell 3 of 3 \{\"directions\": 641\}: run-config key 'directions'"):
+        main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"grid cell 2 of 2 \{\"estimator\": \"envelope\"\}: .*'estimator'"):
+        expand_grid({"fixed": {"task": "zofl.tasks.toy:HierarchicalQuadratic"},
+                     "grid": {"estimator": ["two-point", "envelope"]}})
+    grid.write_text('[grid]\nstraggler-prob = [0.5, 1.0]\nseed = [0, 1]\n')
+    main([str(grid), "--out", str(out), "--dry-run"])
+    err = capsys.readouterr().err
+    assert err.count("'straggler-prob' = 1") == 1 and "(2 of 4 cells)" in err
+
+
 def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     grid = tmp_path / "grid.toml"
     grid.write_text(GRID)
@@ -156,6 +176,20 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     assert "0 of 36 method cells finished" in report and "| - | - | 90.82 |" in report  # digits: not Table I
     assert "| - f1 only | - server SGD | - ceiling | - ZO-HFL | - out (last 10%) |" in report
     assert "| - | - | - |" in report
+    # the controls: drawn and paired by fig2_plot.py --controls, and in table1_report.py's --summary table
+    cgrid = tmp_path / "controls.toml"
+    cgrid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\n[grid]\nstrategy = ["x0-only", "f1-only"]\nseed = [0, 1]\n')
+    ctrl = tmp_path / "ctrl"
+    main([str(cgrid), "--out", str(ctrl), "--via", "inprocess", "--parallel", "1"])
+    subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out), "--controls", str(ctrl)], check=True)
+    loss = (out / "fig2_loss.md").read_text()
+    assert "ZO-HFL - f1-only, paired" in loss and "| digits: *f1-only* | | " in loss and "| digits: *x0-only* | | " in loss
+    assert all(line.count("(n=2)") >= 2 for line in loss.splitlines() if line.startswith("| digits (0.1, 10%) | 2 |"))
+    summary = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out), "--controls",
+                              str(ctrl), "--summary", "--datasets", "digits"], check=True, capture_output=True, text=True).stdout
+    lines = {line.split(" | ")[0]: line for line in summary.splitlines()}
+    assert "digits (1000, 90%) | digits (0.1, 10%) |" in summary
+    assert lines["| ZO-HFL adds"].count(" +- ") == 2 and lines["| *x_0 only*"].count(" +- ") == 2
 
 
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
