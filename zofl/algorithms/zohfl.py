@@ -132,10 +132,13 @@ def client_solve(
     """Algorithm 2, called twice per direction v_j: at x + eta v_j and at x - eta v_j, on the problem
     ``hier`` (``default_hierarchy`` for the paper's).
 
-    The start point y_0 is the query point itself (our choice; the paper leaves y_0
-    open), so H = 0 returns y = x +- eta v and both f2 values are 0: a straggler adds
-    nothing to the server's estimate. ``batch_seed`` words seed the minibatch draws;
-    with ``spec.crn`` both solves of a direction use the same draws.
+    The start point y_0 is the query point itself (our choice; the paper leaves y_0 open).
+    H = 0 (a straggler) gives f2 values of exactly 0, for any problem: with the paper's
+    instance they are 0 anyway (y = x +- eta v), but a task's own f2 or Y_i(x) would give
+    f2(x +- eta v, Proj(x +- eta v)), a term that varies with x and comes from no lower-level
+    step at all; a straggler adds nothing to the server's estimate (the server does the
+    same with uploaded vectors, ``straggler_f2_values``). ``batch_seed`` words seed the
+    minibatch draws; with ``spec.crn`` both solves of a direction use the same draws.
     """
     k, n = directions.shape
     f_plus = np.zeros(k)
@@ -149,9 +152,16 @@ def client_solve(
         b_m = b_p if spec.crn else minibatch_indices(seed_sequence(*batch_seed, j, 1), num_examples, H, spec.batch_size)
         y_plus[j] = lower_sgd(hier, x_p, x_p, b_p, spec.lr0, spec.Gamma)
         y_minus[j] = lower_sgd(hier, x_m, x_m, b_m, spec.lr0, spec.Gamma)
-        f_plus[j] = hier.f2(x_p, y_plus[j])
-        f_minus[j] = hier.f2(x_m, y_minus[j])
+        if H > 0:  # H = 0: the f2 values stay 0 (see above)
+            f_plus[j] = hier.f2(x_p, y_plus[j])
+            f_minus[j] = hier.f2(x_m, y_minus[j])
     return ClientResult(f_plus, f_minus, y_plus, y_minus, steps=2 * k * H)
+
+
+def straggler_f2_values(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """f2(x +- eta v_j, y+-_j) of a client with H = 0: exactly 0 for every problem, so its
+    two-point coefficients are 0 and it adds nothing (a client not sampled counts the same)."""
+    return np.zeros(k), np.zeros(k)
 
 
 def f2_values_from_vectors(
@@ -176,7 +186,8 @@ def client_weights(mode: str, pids: list[int], m: int, num_examples: Mapping[int
     """w_i for the clients ``pids`` that reported this round.
 
     * ``uniform``      -- 1/m, Algorithm 1's (1/m) sum_i; a client not sampled counts as H = 0,
-      which adds 0 (y_0 is the query point), so the reporting clients just get 1/m.
+      which adds exactly 0 (``client_solve``, ``straggler_f2_values``), so the reporting clients
+      just get 1/m.
     * ``participants`` -- 1/|S_r|: the average over the clients that reported (our option).
     * ``rho``          -- rho_i = N_i / N_train, the experiments' f2 = (lambda/2) sum_i rho_i ||x - y_i||^2.
     """

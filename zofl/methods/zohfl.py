@@ -38,11 +38,13 @@ from ..algorithms.zohfl import (
     lower_sgd,
     server_step_size,
     server_update,
+    straggler_f2_values,
     zo_estimate,
 )
 from ..config import Config, ConfigError
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
+from ..core.sampling import sample_round
 from ..tasks import DataSpec, Task
 
 
@@ -101,9 +103,12 @@ class ZOHFL(Method):
             return self.update_envelope(state, r, replies)
         n = x.size
         f_values, dirs = {}, {}
+        idle = self.idle_clients(state, r)
         for rep in replies:
             v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n, cfg.orthogonal_directions)
-            if cfg.uplink == "vectors":
+            if rep.pid in idle:  # H = 0: exactly 0, whatever f2 gives at the uploaded y's
+                f_values[rep.pid] = straggler_f2_values(cfg.directions)
+            elif cfg.uplink == "vectors":
                 f_values[rep.pid] = f2_values_from_vectors(x, v, rep.arrays["y_plus"], rep.arrays["y_minus"], cfg.eta,
                                                            self.f2)
             else:
@@ -119,6 +124,13 @@ class ZOHFL(Method):
             if pids else float("nan")
         return {**state, "x": server_update(x, grad_f1, g_f2, gamma_r)}, {"f2_est": f2_est, "gamma_r": gamma_r}
 
+    def idle_clients(self, state: State, r: int) -> set[int]:
+        """The clients whose work in round r had H = 0: the stragglers, the same draw as the engine's
+        (``zofl.core.rounds.SyncRun.plan`` -> ``Method.plan``), or every sampled client if H_r = 0."""
+        cfg = self.cfg
+        sampled, stragglers = sample_round(cfg.seed, r, self.m, cfg.beta, cfg.straggler_prob)
+        return set(sampled) if self.round_H(state, r) == 0 else set(stragglers)
+
     def grad_f1(self, x: np.ndarray, r: int) -> np.ndarray:
         """grad f1~(x_r, xi_r) on a server minibatch (0 without server data)."""
         cfg = self.cfg
@@ -131,7 +143,8 @@ class ZOHFL(Method):
     def update_envelope(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """estimator = envelope (ours): g = grad f1~ + sum_i w_i lambda (x_r - y_i(x_r))."""
         cfg, x = self.cfg, state["x"]
-        ys = {rep.pid: rep.arrays["y"] for rep in replies}
+        idle = self.idle_clients(state, r)  # H = 0: y = x, adding exactly 0
+        ys = {rep.pid: x if rep.pid in idle else rep.arrays["y"] for rep in replies}
         weights = client_weights(cfg.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
         g_f2 = envelope_estimate(weights, ys, x, cfg["lambda"], self.robust)
