@@ -258,6 +258,35 @@ def test_orthogonal_directions_give_the_exact_gradient_of_a_quadratic_with_a_ful
     np.testing.assert_allclose(rows.mean(axis=0), 0, atol=0.03)  # each row uniform on the sphere
 
 
+def test_orthogonal_directions_lower_the_variance_below_independent_ones_for_k_below_n():
+    """k < n: the mean of k two-point estimates of a quadratic has total variance (n - k)/k ||g||^2
+    with orthonormal directions against (n - 1)/k ||g||^2 with independent ones (both unbiased):
+    lower for every 1 < k <= n, the same at k = 1, and a small gain when k << n (n = 7,840 and
+    k = 4: 7,836 against 7,839). Measured over 4,000 draws at n = 8, k = 3."""
+    from zofl.algorithms.smoothing import orthogonal_directions, two_point_estimate
+
+    n, k, eta, draws = 8, 3, 0.1, 4000
+    rng = np.random.default_rng(1)
+    Q = rng.normal(size=(n, n))
+    A, b, x = Q @ Q.T, rng.normal(size=n), rng.normal(size=n)
+    g = A @ x + b
+
+    def f(z):
+        return 0.5 * z @ A @ z + b @ z
+
+    def total_variance(draw):
+        est = np.array([two_point_estimate(np.array([f(x + eta * d) for d in v]), np.array([f(x - eta * d) for d in v]),
+                                           v, eta) for v in (draw(s) for s in range(draws))])
+        np.testing.assert_allclose(est.mean(axis=0), g, atol=0.1 * np.linalg.norm(g))  # unbiased
+        return float(np.sum(est.var(axis=0)))
+
+    ortho = total_variance(lambda s: orthogonal_directions(s, k, n))
+    indep = total_variance(lambda s: sphere_directions(s, k, n))
+    assert ortho < indep
+    assert ortho == pytest.approx((n - k) / k * (g @ g), rel=0.1)
+    assert indep == pytest.approx((n - 1) / k * (g @ g), rel=0.1)
+
+
 def test_envelope_estimator_learns_from_the_clients_alone(tmp_path):
     """estimator = envelope (ours): with no server data (no f1) and x_0 = 0, the clients' y_i(x_r)
     alone move x: one solve of H steps per client per round, f2's gradient lambda (x - y_i)."""
