@@ -209,7 +209,8 @@ KEYS: tuple[Key, ...] = (
         "the k = directions of a client in a round are orthonormal (ours; default: independent draws)", "ours"),
     Key("estimator", str, "two-point", "'two-point' or 'envelope'",
         "ZO-HFL's f2 part: the paper's two-point estimate, or (ours, beyond the paper) sum_i w_i lambda "
-        "(x - y_i(x)) from one solve at x_r per client (the Moreau-envelope gradient direction)", "ours",
+        "(x - y_i(x)) from one solve at x_r per client (the gradient of a Moreau-envelope objective, not of "
+        "problem (1); each client uploads y_i, n floats; needs ball-radius = 0)", "ours",
         _choice("two-point", "envelope")),
     Key("crn", bool, True, "true or false", "common random numbers: the two solves share their minibatches",
         "ours"),
@@ -397,10 +398,19 @@ def _cross_checks(cfg: Config) -> None:
     if cfg.engine == "async" and cfg.min_replies > cfg.num_clients:
         raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than a window's "
                           f"num-clients = {cfg.num_clients} task results: every window would fail")
+    if cfg.strategy == "zohfl" and cfg.estimator == "envelope" and cfg.ball_radius > 0:
+        raise ConfigError(f"run-config key 'ball-radius' = {cfg.ball_radius} with estimator = 'envelope': with the "
+                          f"ball Y_i(x) binding, lambda (x - y_i) is no longer lambda / mu times the gradient of "
+                          f"client i's Moreau envelope (its factor becomes client- and round-dependent; "
+                          f"zofl.algorithms.zohfl.envelope_estimate); use ball-radius = 0 or estimator = 'two-point'")
     if cfg.tau == 0 and cfg.local_steps == 0 and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):  # FedRZO_bl: H = 0 is
         # a setting of its Fig. 2 (the lower-level rounds still run)
         raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
                           "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
+
+
+# ZO-HFL keys the envelope estimate does not read (warned about when set: config_warnings)
+ENVELOPE_UNUSED = ("directions", "orthogonal-directions", "uplink", "eta", "crn", "coef-clip")
 
 
 def config_warnings(cfg: Config) -> list[str]:
@@ -411,6 +421,12 @@ def config_warnings(cfg: Config) -> list[str]:
         out.append("run-config key 'straggler-prob' = 1: every sampled client is a straggler (H = 0) in every round, "
                    "so no client ever takes a local step (for ZO-HFL this is its server steps alone, the f1-only "
                    "control); use a value below 1 to train on the clients")
+    if cfg.strategy == "zohfl" and cfg.estimator == "envelope":
+        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != KEY_BY_NAME[k].default]
+        if unused:
+            out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
+                       f"does not read them: one solve at x_r per client, no directions, no two-point "
+                       f"coefficients, and every client uploads its y_i (n floats) whatever 'uplink' says")
     if cfg.aggregation != "mean":
         per_step = (cfg.buffer_size if cfg.strategy == "fedbuff" else
                     cfg.num_clients if cfg.engine == "async" else max(1, round(cfg.beta * cfg.num_clients)))

@@ -229,13 +229,31 @@ def zo_estimate(
 
 def envelope_estimate(weights: Mapping[int, float], ys: Mapping[int, np.ndarray], x: np.ndarray,
                       lam: float, combine: Callable[[list[np.ndarray]], np.ndarray] | None = None) -> np.ndarray:
-    """sum_i w_i lambda (x - y_i(x)): the first-order estimate of the f2 part (ours, beyond the paper).
+    """sum_i w_i lambda (x - y_i(x)): a first-order estimate in place of the f2 part (ours, beyond the paper).
 
-    With f2 = (lambda/2)||x - y||^2 and h_i = loss_i(y) + (mu/2)||x - y||^2, y_i(x) is the proximal
-    point of loss_i / mu at x, and mu (x - y_i(x)) is the gradient of client i's Moreau envelope
-    min_y h_i(x, y); lambda (x - y_i) is the gradient of f2 in x at fixed y_i, the same vector up to
-    the factor lambda / mu. It drops the term through dy_i/dx that the two-point estimate also
-    sees, and has no n / (2 eta) noise: it is the y vectors the paper already uploads, used directly."""
+    With f2 = (lambda/2)||x - y||^2, h_i = loss_i(y) + (mu/2)||x - y||^2 and Y_i(x) = R^n, y_i(x) is
+    the proximal point of loss_i / mu at x, and mu (x - y_i(x)) is the gradient of client i's Moreau
+    envelope M_i(x) = min_y h_i(x, y). So with the uniform weights 1/m the server's step follows
+    the gradient of
+
+        f1(x) + (lambda / mu) (1/m) sum_i M_i(x),
+
+    a different objective from problem (1)'s f1(x) + (1/m) sum_i (lambda/2)||x - y_i(x)||^2, whose
+    gradient is lambda (I - dy_i/dx)(x - y_i): the estimate drops the term through dy_i/dx, and the
+    iterates go to the stationary point of the envelope objective, not to problem (1)'s. y_i(x) is
+    H SGD steps from x (inexact, as in the two-point estimate).
+
+    Why it should be less noisy: no random direction and no n / (2 eta) factor. That is argued from
+    its form, not measured (docs/zohfl.md reports accuracy only). Cost: one solve of H steps per
+    client (half the two-point estimate's), and an upload of y_i, n floats per client per round
+    (the two-point estimate with uplink = scalars sends 2 floats per direction).
+
+    Only for the paper's instance with Y_i(x) = R^n: with a ball Y_i(x) = {||y - x|| <= rho} that
+    binds, the gradient of M_i is (mu + nu_i)(x - y_i) with nu_i >= 0 the constraint's multiplier,
+    so lambda (x - y_i) is the envelope's gradient times lambda / (mu + nu_i), a factor that changes
+    per client and per round: the gradient of no fixed objective (``zofl.config`` refuses
+    ball-radius > 0 with it; ``zofl.methods.zohfl.ZOHFL.check`` a task with any of the hooks, since
+    with another f2, h_i or Y_i(x) the envelope reading is gone)."""
     if combine is not None:  # a robust rule over lambda (x - y_i) (ours; see zo_estimate)
         if not weights:
             return np.zeros_like(x)
