@@ -318,3 +318,32 @@ def test_default_hierarchy_with_a_ball_is_projected_sgd():
     np.testing.assert_array_equal(y, projected_sgd(grad, x, x, batches, 0.1, 0.5, 0.1))
     assert np.linalg.norm(y - x) <= 0.1 + 1e-12
     assert np.linalg.norm(projected_sgd(grad, x, x, batches, 0.1, 0.5, 0.0) - x) > 0.25
+
+
+def test_zohfl_rules_that_need_the_task_are_checked_without_data():
+    """check_run (what the runner calls for every grid cell before any runs) applies ZO-HFL's
+    own rules from the task and the data's shape alone; f1-only, which reads neither key, runs."""
+    from zofl.config import ConfigError, config_warnings, parse_config
+    from zofl.setup import check_run
+    from zofl.tasks import load_task
+    from zofl.tasks.base import data_shape
+
+    hq = "zofl.tasks.toy:HierarchicalQuadratic"
+    with pytest.raises(ConfigError, match="'estimator'.*hfl_f2, hfl_lower_grad, hfl_project"):
+        check_run({"task": hq, "estimator": "envelope"})
+    with pytest.raises(ConfigError, match="'directions': 641 orthogonal directions exceed the model's dimension 640"):
+        check_run({"directions": 641, "orthogonal-directions": True})  # digits: 64 features x 10 classes
+    check_run({"directions": 640, "orthogonal-directions": True})
+    check_run({"strategy": "f1-only", "task": hq, "estimator": "envelope"})
+    with pytest.raises(ConfigError, match="'ball-radius' = 0.5 with estimator = 'envelope'"):
+        parse_config({"estimator": "envelope", "ball-radius": 0.5})
+    parse_config({"strategy": "f1-only", "estimator": "envelope", "ball-radius": 0.5})  # f1-only reads neither
+    warned = " ".join(config_warnings(parse_config({"estimator": "envelope", "directions": 4, "uplink": "vectors"})))
+    assert "'directions', 'uplink' set, but estimator = 'envelope' does not read them" in warned
+    assert config_warnings(parse_config({"estimator": "envelope"})) == []
+    # the shape without reading the file: the table agrees with the data as loaded
+    from zofl.tasks import DataSpec
+
+    task, spec = load_task("softmax"), DataSpec()
+    test = task.test_data(spec)
+    assert data_shape(task, spec) == (test.x.shape[1], test.num_classes) == (64, 10)

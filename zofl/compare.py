@@ -59,7 +59,11 @@ CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are 
 
 
 def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """All cells (run-configs) of a grid spec, validated, in a stable order."""
+    """All cells (run-configs) of a grid spec, in a stable order, each validated as far as a run can be
+    without reading data (``zofl.setup.check_run``: the run-config, the task, the method's own rules),
+    so a grid with one bad cell stops before any cell runs; the ConfigError names the cell."""
+    from .setup import check_run
+
     fixed = dict(spec.get("fixed", {}))
     grid = dict(spec.get("grid", {}))
     per_strategy = spec.get("strategy", {})
@@ -74,16 +78,34 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             dims.append([dict(v) for v in values])
         else:
             dims.append([{key: v} for v in values])
+    combos = list(itertools.product(*dims))
     cells = []
-    for combo in itertools.product(*dims):
+    for i, combo in enumerate(combos):
         cell = dict(fixed)
         for part in combo:
             cell.update(part)
         cell.update(per_strategy.get(cell.get("strategy", "zohfl"), {}))
         cell.update(overrides or {})
-        parse_config({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})  # fail early
+        try:
+            check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})  # fail early
+        except ConfigError as exc:
+            where = json.dumps({k: v for part in combo for k, v in part.items()}, sort_keys=True)
+            raise ConfigError(f"grid cell {i + 1} of {len(combos)} {where}: {exc}") from None
         cells.append(cell)
     return cells
+
+
+def grid_warnings(cells: list[dict[str, Any]]) -> list[str]:
+    """The run-config warnings (``zofl.config.config_warnings``) of the grid's cells, each once, with
+    how many cells it concerns: said before any cell runs (a cell run through Flower logs them only
+    in its own output)."""
+    from .config import config_warnings
+
+    seen: dict[str, int] = {}
+    for cell in cells:
+        for w in config_warnings(_full(cell)):
+            seen[w] = seen.get(w, 0) + 1
+    return [f"{w} ({n} of {len(cells)} cells)" for w, n in seen.items()]
 
 
 # keys that change no number
@@ -493,6 +515,8 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
     out = Path(args.out).expanduser().resolve()
+    for w in grid_warnings(cells):
+        print(f"warning: {w}", file=sys.stderr)
     if args.dry_run:
         for c in cells:
             print(cell_id(c), json.dumps(c, sort_keys=True))

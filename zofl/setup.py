@@ -20,9 +20,39 @@ def data_spec(cfg: Config) -> DataSpec:
                     standardize=cfg.standardize, stamp=file_stamp(cfg.dataset, os.path.expanduser(cfg.data_dir)))
 
 
+def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
+    """Every check of a run that reads no data: the run-config, the task (imported, of the kind the
+    strategy needs) and the method's own rules (``Method.check``, at most the data's shape). The
+    runner (zofl.compare) calls it for every cell of a grid before any cell runs; raises ConfigError
+    naming the key."""
+    from .methods import METHODS
+
+    cfg = parse_config(run_config)
+    task = _task(cfg)
+    spec = data_spec(cfg)
+    METHODS[cfg.strategy].server.check(cfg, task, spec)
+    return cfg, task, spec
+
+
 def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     """Validate the run-config, load the task and check its data; raise ConfigError naming the key."""
     cfg = parse_config(run_config)
+    task = _task(cfg)
+    spec = data_spec(cfg)
+    try:
+        task.check(spec)
+    except (DataError, ValueError) as exc:
+        raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
+    if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
+        try:
+            task.configure(cfg, spec)
+        except ValueError as exc:
+            raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
+    return cfg, task, spec
+
+
+def _task(cfg: Config) -> Task:
+    """The run's task, of the kind its strategy needs (a ConfigError naming the key 'task' otherwise)."""
     try:
         task = load_task(cfg.task)
     except TaskError as exc:
@@ -37,17 +67,7 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         need = "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"
     if not ok:
         raise ConfigError(f"run-config key 'task': strategy={cfg.strategy!r} needs {need}, got task={cfg.task!r}")
-    spec = data_spec(cfg)
-    try:
-        task.check(spec)
-    except (DataError, ValueError) as exc:
-        raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
-    if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
-        try:
-            task.configure(cfg, spec)
-        except ValueError as exc:
-            raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
-    return cfg, task, spec
+    return task
 
 
 def data_identity(task: Task, spec: DataSpec) -> dict[str, str] | None:

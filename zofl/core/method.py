@@ -50,6 +50,12 @@ class Method:
     one_task_per_version = False  # async: a client that replied at this version waits for the next
     server_only = False  # a control (zofl.methods.controls): no client is sampled or contacted
 
+    @classmethod
+    def check(cls, cfg, task, spec) -> None:
+        """Raise ConfigError (naming the key) if the run-config cannot work with this task; reads at
+        most the data's shape, never the data (``zofl.setup.check_run`` calls it before any run
+        starts, e.g. for every cell of a grid). Default: nothing to check."""
+
     def __init__(self, cfg, task, spec):
         self.cfg, self.task, self.spec = cfg, task, spec
         self.m = cfg.num_clients

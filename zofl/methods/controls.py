@@ -69,6 +69,10 @@ class F1Only(ZOHFL):
     name, title = "f1-only", "f1 only (control: ZO-HFL's server steps, no clients)"
     server_only = True
 
+    @classmethod
+    def check(cls, cfg, task, spec, n: int | None = None) -> None:
+        pass  # reads none of the client keys ZO-HFL checks (zofl.config.READ_BY)
+
     def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
         return []
 

@@ -12,8 +12,14 @@ optional hooks, else the paper's Sec. IV instance (lambda, mu, ball-radius).
 
 Choices the paper leaves open (run-config keys, see zofl.config and docs/zohfl.md): y_0 = the
 query point; weighting of the client estimates (``weighting``); common random numbers
-(``crn``); ``directions`` per client; x_0 (``x0``); uplink of vectors or scalars (``uplink``).
-A client not in S_r is not contacted; it counts as H = 0, adding 0.
+(``crn``); ``directions`` per client; x_0 (``x0``); uplink of vectors or scalars (``uplink``);
+the offset Gamma of the client step (``client-lr-gamma``).
+Ours, beyond the paper: ``orthogonal-directions`` (a client's k directions orthonormal) and
+``estimator = "envelope"`` (sum_i w_i lambda (x - y_i(x)) from one solve at x_r, instead of the
+two-point estimate; see ``zofl.algorithms.zohfl.envelope_estimate``).
+A client with H = 0 (a straggler) adds exactly 0, for any task (``client_solve``; the server
+zeroes it too when it computes f2 from uploaded vectors); a client not in S_r is not contacted
+and counts the same.
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ from ..core.method import Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import sample_round
 from ..tasks import DataSpec, Task
+from ..tasks.base import data_shape
 
 
 def solve_spec(cfg: Config) -> SolveSpec:
@@ -83,13 +90,29 @@ class ZOHFL(Method):
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
+        self.check(cfg, task, spec, n=int(np.asarray(
+            task.init_params(self.test_data.x.shape[1], self.test_data.num_classes)).size))
         self.f2 = hierarchy(cfg, task).f2
-        if cfg.estimator == "envelope" and any(hasattr(task, h) for h in ("hfl_f2", "hfl_project")):
-            raise ConfigError("run-config key 'estimator': 'envelope' needs the paper's f2 = (lambda/2)||x - y||^2 "
-                              "and no constraint set; this task defines its own (use 'two-point')")
-        if cfg.orthogonal_directions and cfg.directions > task_dim(task, self.test_data):
-            raise ConfigError(f"run-config key 'directions': {cfg.directions} orthogonal directions exceed the "
-                              f"model's dimension {task_dim(task, self.test_data)}")
+
+    @classmethod
+    def check(cls, cfg: Config, task: Task, spec: DataSpec, n: int | None = None) -> None:
+        """The rules that need the task (``zofl.setup.check_run``: the runner checks them for every
+        cell before any cell runs): the envelope estimate needs the paper's f2, h_i and no constraint
+        set (``envelope_estimate``): no hooks; and orthonormal directions are at most the model's dimension n
+        (given, or from the data's shape alone, ``zofl.tasks.base.data_shape``: no dataset is read
+        for a built-in task; the method checks again with the data it loaded)."""
+        if cfg.estimator == "envelope":
+            own = [h for h in HOOKS if hasattr(task, h)]
+            if own:
+                raise ConfigError(f"run-config key 'estimator': 'envelope' follows the gradient of the clients' Moreau "
+                                  f"envelopes only for the paper's f2 = (lambda/2)||x - y||^2, h_i = loss_i(y) + "
+                                  f"(mu/2)||x - y||^2 and Y_i(x) = R^n; task {cfg.task!r} defines its own "
+                                  f"{', '.join(own)} (use 'two-point')")
+        if cfg.orthogonal_directions and cfg.directions > 1:
+            n = model_dim(task, spec) if n is None else n
+            if cfg.directions > n:
+                raise ConfigError(f"run-config key 'directions': {cfg.directions} orthogonal directions exceed the "
+                                  f"model's dimension {n}")
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         k, n = self.cfg.directions, state["x"].size
@@ -154,8 +177,9 @@ class ZOHFL(Method):
             {"f2_est": f2_est, "gamma_r": gamma_r}
 
 
-def task_dim(task: Task, test_data) -> int:
-    return int(np.asarray(task.init_params(test_data.x.shape[1], test_data.num_classes)).size)
+def model_dim(task: Task, spec: DataSpec) -> int:
+    """n, the length of the task's flattened model, from the data's shape alone."""
+    return int(np.asarray(task.init_params(*data_shape(task, spec))).size)
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .data import ArrayData, DataError, check_available, load_pooled, make_splits, take
+from .data import NUM_CLASSES, NUM_FEATURES, ArrayData, DataError, check_available, load_pooled, make_splits, take
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,16 @@ class Task(Protocol):
 
     def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Predicted labels for the rows of x."""
+
+
+def data_shape(task, spec: DataSpec) -> tuple[int, int]:
+    """(num_features, num_classes) of the task's test data, as ``init_params`` gets them: for a
+    ``SplitTask`` that keeps the built-in data methods, from the dataset's name (no file is read:
+    the runner checks every cell with it before any runs); otherwise from ``test_data(spec)``."""
+    if isinstance(task, SplitTask) and type(task).test_data is SplitTask.test_data:
+        return NUM_FEATURES[spec.dataset], NUM_CLASSES[spec.dataset]
+    test = task.test_data(spec)
+    return test.x.shape[1], test.num_classes
 
 
 def pooled_of(spec: DataSpec):

@@ -32,6 +32,8 @@ import numpy as np
 
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")
 NUM_CLASSES = {"digits": 10, "covtype": 7, "mnist": 10, "fashion_mnist": 10, "cifar10": 10}
+# features per example as the tasks see them (images flattened): the model's shape before any file is read
+NUM_FEATURES = {"digits": 64, "covtype": 54, "mnist": 784, "fashion_mnist": 784, "cifar10": 3072}
 KERAS_KEYS = ("x_train", "y_train", "x_test", "y_test")
 FILE_DATASETS = ("covtype", "mnist", "fashion_mnist", "cifar10")
 TEST_FRACTION = 0.1
