@@ -190,3 +190,12 @@ def test_a_strategy_gives_the_same_numbers_whatever_the_keys_it_does_not_read(tm
     skip = {"wall_s", "client_compute_s", "client_compute_max_s", "client_wall_max_s", "uplink_bytes", "downlink_bytes"}
     strip = lambda rec: [{k: v for k, v in r.items() if k not in skip} for r in rec]  # noqa: E731
     assert strip(read_rounds(d0)) == strip(read_rounds(d1))
+
+
+def test_raw_cifar10_is_warned_about():
+    from zofl.config import config_warnings
+
+    assert "'standardize' = false with dataset = 'cifar10'" in " ".join(config_warnings(parse_config(
+        {"dataset": "cifar10"})))
+    assert config_warnings(parse_config({"dataset": "cifar10", "standardize": True})) == []
+    assert config_warnings(parse_config({"dataset": "mnist"})) == []

@@ -427,6 +427,12 @@ def config_warnings(cfg: Config) -> list[str]:
             out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
                        f"does not read them: one solve at x_r per client, no directions, no two-point "
                        f"coefficients, and every client uploads its y_i (n floats) whatever 'uplink' says")
+    if cfg.dataset == "cifar10" and not cfg.standardize:
+        out.append("run-config key 'standardize' = false with dataset = 'cifar10': a linear model on raw [0, 1] "
+                   "pixels with the default steps diverges (the pre-trained x_0 with x0-lr = 0.1 ended at 15% test "
+                   "accuracy, docs/results/README.md); set standardize = true and scale the steps to the data (the "
+                   "CIFAR-10 tables use x0-lr = 0.001); the default stays false so that recorded runs keep their "
+                   "meaning")
     if cfg.aggregation != "mean":
         per_step = (cfg.buffer_size if cfg.strategy == "fedbuff" else
                     cfg.num_clients if cfg.engine == "async" else max(1, round(cfg.beta * cfg.num_clients)))
