@@ -6,8 +6,9 @@ simulation are in test_flower_e2e.py).
 The two engines agree with each other bit for bit (records and final model), on any machine. Against
 the frozen numbers the floats are compared to 1e-12 relative: numpy picks its SIMD kernels by CPU
 (AVX-512 here, AVX2 where the reference was frozen), and a reduction's last bit differs between them
-(measured: at most 4.4e-16 relative over all ten runs; ``NPY_DISABLE_CPU_FEATURES=X86_V4,...`` gives
-the frozen bits exactly); everything else (rounds, sampled clients, counts) must be equal."""
+(measured: at most 4.4e-16 relative over all ten runs); everything else (rounds, sampled clients,
+counts) must be equal. With the AVX-512 kernels switched off (``NPY_DISABLE_CPU_FEATURES``) the final
+models are the frozen bits exactly: the last test checks their stored digests."""
 import json
 from pathlib import Path
 
@@ -55,3 +56,37 @@ def test_flower_fedavg_cross_check_is_identical_in_both_apis(tmp_path):
     (d1, x1), (d2, x2) = run(tmp_path, "flwr-fedavg", "sync"), run(tmp_path, "flwr-fedavg", "legacy")
     np.testing.assert_array_equal(x1, x2)
     assert figures(d1) == figures(d2)
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86 SIMD kernels")
+def test_final_models_are_the_frozen_bits_with_the_freezing_machines_kernels():
+    """With numpy's AVX-512 kernels switched off (the reference was frozen on an AVX2 machine) every
+    run's final model has the stored digest (x_sha256), bit for bit; flwr-fedavg's old engine summed
+    in an arbitrary order (see REFERENCE above), so its digest was never reproducible."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy
+
+    core = getattr(numpy, "_core", None) or numpy.core
+    dispatch = getattr(core._multiarray_umath, "__cpu_dispatch__", [])
+    script = """
+import json, logging, sys, tempfile
+from pathlib import Path
+logging.disable(logging.CRITICAL)
+from zofl.inprocess import run_inprocess
+from tests.reference.freeze import x_digest
+ref = json.loads(Path("tests/reference/rounds.json").read_text())
+with tempfile.TemporaryDirectory() as d:
+    for name, r in ref.items():
+        if name != "flwr-fedavg":
+            _, x = run_inprocess({**r["run-config"], "output-dir": d, "run-name": name}, workers=0)
+            print(name, x_digest(x) == r["x_sha256"])
+"""
+    newer = [f for f in dispatch if f.startswith(("AVX512", "X86_V4"))]  # above the freezing machine's AVX2
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(newer)}
+    res = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env,
+                         capture_output=True, text=True, check=True)
+    lines = [ln for ln in res.stdout.splitlines() if ln.endswith((" True", " False"))]
+    assert len(lines) == len(REFERENCE) - 1 and all(ln.endswith(" True") for ln in lines), res.stdout
