@@ -196,8 +196,8 @@ KEYS: tuple[Key, ...] = (
     Key("gamma", float, 0.01, "a number > 0", "server step gamma_r = gamma / sqrt(r + 1)", "paper", _pos),
     Key("client-lr", float, 0.1, "a number > 0", "g~: client step g~ / (t + Gamma)", "paper", _pos),
     Key("client-lr-gamma", float, 1.0, "a number > 0",
-        "Gamma of the client step g~ / (t + Gamma): 1 in the experiments; Proposition 1's rate needs Gamma > 1 "
-        "for its own conditions to hold together (docs/zohfl.md)", "paper", _pos),
+        "Gamma of the client step g~ / (t + Gamma): 1 in the experiments; Proposition 1's rate needs mu_h g~ > 1 "
+        "and g~ / Gamma <= mu_h / (2 L^2), so Gamma > 2 (L / mu_h)^2 >= 2 (docs/zohfl.md)", "paper", _pos),
     Key("lambda", float, 10.0, "a number >= 0", "weight of f2 = (lambda/2)||x - y_i||^2", "ours", _nonneg),
     Key("mu", float, 1.0, "a number > 0", "proximal weight of h_i = loss_i(y) + (mu/2)||x - y||^2", "ours", _pos),
     Key("batch-size", int, 32, "an integer >= 1", "client minibatch size", "ours", lambda v: v >= 1),
