@@ -272,7 +272,7 @@ def test_table1_tuning_picks_the_best_complete_group_and_writes_a_valid_grid(tmp
     md = subprocess.run([sys.executable, str(root / "experiments" / "table1_tuning_report.py"), str(tmp_path),
                          "--grid", str(root / "experiments" / "table1_tuning_small.toml")],
                         check=True, capture_output=True, text=True).stdout
-    assert "ZO-HFL" not in md and "| FedAvg | pending (0 of 12 finished) |" in md and "0 of 4 groups picked" in md
+    assert "ZO-HFL" not in md and "| FedAvg | pending (0 of 12 finished) |" in md and "0 of 6 groups picked" in md
 
 
 def test_copy_cells_copies_only_the_grids_finished_cells(tmp_path):
