@@ -1,9 +1,10 @@
-"""ZO-HFL's variants (issue 11, item 6; ours) against their controls, from the runs of
+"""ZO-HFL's variants (issue 11, item 6; ours, beyond the paper) against their controls, from the runs of
 experiments/zohfl_variants.toml: per variant and start (x_0 pre-trained or zeros), the mean of the
 last 10% of rounds over seeds, and paired differences (same seeds) against the f1-only control with
 the same server step gamma (the server's own steps grow with gamma too), against the best f1-only
 control of that start (the gamma with the highest mean: a variant's gain over its own gamma's control
-can be the control's loss at that gamma), FedAvg and SCAFFOLD; and the client work (local SGD steps per
+can be the control's loss at that gamma), server-only SGD, FedAvg and SCAFFOLD; x_0 alone and the
+centralised ceiling as rows; and the client work (local SGD steps per
 sampled client per round). Written to DIR/variants.md and printed.
 
     python experiments/zohfl_variants_report.py docs/results/zohfl_variants
@@ -25,7 +26,14 @@ VARIANTS = [  # (label, keys the row must have)
     ("(b) envelope estimate, gamma 0.01", {"strategy": "zohfl", "estimator": "envelope", "gamma": "0.01"}),
     ("(b+c) envelope estimate, gamma 0.1", {"strategy": "zohfl", "estimator": "envelope", "gamma": "0.1"}),
     ("(b+c) envelope estimate, gamma 1", {"strategy": "zohfl", "estimator": "envelope", "gamma": "1.0"}),
+    ("(b+c) envelope estimate, gamma 3", {"strategy": "zohfl", "estimator": "envelope", "gamma": "3.0"}),
+    ("(b+c) envelope estimate, gamma 10", {"strategy": "zohfl", "estimator": "envelope", "gamma": "10.0"}),
+    ("(a+c) 4 orthonormal directions, gamma 0.1",
+     {"strategy": "zohfl", "estimator": "two-point", "directions": "4", "gamma": "0.1"}),
+    ("(a+c) 4 orthonormal directions, gamma 1",
+     {"strategy": "zohfl", "estimator": "two-point", "directions": "4", "gamma": "1.0"}),
 ]
+CONTROLS = ("x0-only", "server-sgd", "centralised", "fedavg", "scaffold")
 ROUNDS, SAMPLED = 200, 5  # R and beta m of the grid
 
 
@@ -43,42 +51,46 @@ def main(out: str) -> int:
             if all(row.get(k) == v for k, v in want.items()):
                 acc[key(row, label)][seed] = last10
                 steps[key(row, label)].append(int(row["local_steps"]) / (ROUNDS * SAMPLED))
-        if row["strategy"] in ("f1-only", "fedavg", "scaffold"):
+        if row["strategy"] in ("f1-only", *CONTROLS):
             label = row["strategy"] + (f" gamma {float(row['gamma']):g}" if row["strategy"] == "f1-only" else "")
             acc[key(row, label)][seed] = last10
             steps[key(row, label)].append(int(row["local_steps"]) / (ROUNDS * SAMPLED))
-    lines = ["# ZO-HFL variants against their controls", "",
+    lines = ["# ZO-HFL variants against their controls (ours, beyond the paper)", "",
              f"Written by `python experiments/zohfl_variants_report.py {out}` from the runs of "
              "`experiments/zohfl_variants.toml` (Fashion-MNIST, alpha 1, beta 0.5, m = 10, tau = 20, R = 200, "
-             "seeds 0-2, the in-process engine). Test accuracy (%), mean of the last 10% of rounds: mean +- the "
+             f"seeds {', '.join(map(str, sorted({int(r['seed']) for r in rows})))}, the in-process engine). "
+             "Test accuracy (%), mean of the last 10% of rounds: mean +- the "
              "half-width of the 95% t interval (n seeds); differences are paired by seed (same split, sampling, "
              "directions and minibatches). 'vs f1-only' uses the f1-only control with the variant's own gamma; "
              "'vs the best f1-only' the f1-only control of the same x_0 whose gamma has the highest mean "
-             "(named in the section). Steps: local SGD steps per sampled client per round (mean over runs).", ""]
+             "(named in the section). server-sgd and centralised: first-order SGD on the server's 30% and on all "
+             "training data, at the steps picked for Fashion-MNIST (0.03, 0.1). Steps: local SGD steps per sampled "
+             "client per round (mean over runs; the SGD controls' steps are the server's, not a client's).", ""]
     for x0 in ("pretrained", "zeros"):
         f1 = {label: a for (label, start), a in acc.items() if start == x0 and label.startswith("f1-only gamma ")}
         best = max(f1, key=lambda label: interval(f1[label].values())[0], default=None)
         lines += [f"## x_0 = {x0}", ""]
         if best:
             lines += [f"The best f1-only: {best} ({fmt_interval(interval(f1[best].values()), 100, 2)}).", ""]
-        lines += ["| variant | accuracy | vs f1-only (same gamma) | vs the best f1-only | vs FedAvg | vs SCAFFOLD | steps |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| variant | accuracy | vs f1-only (same gamma) | vs the best f1-only | vs server SGD | vs FedAvg "
+                  "| vs SCAFFOLD | steps |", "|---|---|---|---|---|---|---|---|"]
         for label, want in VARIANTS:
             a = acc.get((label, x0), {})
             if not a:
                 continue
             ctrl = acc.get((f"f1-only gamma {float(want['gamma']):g}", x0), {})
             cells = [fmt_interval(interval(a.values()), 100, 2)]
-            for b in (ctrl, f1.get(best, {}), acc.get(("fedavg", x0), {}), acc.get(("scaffold", x0), {})):
+            for b in (ctrl, f1.get(best, {}), acc.get(("server-sgd", x0), {}), acc.get(("fedavg", x0), {}),
+                      acc.get(("scaffold", x0), {})):
                 cells.append(fmt_interval(paired(a, b), 100, 2) if b else "-")
             st = steps[(label, x0)]
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {sum(st) / len(st):.0f} |")
-        for label in ("f1-only gamma 0.01", "f1-only gamma 0.1", "f1-only gamma 1", "fedavg", "scaffold"):
+        for label in (*sorted(f1, key=lambda label: float(label.split()[-1])), *CONTROLS):
             a = acc.get((label, x0), {})
             if a:
                 st = steps[(label, x0)]
                 lines.append(f"| {label} (control / baseline) | {fmt_interval(interval(a.values()), 100, 2)} "
-                             f"| | | | | {sum(st) / len(st):.0f} |")
+                             f"| | | | | | {sum(st) / len(st):.0f} |")
         lines.append("")
     text = "\n".join(lines)
     (Path(out) / "variants.md").write_text(text + "\n")
