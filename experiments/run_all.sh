@@ -19,7 +19,8 @@
 #
 # Not regenerated (no command for them with today's code; kept as records):
 #   docs/results/fig1_fedrzo_sum: FedRZO_nn with the sum reading of the objective, seed 0; made with
-#     the grid and code of commit 2876a2d (docs/fedrzo.md):
+#     the grid and code of commit 2876a2d (docs/fedrzo.md); re-run with seeds 0-2 and today's code by
+#     experiments/fig1_fedrzo_sum.toml (section fedrzo, docs/results/fig1_fedrzo_sum_seeds):
 #     python -m zofl.compare experiments/fig1_fedrzo.toml --out results/fig1 --engine inprocess \
 #       --parallel 1 --set 'data-dir="/abs/data"'
 #   docs/results/table1_seed0_flower.md: the one-seed Table I page, written by the report script of
@@ -227,6 +228,7 @@ if want fedrzo; then
   run python -m zofl.compare experiments/fig2_fedrzo_fair.toml --out docs/results/fig2_fedrzo_fair --engine inprocess --set "data-dir=\"$data\""
   run python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
   # Fig. 1's controls: x_0 alone and the centralised ceiling of the ReLU network
+  run python -m zofl.compare experiments/fig1_fedrzo_sum.toml --out docs/results/fig1_fedrzo_sum_seeds --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig1_fedrzo_controls.toml --out docs/results/fig1_fedrzo_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
 fi
 
