@@ -190,6 +190,11 @@ if want cifar10; then
   run python -m zofl.compare experiments/table1_zeros_cifar.toml --out docs/results/table1_zeros_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/table1_zeros_cifar.md python experiments/table1_report.py docs/results/table1_zeros_cifar experiments/table1_zeros_cifar.toml \
     --controls docs/results/table1_zeros_cifar --against docs/results/table1_tuned_small_cifar --datasets cifar10
+  # the one-screen table of docs/results/README.md (all three datasets, tuned steps; needs sections controls, tuning)
+  to docs/results/table1_summary.md python experiments/table1_report.py docs/results/table1_tuned_small experiments/table1_tuned_small.toml \
+    --with docs/results/table1_tuned_seeds5 docs/results/table1_tuned_small_cifar --controls docs/results/table1_controls \
+    docs/results/table1_controls_tuned docs/results/table1_controls_sgd_seeds docs/results/table1_tuned_seeds5 \
+    docs/results/table1_controls_cifar docs/results/table1_controls_cifar_sgd --summary
 fi
 
 # --- Fig. 2: ZO-HFL's loss per round for tau in {5, 20, 50} ------------------------------------------

@@ -2,6 +2,7 @@
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,16 @@ def test_run_all_dry_run(dry_run):
     # the one-seed grid runs before the seeded one that shares its folder (and rewrites its tables)
     assert out.index("experiments/table1.toml") < out.index("experiments/table1_seeds.toml")
     assert "cp -r" not in SCRIPT.read_text()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_results_summary_is_the_report_of_the_committed_runs(dry_run):
+    """The one-screen table of docs/results/README.md is what run_all.sh's command prints from the
+    committed results.csv files, and the README carries it unchanged."""
+    line = next(cmd for cmd in dry_run[1].splitlines() if cmd.endswith("> docs/results/table1_summary.md"))
+    argv = [a.replace("\\,", ",") for a in line[2:-len(" > docs/results/table1_summary.md")].split()]
+    assert argv[0] == "python"
+    out = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    committed = (ROOT / "docs" / "results" / "table1_summary.md").read_text()
+    assert out == committed
+    assert committed.strip() in (ROOT / "docs" / "results" / "README.md").read_text()
