@@ -235,6 +235,7 @@ if want fedrzo; then
   # Fig. 1's controls: x_0 alone and the centralised ceiling of the ReLU network
   run python -m zofl.compare experiments/fig1_fedrzo_sum.toml --out docs/results/fig1_fedrzo_sum_seeds --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig1_fedrzo_controls.toml --out docs/results/fig1_fedrzo_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/fig1_fedrzo_controls/against.md python experiments/fig1_fedrzo_report.py docs/results/fig1_fedrzo docs/results/fig1_fedrzo_controls
 fi
 
 # --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo
