@@ -89,8 +89,10 @@ def main(out: str) -> int:
             a = acc.get((label, x0), {})
             if a:
                 st = steps[(label, x0)]
+                sgd = acc.get(("server-sgd", x0), {})
+                vs_sgd = fmt_interval(paired(a, sgd), 100, 2) if sgd and label in ("fedavg", "scaffold") else ""
                 lines.append(f"| {label} (control / baseline) | {fmt_interval(interval(a.values()), 100, 2)} "
-                             f"| | | | | | {sum(st) / len(st):.0f} |")
+                             f"| | | {vs_sgd} | | | {sum(st) / len(st):.0f} |")
         lines.append("")
     text = "\n".join(lines)
     (Path(out) / "variants.md").write_text(text + "\n")
