@@ -93,6 +93,12 @@ def main(out: str) -> int:
                 vs_sgd = fmt_interval(paired(a, sgd), 100, 2) if sgd and label in ("fedavg", "scaffold") else ""
                 lines.append(f"| {label} (control / baseline) | {fmt_interval(interval(a.values()), 100, 2)} "
                              f"| | | {vs_sgd} | | | {sum(st) / len(st):.0f} |")
+        env = {float(want["gamma"]): acc.get((label, x0), {}) for label, want in VARIANTS
+               if want.get("estimator") == "envelope"}
+        if env.get(1.0) and env.get(0.1):
+            lines += ["", "The envelope estimate at gamma 1 minus its other gammas (paired): " + ", ".join(
+                f"gamma {g:g}: {fmt_interval(paired(env[1.0], env[g]), 100, 2)}" for g in sorted(env) if g != 1.0 and env[g])
+                + "."]
         lines.append("")
     text = "\n".join(lines)
     (Path(out) / "variants.md").write_text(text + "\n")
