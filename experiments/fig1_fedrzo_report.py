@@ -40,7 +40,8 @@ def main(fig1: str, controls: str) -> None:
         for h in sorted({r["local-steps"] for r in runs}, key=int):
             f = _last10(runs, **{"zo-lr": zo, "local-steps": h, "eta": "0.1"})
             if f:
-                print(f"| {float(zo):g} | {h} | {pm(interval(f.values()))} | {pm(paired(f, x0))} | {pm(paired(f, ceiling))} |")
+                print(f"| {float(zo):g} | {h} | {pm(interval(f.values()))} | {pm(paired(f, x0))} "
+                      f"| {pm(paired(f, ceiling))} |")
 
 
 if __name__ == "__main__":

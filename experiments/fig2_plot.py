@@ -47,7 +47,8 @@ def _read_controls(out: Path | None) -> dict:
             if len(cells[key]) > 1:
                 sys.exit(f"{out}: more than one {row['strategy']} run for {row['dataset']}, seed {row['seed']}: "
                          "a Fig. 2 controls folder holds one per dataset and seed")
-            series[row["dataset"]][row["strategy"]][int(row["seed"])].append((int(row["round"]), float(row["test_loss"])))
+            point = (int(row["round"]), float(row["test_loss"]))
+            series[row["dataset"]][row["strategy"]][int(row["seed"])].append(point)
     for by_strategy in series.values():
         for by_seed in by_strategy.values():
             for pts in by_seed.values():
@@ -123,8 +124,7 @@ def _table(series: dict, controls: dict) -> list[str]:
             ctrl = {name: {s: run_figures([p[1] for p in pts])[fig_key] for s, pts in by_seed.items()}
                     for name, by_seed in controls.get(dataset, {}).items()}
             for name in sorted(ctrl):
-                lines.append(f"| {dataset}: *{name}* | | {fmt_interval(interval(ctrl[name].values()), digits=4)} | |"
-                             + (" |" if controls else ""))
+                lines.append(f"| {dataset}: *{name}* | | {fmt_interval(interval(ctrl[name].values()), digits=4)} | | |")
             for (alpha, beta) in sorted(settings, key=lambda k: -k[0]):
                 figs = {tau: {s: run_figures([p[2] for p in pts])[fig_key] for s, pts in by_seed.items()}
                         for tau, by_seed in settings[(alpha, beta)].items()}

@@ -83,7 +83,25 @@ def _pm(t: tuple, digits: int = 2) -> str:
     return fmt_interval((100 * t[0], 100 * t[1], t[2]), 1.0, digits) if t[2] else "-"
 
 
-def _summary(got: dict, ctrl: dict, datasets: tuple, figure, reference) -> None:
+def _figure(runs: dict[int, dict], key: str) -> dict[int, float]:
+    """seed -> the runs' value of ``key`` (a results.csv column), where the run has one."""
+    return {s: float(r[key]) for s, r in runs.items() if r.get(key) not in (None, "")}
+
+
+def _reference(ctrl: dict, c: str, ds: str) -> dict[int, float]:
+    """The last-10% accuracies by seed of control c (server-sgd or centralised) on ds: of its steps, the
+    one run with the most seeds (the tuned step, re-run with every seed), ties broken by the higher mean."""
+    cands = [_figure(runs, "last10_test_acc") for (cc, cds, _), runs in ctrl.items() if cc == c and cds == ds]
+    return max(cands, key=lambda v: (len(v), sum(v.values()) / max(len(v), 1)), default={})
+
+
+def _f1_own(got: dict, ctrl: dict, ds: str, alpha: float, beta: float) -> dict[int, float]:
+    """The f1-only control's last-10% accuracies by seed at ZO-HFL's gamma in cell (ds, alpha, beta)."""
+    gamma = _gamma(next(iter(got.get(("zohfl", ds, alpha, beta), {}).values()), {}))
+    return _figure(ctrl.get(("f1-only", ds, gamma), {}), "last10_test_acc")
+
+
+def _summary(got: dict, ctrl: dict, datasets: tuple) -> None:
     """The compact table: one column per (dataset, setting) with runs, last-10% accuracy (%), mean +- 95%."""
     cols = [(ds, a, b) for ds in datasets for a, b in SETTINGS if any(got.get((s, ds, a, b)) for s in NAMES)]
     short = {"mnist": "MNIST", "fashion_mnist": "Fashion", "cifar10": "CIFAR-10"}
@@ -91,28 +109,27 @@ def _summary(got: dict, ctrl: dict, datasets: tuple, figure, reference) -> None:
     def pm(t: tuple) -> str:
         return "" if not t[2] else f"{100 * t[0]:.2f}" if t[2] == 1 else f"{100 * t[0]:.2f} +- {100 * t[1]:.2f}"
 
-    def f1_of(ds: str, a: float, b: float) -> dict[int, float]:
-        gamma = _gamma(next(iter(got.get(("zohfl", ds, a, b), {}).values()), {}))
-        return figure(ctrl.get(("f1-only", ds, gamma), {}), "last10_test_acc")
-
     def line(name: str, cells: list[str]) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
 
     line("", [f"{short.get(ds, ds)} ({a:g}, {int(100 * b)}%)" for ds, a, b in cols])
     print("|---|" + "---|" * len(cols))
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
-        line(NAMES[s], [pm(interval(figure(got.get((s, ds, a, b), {}), "last10_test_acc").values())) for ds, a, b in cols])
+        line(NAMES[s], [pm(interval(_figure(got.get((s, ds, a, b), {}), "last10_test_acc").values()))
+                        for ds, a, b in cols])
         if s == "zohfl":
             line("ZO-HFL, paper", [f"{PAPER['zohfl'][(a, b)][DATASETS.index(ds)]:.2f}" if ds in DATASETS else "-"
                                    for ds, a, b in cols])
-    line("*x_0 only*", [pm(interval(figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc").values()))
+    line("*x_0 only*", [pm(interval(_figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc").values()))
                         for ds, a, b in cols])
-    line("*f1-only (ZO-HFL's gamma)*", [pm(interval(f1_of(ds, a, b).values())) for ds, a, b in cols])
-    line("*server-only SGD*", [pm(interval(reference("server-sgd", ds).values())) for ds, a, b in cols])
-    line("*centralised SGD (ceiling)*", [pm(interval(reference("centralised", ds).values())) for ds, a, b in cols])
+    line("*f1-only (ZO-HFL's gamma)*", [pm(interval(_f1_own(got, ctrl, ds, a, b).values()))
+                                        for ds, a, b in cols])
+    line("*server-only SGD*", [pm(interval(_reference(ctrl, "server-sgd", ds).values())) for ds, a, b in cols])
+    line("*centralised SGD (ceiling)*", [pm(interval(_reference(ctrl, "centralised", ds).values()))
+                                         for ds, a, b in cols])
     for s in ("zohfl", "fedavg", "fedprox", "scaffold"):
-        line(f"{NAMES[s]} adds", [pm(paired(figure(got.get((s, ds, a, b), {}), "last10_test_acc"), f1_of(ds, a, b)))
-                                  for ds, a, b in cols])
+        line(f"{NAMES[s]} adds", [pm(paired(_figure(got.get((s, ds, a, b), {}), "last10_test_acc"),
+                                            _f1_own(got, ctrl, ds, a, b))) for ds, a, b in cols])
     line("seeds (n, methods)", [str(len(got.get(("zohfl", ds, a, b), {}))) for ds, a, b in cols])
 
 
@@ -145,17 +162,8 @@ def main() -> None:
     for r in ctrl_rows:
         ctrl.setdefault((r["strategy"], r["dataset"], _step(r)), {})[int(r["seed"])] = r
 
-    def figure(runs: dict[int, dict], key: str) -> dict[int, float]:
-        return {s: float(r[key]) for s, r in runs.items() if r.get(key) not in (None, "")}
-
-    def reference(c: str, ds: str) -> dict[int, float]:
-        """The last-10% accuracies by seed of control c (server-sgd or centralised) on ds: of its steps, the
-        one run with the most seeds (the tuned step, re-run with every seed), ties broken by the higher mean."""
-        cands = [figure(runs, "last10_test_acc") for (cc, cds, _), runs in ctrl.items() if cc == c and cds == ds]
-        return max(cands, key=lambda v: (len(v), sum(v.values()) / max(len(v), 1)), default={})
-
     if args.summary:
-        _summary(got, ctrl, datasets, figure, reference)
+        _summary(got, ctrl, datasets)
         return
     p = print
     p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD, with controls\n")
@@ -186,7 +194,7 @@ def main() -> None:
         p(f"`- {args.against.name}`: each run minus the run of the same cell and seed in {args.against} (its "
           "results.csv), last-10% means, in points.\n")
     # per dataset, the SGD controls each run is paired with (they do not depend on the setting)
-    refs = {ds: (reference("server-sgd", ds), reference("centralised", ds)) for ds in datasets}
+    refs = {ds: (_reference(ctrl, "server-sgd", ds), _reference(ctrl, "centralised", ds)) for ds in datasets}
     for alpha, beta in SETTINGS:
         p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
         p("| method | dataset | final | last 10% | paper | - x_0 | - f1 only | - server SGD | - ceiling | - ZO-HFL |"
@@ -194,32 +202,31 @@ def main() -> None:
         p("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if vs else ""))
         for ds in datasets:
             j = DATASETS.index(ds)
-            x0 = figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
-            zohfl_gamma = _gamma(next(iter(got.get(("zohfl", ds, alpha, beta), {}).values()), {}))
-            f1_own = figure(ctrl.get(("f1-only", ds, zohfl_gamma), {}), "last10_test_acc")
+            x0 = _figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
+            f1_own = _f1_own(got, ctrl, ds, alpha, beta)
             # the baselines, which take no server steps on f1, against the paper's gamma; where that control
             # was not run (CIFAR-10, whose steps are scaled to the data), against ZO-HFL's gamma in this cell
-            f1_default = figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc") or f1_own
+            f1_default = _figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc") or f1_own
             sgd, ceiling = refs[ds]
-            zohfl = figure(got.get(("zohfl", ds, alpha, beta), {}), "last10_test_acc")
+            zohfl = _figure(got.get(("zohfl", ds, alpha, beta), {}), "last10_test_acc")
             for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
                 runs = got.get((s, ds, alpha, beta), {})
-                last = figure(runs, "last10_test_acc")
+                last = _figure(runs, "last10_test_acc")
                 f1 = f1_own if s == "zohfl" else f1_default  # ZO-HFL against its own server steps alone
-                p(f"| {NAMES[s]} | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
+                p(f"| {NAMES[s]} | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
                   f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
                   f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} | "
                   f"{_pm(paired(last, sgd)) if sgd else '-'} | {_pm(paired(last, ceiling)) if ceiling else '-'} | "
                   f"{_pm(paired(last, zohfl)) if zohfl and s != 'zohfl' else ''} |"
-                  + (f" {_pm(paired(last, figure(other.get((s, ds, alpha, beta), {}), 'last10_test_acc')))} |"
+                  + (f" {_pm(paired(last, _figure(other.get((s, ds, alpha, beta), {}), 'last10_test_acc')))} |"
                      if vs else ""))
             for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
                 name = CONTROLS[c] + (f", {'gamma' if c == 'f1-only' else 'local-lr'} {lr}" if lr else "")
                 if cds == ds and runs:
-                    last = figure(runs, "last10_test_acc")
+                    last = _figure(runs, "last10_test_acc")
                     gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
                     to_ceiling = _pm(paired(last, ceiling)) if ceiling and c != "centralised" else ""
-                    p(f"| *{name}* | {ds} | {_pm(interval(figure(runs, 'final_test_acc').values()))} | "
+                    p(f"| *{name}* | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
                       f"{_pm(interval(last.values()))} | | {gain} | | | {to_ceiling} | |" + (" |" if vs else ""))
         p("")
     p("## Runs\n")

@@ -97,7 +97,8 @@ def main(out: str) -> int:
                if want.get("estimator") == "envelope"}
         if env.get(1.0) and env.get(0.1):
             lines += ["", "The envelope estimate at gamma 1 minus its other gammas (paired): " + ", ".join(
-                f"gamma {g:g}: {fmt_interval(paired(env[1.0], env[g]), 100, 2)}" for g in sorted(env) if g != 1.0 and env[g])
+                f"gamma {g:g}: {fmt_interval(paired(env[1.0], env[g]), 100, 2)}"
+                for g in sorted(env) if g != 1.0 and env[g])
                 + "."]
         lines.append("")
     text = "\n".join(lines)

@@ -178,15 +178,20 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
     assert "| - | - | - |" in report
     # the controls: drawn and paired by fig2_plot.py --controls, and in table1_report.py's --summary table
     cgrid = tmp_path / "controls.toml"
-    cgrid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\n[grid]\nstrategy = ["x0-only", "f1-only"]\nseed = [0, 1]\n')
+    cgrid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\n'
+                     '[grid]\nstrategy = ["x0-only", "f1-only"]\nseed = [0, 1]\n')
     ctrl = tmp_path / "ctrl"
     main([str(cgrid), "--out", str(ctrl), "--via", "inprocess", "--parallel", "1"])
-    subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out), "--controls", str(ctrl)], check=True)
+    subprocess.run([sys.executable, str(root / "experiments" / "fig2_plot.py"), str(out), "--controls", str(ctrl)],
+                   check=True)
     loss = (out / "fig2_loss.md").read_text()
-    assert "ZO-HFL - f1-only, paired" in loss and "| digits: *f1-only* | | " in loss and "| digits: *x0-only* | | " in loss
-    assert all(line.count("(n=2)") >= 2 for line in loss.splitlines() if line.startswith("| digits (0.1, 10%) | 2 |"))
+    assert "ZO-HFL - f1-only, paired" in loss
+    assert "| digits: *f1-only* | | " in loss and "| digits: *x0-only* | | " in loss
+    assert all(line.count("(n=2)") >= 2 for line in loss.splitlines()
+               if line.startswith("| digits (0.1, 10%) | 2 |"))
     summary = subprocess.run([sys.executable, str(root / "experiments" / "table1_report.py"), str(out), "--controls",
-                              str(ctrl), "--summary", "--datasets", "digits"], check=True, capture_output=True, text=True).stdout
+                              str(ctrl), "--summary", "--datasets", "digits"],
+                             check=True, capture_output=True, text=True).stdout
     lines = {line.split(" | ")[0]: line for line in summary.splitlines()}
     assert "digits (1000, 90%) | digits (0.1, 10%) |" in summary
     assert lines["| ZO-HFL adds"].count(" +- ") == 2 and lines["| *x_0 only*"].count(" +- ") == 2
