@@ -4,7 +4,7 @@ keys made here.
     python -m zofl.deploy certs DIR            # DIR/ca.crt, DIR/server.pem, DIR/server.key
     python -m zofl.deploy keys DIR NAME        # a SuperNode's key pair: DIR/NAME (0600), DIR/NAME.pub
     python -m zofl.deploy local DIR --supernodes 3 [--insecure] [--run-config 'num-rounds=3 ...']
-    python -m zofl.deploy fleet-proxy --listen 0.0.0.0:9092 --superlink 127.0.0.1:9093 --certs DIR
+    python -m zofl.deploy fleet-proxy --listen 0.0.0.0:9092 --superlink 127.0.0.1:9093 --certs DIR [--max-body-mb 16]
 
 ``certs`` writes a certificate authority and a server certificate signed by it, valid for
 ``--host`` names/addresses (default 127.0.0.1 and localhost). ``keys`` writes a SuperNode's
@@ -13,9 +13,14 @@ SuperLink with TLS and SuperNode authentication, and N registered SuperNodes on 
 with ``--node-config 'partition-id=i num-partitions=N'``, so each loads its own partition), runs
 the App on them with ``flwr run``, stops every process, and exits 1 if the run failed.
 ``fleet-proxy`` serves only the SuperLink's Fleet API (SuperNodes) on a public address, so the
-Control API (``flwr run``, ``ls``, ``stop``) stays on the SuperLink's own 127.0.0.1 (``zofl.fleet_proxy``). README
+Control API (``flwr run``, ``ls``, ``stop``) stays on the SuperLink's own 127.0.0.1 (``zofl.fleet_proxy``); it
+refuses request bodies over ``--max-body-mb`` and checks its certificates before it listens. README
 "Deploy clients on separate machines" gives the same commands for several machines. The test
 (tests/test_deploy.py) uses ``local_deployment`` with TLS and authentication.
+
+A folder DIR that does not exist is made owner-only (0700); an existing one is used as it is, never
+chmod-ed, and refused (exit 2) if it is group/world-writable or not the user's (``private_dir``).
+Bad input (a folder, a flag, missing certificates) is one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .fleet_proxy import DEFAULT_MAX_BODY_MB
 from .launch import (
     PROJECT_DIR,
     _bin,
@@ -53,10 +59,26 @@ def write_private(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+class DeployError(ValueError):
+    """Bad input to a deploy command (one line, naming the folder or flag); the CLI exits 2 with it."""
+
+
 def private_dir(path: Path) -> Path:
-    """A folder for keys or state, owner-only (0700)."""
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o700)
+    """A folder for keys or state. A new one is made owner-only (0700). An existing one is never
+    changed (``keys /tmp`` once made /tmp 0700, locking every other user out); it is used only if it
+    is this user's and not group/world-writable, since there anyone could swap or read the key files,
+    else DeployError: the caller names a folder of its own (or a new one)."""
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode is masked by the umask; this is the folder we just made
+        return path
+    if not path.is_dir():
+        raise DeployError(f"{path} is not a folder; give a new or private folder for keys and certificates")
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise DeployError(f"{path} is {'group/world-writable' if st.st_mode & 0o022 else 'not owned by you'} "
+                          f"(mode {oct(st.st_mode & 0o7777)}); it is left as it is: give a new folder "
+                          f"(it is made 0700) or one of your own that only you can write to")
     return path
 
 
@@ -259,22 +281,52 @@ def main(argv: list[str] | None = None) -> int:
     fp.add_argument("--listen", default="0.0.0.0:9092", help="HOST:PORT the SuperNodes connect to")
     fp.add_argument("--superlink", default="127.0.0.1:9093", help="HOST:PORT of the SuperLink (keep it local)")
     fp.add_argument("--certs", help="the folder of `certs` (ca.crt, server.pem, server.key); omit for plain HTTP")
+    fp.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
+                    help="largest request body accepted, in MiB (default %(default)s: three times Flower's "
+                         "5 MiB array chunk, the largest body a SuperNode sends; zofl.fleet_proxy says why)")
     loc = sub.add_parser("local", help="SuperLink + N SuperNodes on this machine, one run, then stop")
     loc.add_argument("dir")
     loc.add_argument("--supernodes", type=int, default=3)
     loc.add_argument("--insecure", action="store_true", help="no TLS (and so no SuperNode authentication)")
     loc.add_argument("--run-config", default="", help="TOML key=value pairs, as for flwr run")
     args = ap.parse_args(argv)
+    try:
+        return command(args)
+    except DeployError as e:
+        print(f"python -m zofl.deploy {args.cmd}: {e}", file=sys.stderr)
+        return 2
+
+
+def host_port(flag: str, value: str) -> tuple[str, int]:
+    """HOST:PORT of ``flag`` (HOST may be empty: all addresses), or DeployError."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise DeployError(f"{flag} {value!r}: expected HOST:PORT with a port in 1..65535")
+    return host, int(port)
+
+
+def fleet_proxy_command(args: argparse.Namespace) -> int:
+    """``fleet-proxy``: every flag and the certificates checked before anything listens."""
+    from .fleet_proxy import certs_problem, serve
+
+    host, port = host_port("--listen", args.listen)
+    host_port("--superlink", args.superlink)
+    if not args.max_body_mb > 0:
+        raise DeployError(f"--max-body-mb {args.max_body_mb}: must be a positive number of MiB")
+    if args.certs is not None and (problem := certs_problem(args.certs)):
+        raise DeployError(problem)
+    serve(host or "0.0.0.0", port, args.superlink, args.certs, max_body=int(args.max_body_mb * 2**20))
+    return 0
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run one subcommand; DeployError for bad input."""
     if args.cmd == "certs":
         paths = make_certificates(args.dir, tuple(args.host or ("127.0.0.1", "localhost")))
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
         return 0
     if args.cmd == "fleet-proxy":
-        from .fleet_proxy import serve
-
-        host, _, port = args.listen.rpartition(":")
-        serve(host or "0.0.0.0", int(port), args.superlink, args.certs)
-        return 0
+        return fleet_proxy_command(args)
     if args.cmd == "keys":
         paths = make_supernode_keys(args.dir, args.name)
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
