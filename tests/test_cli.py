@@ -32,7 +32,7 @@ def test_data_get_converts_idx_files(tmp_path, capsys):
     # a truncated IDX file is named
     raw = (src / "t10k-images-idx3-ubyte").read_bytes()
     (src / "t10k-images-idx3-ubyte").write_bytes(raw[:-100])
-    assert main(["data", "get", "mnist", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path / "originals")]) == 1
+    assert main(["data", "get", "mnist", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path / "originals")]) == 2
     assert "t10k-images-idx3-ubyte: holds" in capsys.readouterr().err
 
 
@@ -88,3 +88,82 @@ def test_progress_reads_only_whole_records(tmp_path):
     f.write_text(json.dumps({"round": 0}) + "\n" + json.dumps({"round": 1, "test_acc": 0.6}) + "\n")
     p.poll()
     assert (p.seen, p.last["round"]) == (2, 1)
+
+
+# -- issue 30: one-line errors, exit 2, before any work ------------------------------------------
+
+def _refused(capsys, argv, match):
+    """``zofl ARGV`` exits 2 with one line on stderr matching ``match`` (argparse's exit too)."""
+    import re
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, (code, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert re.search(match, err), err
+
+
+def test_cpus_per_client_below_one_is_refused_by_the_parser(capsys):
+    """--cpus-per-client 0 got through to Flower, which failed after ~30 s."""
+    _refused(capsys, ["run", "--cpus-per-client", "0"], r"^zofl run: error: argument --cpus-per-client: expected an "
+                                                       r"integer in \[1, \d+\]")
+    _refused(capsys, ["run", "--cpus-per-client", "100000"], "this machine's CPUs")
+    _refused(capsys, ["run", "--rounds", "many"], "^zofl run: error: argument --rounds: invalid int value")
+
+
+def test_a_set_value_of_several_toml_lines_is_refused(capsys):
+    """--set 'seed=1\nnum-rounds = 3' set num-rounds without naming it."""
+    from zofl.cli import _parse_set
+
+    with pytest.raises(ValueError, match="more than one TOML line"):
+        _parse_set(["seed=1\nnum-rounds = 3"])
+    assert _parse_set(["seed=1", "dataset=mnist", 'data-dir="/x"']) == {"seed": 1, "dataset": "mnist", "data-dir": "/x"}
+
+
+def _run_folder(path, lines, config=None):
+    path.mkdir(parents=True)
+    (path / "rounds.jsonl").write_bytes(lines)
+    if config is not None:
+        (path / "config.json").write_bytes(config)
+    return str(path)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda p: (p.mkdir(), str(p))[1], r"holds no rounds.jsonl \(not a run folder\)"),
+    (lambda p: _run_folder(p, b""), r"rounds.jsonl: no round records \(nothing to plot\)"),
+    (lambda p: _run_folder(p, b"\n\n"), "no round records"),
+    (lambda p: _run_folder(p, bytes(range(256)) * 4), r"rounds.jsonl: not text \(binary or corrupt\)"),
+    (lambda p: _run_folder(p, b'{"round": 0}\n[1, 2]\n'), r"rounds.jsonl, line 2: not a round record"),
+    (lambda p: _run_folder(p, b'{"round": "0", "test_acc": 0.1}\n'), r"rounds.jsonl, record 1: not a round record"),
+    (lambda p: _run_folder(p, b'{"round": 0, "test_acc": "high"}\n'), "record 1: not a round record"),
+    (lambda p: _run_folder(p, b'{"round": 0, "test_acc": 0.5}\n', b"\x00\xff"), r"config.json: not a run's"),
+    (lambda p: _run_folder(p, b'{"round": 0, "test_acc": 0.5}\n', b"[1]"), r"config.json: not a run's"),
+    (lambda p: (p.write_text("x"), str(p))[1], "is not a folder"),
+])
+def test_plot_refuses_folders_that_hold_no_run(tmp_path, capsys, make, match):
+    """An empty folder's plot was an empty PNG and exit 0; a binary or corrupt one was a traceback."""
+    out = tmp_path / "p.png"
+    _refused(capsys, ["plot", make(tmp_path / "run"), "--out", str(out)], "^zofl plot: error: .*" + match)
+    assert not out.exists()
+
+
+def test_plot_refuses_an_output_it_cannot_write_before_reading_runs(tmp_path, capsys):
+    run = _run_folder(tmp_path / "run", b'{"round": 0, "test_acc": 0.5, "test_loss": 1.0}\n')
+    _refused(capsys, ["plot", run, "--out", str(tmp_path)], "is a folder")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "no" / "p.png")], "no folder")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "p.docx")], "unknown image type '.docx'")
+    assert main(["plot", run, "--out", str(tmp_path / "p.png")]) == 0 and (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_data_get_from_a_file_that_is_no_npz_says_what_it_is(tmp_path, capsys):
+    (tmp_path / "x.npz").write_text("just text")
+    _refused(capsys, ["data", "get", "mnist", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path / "x.npz")],
+             r"x.npz: is not a .npz file \(a zip archive")
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        (tmp_path / "cifar-10-batches-py" / name).write_bytes(b"garbage")
+    _refused(capsys, ["data", "get", "cifar10", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path)],
+             r"--from .*: not cifar10's original files \(UnpicklingError")

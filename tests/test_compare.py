@@ -1,5 +1,6 @@
 """The comparison runner: grid expansion, resuming, reports."""
 import csv
+import re
 
 import pytest
 
@@ -43,9 +44,10 @@ def test_a_grid_with_one_bad_cell_stops_before_any_cell_runs(tmp_path, capsys):
     grid = tmp_path / "g.toml"
     grid.write_text('[fixed]\nnum-rounds = 1\northogonal-directions = true\n[grid]\ndirections = [1, 2, 641]\n')
     out = tmp_path / "out"
-    with pytest.raises(SystemExit, match=r"grid cell 3 of 3 \{\"directions\": 641\}: run-config key 'directions'"):
+    with pytest.raises(SystemExit) as e:
         main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
-    assert not out.exists()
+    assert e.value.code == 2 and not out.exists()
+    assert "grid cell 3 of 3 {\"directions\": 641}: run-config key 'directions'" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=r"grid cell 2 of 2 \{\"estimator\": \"envelope\"\}: .*'estimator'"):
         expand_grid({"fixed": {"task": "zofl.tasks.toy:HierarchicalQuadratic"},
                      "grid": {"estimator": ["two-point", "envelope"]}})
@@ -84,7 +86,7 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
                and r["alpha"] == rows[0]["alpha"])
 
 
-def test_a_second_runner_on_the_same_folder_is_refused_before_it_touches_a_cell(tmp_path):
+def test_a_second_runner_on_the_same_folder_is_refused_before_it_touches_a_cell(tmp_path, capsys):
     """While one runner works on --out, another on the same folder would restart (delete) the cells the
     first is writing: it exits with a message naming the folder, and the unfinished cell is left alone."""
     import fcntl
@@ -99,8 +101,10 @@ def test_a_second_runner_on_the_same_folder_is_refused_before_it_touches_a_cell(
     unfinished = out / "cells" / cell_id(expand_grid(tomllib.loads(GRID))[0])  # a runner would start it again
     unfinished.mkdir(parents=True)
     with grid_lock(out):  # the first runner (this process, another open file: flock conflicts all the same)
-        with pytest.raises(SystemExit, match="another python -m zofl.compare is running on this folder"):
+        with pytest.raises(SystemExit) as e:
             main([str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
+        assert e.value.code == 2
+        assert "another python -m zofl.compare is running on this folder" in capsys.readouterr().err
         assert unfinished.is_dir() and not (out / "results.csv").exists()
     fd = os.open(out / ".lock", os.O_RDWR)  # released when the runner is done
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -389,3 +393,59 @@ def test_zohfl_variants_report_pairs_against_the_best_f1_only(tmp_path):
     assert cells[2].startswith("2.50 +- ")  # vs f1-only at gamma 1: (2.5 + 2.5) / 2
     assert cells[3].startswith("0.50 +- ")  # vs the best f1-only (gamma 0.1): (0.5 + 0.5) / 2
     assert (tmp_path / "variants.md").read_text().strip() == out.strip()
+
+
+# -- issue 30: grid files and data that are not what they should be ---------------------------------
+
+def _exit_2(capsys, argv) -> str:
+    """main(argv) exits 2 with one line on stderr (no traceback); returns that line."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (e.value.code, err)
+    return err
+
+
+@pytest.mark.parametrize("content, match", [
+    (None, "no such file"),
+    (b"[fixed\nseed = 1\n", "not valid TOML: .*line 1"),
+    (b"\x89PNG\r\n\x1a\n\x00\xff", r"not text \(TOML is UTF-8\)"),
+    (b"fixed = 3\n", r"fixed must be a table"),
+    (b"[strategy]\nzohfl = 1\n", r"strategy.zohfl must be a table"),
+    (b"[report]\ncolumns = \"alpha\"\n", r"\[report\] columns must be a list of strings"),
+    (b"[report]\ncolumns = [\"alfa\"]\n", r"\[report\] columns \['alfa'\] are not run-config keys"),
+    (b"[report]\npaired = [\"tau=[1,\"]\n", "paired comparison"),
+    (b"[grid]\n" + b"".join(b"k%d = [%s]\n" % (i, b", ".join(b"%d" % j for j in range(10))) for i in range(20)),
+     r"makes 100,000,000,000,000,000,000 cells"),
+])
+def test_a_grid_file_that_cannot_be_read_is_refused_in_one_line(tmp_path, capsys, content, match):
+    """A missing or malformed grid file was a traceback (FileNotFoundError, TOMLDecodeError, TypeError);
+    20 dimensions of 10 values would have listed 10**20 cells."""
+    grid = tmp_path / "g.toml"
+    if content is not None:
+        grid.write_bytes(content)
+    err = _exit_2(capsys, [str(grid), "--out", str(tmp_path / "out"), "--dry-run"])
+    assert err.startswith("zofl compare: error: ") and re.search(match, err), err
+
+
+def test_bad_arguments_of_the_runner_are_refused_in_one_line(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID)
+    assert "expected KEY=VALUE" in _exit_2(capsys, [str(grid), "--out", str(tmp_path / "o"), "--set", "seed=[1,"])
+    assert "is a file" in _exit_2(capsys, [str(grid), "--out", str(grid)])
+    assert "no such folder" in _exit_2(capsys, [str(grid), "--out", str(tmp_path / "none"), "--report-only"])
+    assert "required: --out" in _exit_2(capsys, [str(grid)])
+
+
+def test_every_cells_data_file_is_checked_before_any_cell_runs(tmp_path, capsys):
+    """Cell 2 reads a corrupt mnist.npz: the grid stops before cell 1 (digits) runs, naming the file."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "mnist.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    grid = tmp_path / "g.toml"
+    grid.write_text(f'[fixed]\nnum-rounds = 1\nnum-clients = 3\ndata-dir = "{data}"\n[grid]\n'
+                    f'dataset = ["digits", "mnist"]\n')
+    out = tmp_path / "out"
+    err = _exit_2(capsys, [str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
+    assert f"grid cell 2 of 2 (dataset 'mnist'): {data / 'mnist.npz'}: cannot be read as a .npz file" in err
+    assert not out.exists()

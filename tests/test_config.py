@@ -41,8 +41,8 @@ def test_pyproject_config_matches_the_key_table():
     ("speed-profile", "gamma", "'none', 'uniform', 'lognormal' or 'slow'"),
     ("engine", "threads", "one of"),
     ("clock", "sundial", "'simulated' or 'wall'"),
-    ("availability", "1,1.5", "probabilities in [0, 1]"),
-    ("availability", "x", "probabilities in [0, 1]"),
+    ("availability", "1,1.5", "probabilities in [0.01, 1]"),
+    ("availability", "x", "probabilities in [0.01, 1]"),
     ("local-work", "0", "numbers > 0"),
     ("buffer-size", 0, ">= 1"),
     ("slow-clients", "a,b", "client ids"),
@@ -199,3 +199,40 @@ def test_raw_cifar10_is_warned_about():
         {"dataset": "cifar10"})))
     assert config_warnings(parse_config({"dataset": "cifar10", "standardize": True})) == []
     assert config_warnings(parse_config({"dataset": "mnist"})) == []
+
+
+# -- issue 30: hostile values that once got through the check -------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "1e-6", "1,0", "0.5,0.009", "nan", "1,", "-0.5"])
+def test_availability_that_would_keep_the_async_engine_drawing_is_refused(value):
+    """availability = "0" (or 1e-6) was accepted and spun the asynchronous engine at full CPU without a
+    record: a client sits out about 1/p tasks per task it takes. Every entry (entry pid mod k) must be in
+    [0.01, 1]; the engine's own draw refuses the rest too, for callers that skip the check."""
+    from zofl.core.sampling import available
+
+    with pytest.raises(ConfigError, match=r"'availability' must be a comma list of probabilities in \[0.01, 1\]"):
+        parse_config({"strategy": "fedbuff", "engine": "async", "availability": value})
+    assert parse_config({"strategy": "afbo", "engine": "async", "availability": "1,0.01"})["availability"] == "1,0.01"
+    with pytest.raises(ValueError, match="below 0.01"):
+        available(0, 1, 2, 0.0)
+    assert available(0, 1, 2, 1.0) and isinstance(available(0, 1, 2, 0.5), bool)
+
+
+def test_integers_must_fit_flowers_run_config():
+    """seed = 2**63 was accepted here and failed inside Flower after ~30 s (its run-config carries ints as
+    sint64); numpy's SeedSequence takes any integer >= 0, so the bound is Flower's."""
+    assert parse_config({"seed": 2**63 - 1})["seed"] == 2**63 - 1
+    for key, value in (("seed", 2**63), ("seed", 2**64 + 5), ("checkpoint-every", 2**63), ("krum-f", -2**63 - 1),
+                       ("alpha", 10**400), ("seed", 1e300)):
+        with pytest.raises(ConfigError, match=f"'{key}' must be") as e:
+            parse_config({key: value})
+        assert len(str(e.value)) < 300 and "\n" not in str(e.value)  # a 400-digit number is cut, one line
+
+
+@pytest.mark.parametrize("key,value", [("data-dir", "/tmp/a\x00b"), ("output-dir", "/tmp/a\nb"),
+                                       ("task", 'softmax"x'), ("availability", "1\t"), ("task", "a" * 5000)])
+def test_strings_flower_cannot_carry_are_refused(key, value):
+    """Flower hands the run-config to its processes as one TOML line split at '"': a string with '"' or
+    a control character cannot get through (and no path holds a NUL)."""
+    with pytest.raises(ConfigError, match=f"'{key}' must be"):
+        parse_config({key: value})

@@ -63,6 +63,7 @@ def test_missing_file_names_the_file_and_both_ways(tmp_path):
     msg = str(e.value)
     assert str(tmp_path / "fashion_mnist.npz") in msg
     assert "zofl data get fashion_mnist" in msg and "--from" in msg and "download=true" in msg
+    assert "\n" not in msg  # one line, as every refusal
 
 
 def test_unknown_dataset():
@@ -173,7 +174,7 @@ def _keras(tmp_path, name="mnist", **change):
     ({"y_train": np.zeros(40, dtype=np.int64)}, "single class"),
     ({"x_train": np.full((40, 28, 28), np.nan)}, "NaN or infinite values"),
     ({"x_test": np.zeros((10, 32, 32), dtype=np.uint8)}, "differ in shape between parts"),
-    ({"x_train": np.array([object()] * 40, dtype=object)}, "pickled Python objects"),
+    ({"x_train": np.array([object()] * 40, dtype=object)}, r"'x_train.npy': holds Python objects \(dtype object\)"),
     ({"y_test": None}, r"missing \['y_test'\]"),
     ({"extra": np.zeros(3)}, r"extra \['extra'\]"),
 ])
@@ -192,7 +193,8 @@ def test_unreadable_files_are_refused_by_name(tmp_path):
         load_pooled("mnist", d)
     _load_pooled.cache_clear()
     (tmp_path / "mnist.npz").write_text("not a zip at all")
-    with pytest.raises(DataError, match=r"mnist.npz: (cannot be read|holds pickled)"):
+    with pytest.raises(DataError, match=r"mnist.npz: is not a .npz file \(a zip archive of .npy arrays\); it starts "
+                                        r"with b'not a zip at all'"):
         load_pooled("mnist", d)
     _load_pooled.cache_clear()
     _keras(tmp_path, y_train=(np.arange(40) % 10).reshape(40, 1).astype(np.uint8))  # Keras CIFAR style: fine
@@ -219,3 +221,78 @@ def test_output_dir_and_run_name_are_checked(tmp_path):
     (tmp_path / "a-file").write_text("")  # a results folder below a file cannot exist, whoever runs this
     with pytest.raises(ConfigError, match="'output-dir': cannot write"):
         make_run({"output-dir": str(tmp_path / "a-file" / "results"), "run-name": "r", "num-rounds": 1})
+
+
+# -- issue 30: files that are not what they claim --------------------------------------------------
+
+def _npz_with_header(path, shape, descr="|u1", data=b"\0" * 16, keys=("x_train", "y_train", "x_test", "y_test")):
+    """A zip of .npy members whose header says ``shape`` of ``descr`` whatever data follow it."""
+    import io
+    import zipfile
+
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": descr, "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w") as z:
+        for k in keys:
+            z.writestr(f"{k}.npy", head.getvalue() + data)
+    _load_pooled.cache_clear()
+
+
+def test_an_npz_header_claiming_713_tib_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
+    """numpy allocates what a .npy header claims before reading a byte: a corrupt header of 713 TiB was a
+    MemoryError traceback (and a smaller absurd one would take the machine's memory). Each header is now
+    checked against its zip member's size first, naming the file and array."""
+    _npz_with_header(tmp_path / "mnist.npz", (784 * 10**9, 1000))
+    monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: pytest.fail("an array was read"))
+    with pytest.raises(DataError, match=r"mnist.npz: array 'x_train.npy': its header says shape \(784000000000, "
+                                        r"1000\) of uint8 = 784,000,000,000,000 bytes, but the member holds 16"):
+        load_pooled("mnist", str(tmp_path))
+
+
+def test_an_npz_whose_zip_claims_more_than_it_can_hold_is_refused(tmp_path):
+    """A member whose zip entry and header agree on a size the stored bytes cannot be (a lying zip):
+    stored members hold exactly their size, deflated ones at most ~1032 times their compressed bytes."""
+    import zipfile
+
+    from zofl.tasks.data import read_npz
+
+    _npz_with_header(tmp_path / "a.npz", (10,), data=b"\0" * 10)
+    raw = bytearray((tmp_path / "a.npz").read_bytes())
+    with zipfile.ZipFile(tmp_path / "a.npz") as z:
+        info = z.infolist()[0]
+    # the central directory's uncompressed size of the first member, set to 2**31
+    cd = raw.index(b"PK\x01\x02")
+    raw[cd + 24:cd + 28] = (2**31).to_bytes(4, "little")
+    (tmp_path / "a.npz").write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=rf"a.npz: array '{info.filename}': the zip says 2,147,483,648 bytes stored in"):
+        read_npz(tmp_path / "a.npz", ("x_train", "y_train", "x_test", "y_test"))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty, not a .npz file"),
+    (b"\x93NUMPY\x01\x00rest", r"is a single .npy array, not a .npz file"),
+    (b"\x80\x04\x95 pickled", "is a Python pickle, not a .npz file"),
+    (b"\x1f\x8b\x08\x00 gz", "is gzip-compressed"),
+    (bytes(range(256)), r"is not a .npz file \(a zip archive of .npy arrays\); it starts with b'\\x00\\x01"),
+])
+def test_a_file_that_is_no_npz_is_called_what_it_is(tmp_path, content, message):
+    """np.load calls any file that is not a zip 'pickled data' (allow_pickle=False): a text or binary file
+    was reported as holding pickled Python objects."""
+    (tmp_path / "mnist.npz").write_bytes(content)
+    _load_pooled.cache_clear()
+    with pytest.raises(DataError, match=message) as e:
+        load_pooled("mnist", str(tmp_path))
+    assert "pickled Python objects" not in str(e.value) and str(e.value).startswith(str(tmp_path / "mnist.npz"))
+
+
+def test_data_file_errors_are_data_file_errors(tmp_path):
+    """Errors about a file are DataFileError (they start with the path): a caller can name the file
+    instead of keys such as num-clients and alpha, which have nothing to do with it."""
+    from zofl.tasks.data import DataFileError, check_file
+
+    d = _keras(tmp_path, y_train=np.arange(40) % 10 + 10)
+    with pytest.raises(DataFileError, match=r"^" + str(tmp_path / "mnist.npz")):
+        check_file("mnist", d, False)
+    _keras(tmp_path)
+    check_file("mnist", d, False)
+    check_file("digits", "", False)

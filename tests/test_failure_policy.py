@@ -100,6 +100,36 @@ def test_a_second_node_claiming_a_partition_is_refused_and_the_unheld_one_report
         assert all(2 not in r["clients"] for r in rec[1:])
 
 
+@pytest.mark.parametrize("engine", ["sync", "async"])
+def test_a_node_claiming_a_partition_outside_the_run_is_refused_alone(tmp_path, engine):
+    """A SuperNode saying partition-id = 99 (num-clients 10) stopped the whole run with a ConfigError: it
+    is refused alone (logged, in the summary's refused nodes), and the run goes on without partition 3."""
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+
+    cfg = {"num-rounds": 3, "num-clients": 10, "beta": 1.0, "tau": 1.0, "client-wait-s": 1.0,
+           "output-dir": str(tmp_path), "run-name": engine}
+    if engine == "async":
+        cfg.update({"strategy": "fedbuff", "engine": "async", "local-steps": 2, "buffer-size": 2})
+    d, x = run_inprocess(cfg, workers=0, node_config={3: {PARTITION_ID: 99, NUM_PARTITIONS: 10}})
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["unheld_partitions"] == [3] and np.isfinite(x).all()
+    (refused,) = summary["refused_nodes"]
+    assert refused["claims"] == 99 and refused["held_by"] == -1
+    assert all(3 not in r.get("clients", []) for r in read_rounds(d)[1:])
+
+
+def test_a_federation_whose_every_node_is_outside_the_run_says_so(tmp_path):
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+
+    cfg = {"num-rounds": 1, "num-clients": 2, "tau": 1.0, "client-wait-s": 0.5, "output-dir": str(tmp_path),
+           "run-name": "none"}
+    with pytest.raises(ConfigError, match=r"no SuperNode answered for any partition .* refused, outside partition "
+                                          r"ids 0..1 or num-partitions != num-clients = 2: SuperNode \d+: "
+                                          r"partition-id=\d, SuperNode \d+: partition-id=\d$"):
+        run_inprocess(cfg, workers=0, node_config={0: {PARTITION_ID: 5, NUM_PARTITIONS: 2},
+                                                   1: {PARTITION_ID: 1, NUM_PARTITIONS: 3}})
+
+
 @pytest.mark.parametrize("engine", ["sync", "legacy"])
 def test_a_restarted_supernode_takes_its_partition_back(tmp_path, engine):
     # partition 1's SuperNode dies in round 2 (0-based) and a new one (new node id) starts for it in

@@ -32,15 +32,20 @@ EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
+    """--set KEY=VALUE items: VALUE is one TOML value, or else a bare word (a string). A value that
+    reads as more than one TOML line ("1\nseed = 3") would set keys nobody named: refused."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE (strings in double quotes, e.g. dataset=\"mnist\")")
         try:
-            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+            doc = tomllib.loads(f"v = {value}")
         except tomllib.TOMLDecodeError:
-            out[key.strip()] = value  # a bare word: a string
+            doc = {"v": value}  # a bare word: a string (the run-config check refuses what it cannot be)
+        if set(doc) != {"v"}:
+            raise ValueError(f"--set {item!r}: expected one value after '=', got more than one TOML line")
+        out[key.strip()] = doc["v"]
     return out
 
 
@@ -211,45 +216,103 @@ def _error_lines(text: list[str]) -> list[str]:
 
 # -- zofl plot -------------------------------------------------------------------------------------
 def cmd_plot(args) -> int:
-    import matplotlib
+    """Test accuracy and loss per round of run folders, one PNG. The PNG's path and every folder are
+    checked before anything is drawn: a folder that is no run, or whose rounds.jsonl or config.json is
+    not a run's (binary, torn, empty, wrong types), is refused in one line naming the file (exit 2)."""
+    import math
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def plot_runs(paths: list[Path], out: Path) -> None:
+        import matplotlib
 
-    from .results import read_rounds
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-    runs = []
-    for d in args.runs:
-        path = Path(d).expanduser()
-        if not (path / "rounds.jsonl").exists():
-            print(f"zofl plot: error: {path} holds no rounds.jsonl (not a run folder)", file=sys.stderr)
-            return EXIT_CONFIG
-        runs.append((path, read_rounds(path)))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for path, rec in runs:
-        cfg = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
-        label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
-        rounds = [r["round"] for r in rec]
-        axes[0].plot(rounds, [100 * r["test_acc"] if r["test_acc"] is not None else float("nan") for r in rec],
-                     label=label)
-        axes[1].plot(rounds, [r["test_loss"] if r["test_loss"] is not None else float("nan") for r in rec],
-                     label=label)
-    for ax, ylabel in zip(axes, ("test accuracy (%)", "test loss")):
-        ax.set_xlabel("round")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
-    out = Path(args.out).expanduser()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+        runs = [(path, *load(path)) for path in paths]  # all checked before any drawing
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+        for path, rec, cfg in runs:
+            label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
+            rounds = [r["round"] for r in rec]
+            axes[0].plot(rounds, [100 * value(r, "test_acc") for r in rec], label=label)
+            axes[1].plot(rounds, [value(r, "test_loss") for r in rec], label=label)
+        for ax, ylabel in zip(axes, ("test accuracy (%)", "test loss")):
+            ax.set_xlabel("round")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
+        try:
+            fig.savefig(out, dpi=110)
+        finally:
+            plt.close(fig)
+
+    def value(rec: dict, key: str) -> float:
+        v = rec.get(key)
+        return float("nan") if v is None else float(v)
+
+    def load(path: Path) -> tuple[list[dict], dict]:
+        """(records, config.json) of a run folder; a ValueError naming the file if it is not a run's."""
+        from .results import read_rounds
+
+        if not path.is_dir():
+            raise ValueError(f"{path} is not a folder (a run folder is <output-dir>/<run-name>)")
+        if not (path / "rounds.jsonl").is_file():
+            raise ValueError(f"{path} holds no rounds.jsonl (not a run folder)")
+        try:
+            rec = read_rounds(path)
+        except UnicodeDecodeError:
+            raise ValueError(f"{path / 'rounds.jsonl'}: not text (binary or corrupt)") from None
+        except OSError as exc:
+            raise ValueError(f"{path / 'rounds.jsonl'}: cannot be read ({exc.strerror or exc})") from None
+        if not rec:
+            raise ValueError(f"{path / 'rounds.jsonl'}: no round records (nothing to plot)")
+        for i, r in enumerate(rec):
+            bad = [k for k in ("test_acc", "test_loss") if r.get(k) is not None and not number(r[k])]
+            if not (isinstance(r.get("round"), int) and not isinstance(r["round"], bool)) or bad:
+                raise ValueError(f"{path / 'rounds.jsonl'}, record {i + 1}: not a round record (needs an integer "
+                                 f"'round' and numbers or null as 'test_acc' and 'test_loss')")
+        return rec, config(path / "config.json")
+
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and (math.isnan(v) or abs(v) < 1e300)
+
+    def config(path: Path) -> dict:
+        if not path.exists():
+            return {}
+        try:
+            cfg = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a run's config.json ({type(exc).__name__})") from None
+        if not isinstance(cfg, dict):
+            raise ValueError(f"{path}: not a run's config.json (not a JSON object)")
+        return cfg
+
+    def check_out(out: Path) -> None:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        kinds = FigureCanvasBase.get_supported_filetypes()
+        if out.is_dir():
+            raise ValueError(f"--out {out} is a folder; give a file name, e.g. {out / 'plot.png'}")
+        if not out.parent.is_dir():
+            raise ValueError(f"--out {out}: no folder {out.parent}")
+        if out.suffix and out.suffix[1:].lower() not in kinds:
+            raise ValueError(f"--out {out}: unknown image type {out.suffix!r}; one of {', '.join(sorted(kinds))}")
+
+    try:
+        out = Path(args.out).expanduser()
+        check_out(out)
+        plot_runs([Path(d).expanduser() for d in args.runs], out)
+    except (ValueError, OSError) as exc:
+        print(f"zofl plot: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     print(f"wrote {out}")
     return 0
 
 
 # -- zofl data get ---------------------------------------------------------------------------------
 def cmd_data(args) -> int:
+    import pickle
+
     from .tasks import data
 
     root = Path(args.data_dir).expanduser()
@@ -259,19 +322,51 @@ def cmd_data(args) -> int:
         else:
             path = data.download_npz(args.name, root)
         pooled = data.load_pooled(args.name, str(root), False)  # checks the file (cached per file version)
-    except data.DataError as exc:
+    except data.DataError as exc:  # a file that is not the dataset: the user's input (exit 2)
         print(f"zofl data: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_CONFIG
     except OSError as exc:  # no network, no permission
+        if args.source:
+            print(f"zofl data: error: --from {args.source}: cannot be read ({exc})", file=sys.stderr)
+            return EXIT_CONFIG
         print(f"zofl data: error: {args.name}: {exc}. Without a network, convert the original files: "
               f"zofl data get {args.name} --from PATH", file=sys.stderr)
         return EXIT_FAILED
+    except (ValueError, KeyError, TypeError, IndexError, EOFError, pickle.UnpicklingError) as exc:
+        if not args.source:
+            raise
+        # the original files given with --from are not what their name says (e.g. a garbled CIFAR-10 pickle)
+        print(f"zofl data: error: --from {args.source}: not {args.name}'s original files "
+              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})", file=sys.stderr)
+        return EXIT_CONFIG
     print(f"wrote {path}: {len(pooled.y)} examples, {pooled.x.shape[1]} features, {pooled.num_classes} classes")
     return 0
 
 
 # -- the command ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
+    """The parser; every parser in it reports a bad argument in one line (``prog: error: ...``, exit 2)."""
+    import os
+
+    def cpus(text: str) -> int:
+        """--cpus-per-client: Ray cannot place a ClientApp that needs 0 CPUs or more than this machine has
+        (Flower would fail, or wait forever, after its start-up)."""
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= (os.cpu_count() or 1):
+            raise argparse.ArgumentTypeError(f"expected an integer in [1, {os.cpu_count() or 1}] (this machine's "
+                                             f"CPUs), got {text!r}")
+        return n
+
+    def one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        def error(message: str):
+            parser.exit(EXIT_CONFIG, f"{parser.prog}: error: {' '.join(message.split())} (see {parser.prog} "
+                                     f"--help)\n")
+        parser.error = error
+        return parser
+
     ap = argparse.ArgumentParser(prog="zofl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one simulation (Flower, Ray backend) on a private SuperLink")
@@ -280,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                      help="run-config keys (README: 'Run-config keys'), e.g. --set dataset=\"mnist\" alpha=0.1")
-    run.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
+    run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
@@ -296,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="convert files you have instead of downloading: a folder with the IDX files (MNIST, "
                           "Fashion-MNIST; .gz or not), CIFAR-10's python pickles (cifar-10-batches-py), or a "
                           "Keras-style .npz")
+    for parser in (ap, run, plot, data_p, get):
+        one_line(parser)
     return ap
 
 

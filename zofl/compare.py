@@ -37,6 +37,7 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 import multiprocessing as mp
 import os
 import shutil
@@ -64,12 +65,10 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     so a grid with one bad cell stops before any cell runs; the ConfigError names the cell."""
     from .setup import check_run
 
+    check_sections(spec)
     fixed = dict(spec.get("fixed", {}))
     grid = dict(spec.get("grid", {}))
     per_strategy = spec.get("strategy", {})
-    unknown = set(spec) - {"fixed", "grid", "strategy", "report"}
-    if unknown:
-        raise ConfigError(f"grid file: unknown sections {sorted(unknown)}; allowed: fixed, grid, strategy, report")
     dims = []
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
@@ -78,6 +77,10 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             dims.append([dict(v) for v in values])
         else:
             dims.append([{key: v} for v in values])
+    size = math.prod(len(d) for d in dims)
+    if size > MAX_CELLS:
+        raise ConfigError(f"grid file: [grid] makes {size:,} cells ({' x '.join(str(len(d)) for d in dims)}), more "
+                          f"than {MAX_CELLS:,}; split the grid")
     combos = list(itertools.product(*dims))
     cells = []
     for i, combo in enumerate(combos):
@@ -86,6 +89,10 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             cell.update(part)
         cell.update(per_strategy.get(cell.get("strategy", "zohfl"), {}))
         cell.update(overrides or {})
+        runner_keys = sorted({"output-dir", "run-name"} & set(cell))
+        if runner_keys:  # each cell's folder is <--out>/cells/<cell id>: a grid's own value would be ignored
+            raise ConfigError(f"grid file: {runner_keys} are set by the runner (--out DIR: DIR/cells/<cell id>); "
+                              f"remove them from the grid")
         try:
             check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})  # fail early
         except ConfigError as exc:
@@ -93,6 +100,76 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             raise ConfigError(f"grid cell {i + 1} of {len(combos)} {where}: {exc}") from None
         cells.append(cell)
     return cells
+
+
+MAX_CELLS = 100_000  # a grid's cells are listed (and each checked) before any runs: a typo must not make 10**20
+
+
+def check_sections(spec: dict[str, Any]) -> None:
+    """The grid file's sections are the tables the runner reads (a ConfigError naming the section)."""
+    unknown = set(spec) - {"fixed", "grid", "strategy", "report"}
+    if unknown:
+        raise ConfigError(f"grid file: unknown sections {sorted(unknown)}; allowed: fixed, grid, strategy, report")
+    for name in ("fixed", "grid", "strategy", "report"):
+        if not isinstance(spec.get(name, {}), dict):
+            raise ConfigError(f"grid file: {name} must be a table ([{name}]), got {type(spec[name]).__name__}")
+    for name, section in spec.get("strategy", {}).items():
+        if not isinstance(section, dict):
+            raise ConfigError(f"grid file: strategy.{name} must be a table ([strategy.{name}]: keys for the cells "
+                              f"of strategy {name!r}), got {type(section).__name__}")
+    unknown = set(spec.get("report", {})) - {"columns", "paired"}
+    if unknown:
+        raise ConfigError(f"grid file: [report] has unknown keys {sorted(unknown)}; allowed: columns, paired")
+    for key in ("columns", "paired"):
+        value = spec.get("report", {}).get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"grid file: [report] {key} must be a list of strings, got {value!r}"[:300])
+    bad = [c for c in spec.get("report", {}).get("columns", []) if c not in KEY_BY_NAME]
+    if bad:
+        raise ConfigError(f"grid file: [report] columns {bad} are not run-config keys")
+
+
+def read_grid(path: str | os.PathLike) -> dict[str, Any]:
+    """The grid file as a dict; a ConfigError in one line naming the file if it is missing, unreadable
+    or not TOML (binary, a folder, a syntax error)."""
+    p = Path(path).expanduser()
+    try:
+        spec = tomllib.loads(p.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"grid file {p}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"grid file {p}: is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"grid file {p}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"grid file {p}: not text (TOML is UTF-8)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"grid file {p}: not valid TOML: {exc}") from None
+    if not spec:
+        raise ConfigError(f"grid file {p}: empty (no [fixed], [grid] or [strategy.*] tables): nothing to run")
+    return spec
+
+
+def check_cell_data(cells: list[dict[str, Any]]) -> None:
+    """Every cell's data files, read and checked once per file before any cell runs (``expand_grid``
+    checks everything but the data): a corrupt file in the third cell must not wait for two cells to run.
+    Only files (not the splits: a Dirichlet draw takes seconds per setting); tasks of their own data check
+    it in their own run."""
+    from .setup import check_run
+    from .tasks.base import SplitTask
+    from .tasks.data import DataError, check_file
+
+    seen: set[tuple[str, str, bool]] = set()
+    for i, cell in enumerate(cells):
+        _, task, spec = check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})
+        key = (spec.dataset, spec.data_dir, spec.download)
+        if not isinstance(task, SplitTask) or key in seen:
+            continue
+        seen.add(key)
+        try:
+            check_file(*key)
+        except DataError as exc:
+            raise ConfigError(f"grid cell {i + 1} of {len(cells)} (dataset {spec.dataset!r}): {exc}") from None
 
 
 def grid_warnings(cells: list[dict[str, Any]]) -> list[str]:
@@ -268,7 +345,11 @@ def parse_paired(item: str) -> tuple[str, Any, Any]:
     parts = values.split(",")
     if not key or len(parts) != 2:
         raise ConfigError(f"paired comparison {item!r}: expected KEY=A,B (e.g. tau=5,20 or strategy=zohfl,f1-only)")
-    a, b = (tomllib.loads(f"v = {v}")["v"] if v.strip()[:1] in "0123456789-.[{\"" else v.strip() for v in parts)
+    try:
+        a, b = (tomllib.loads(f"v = {v}")["v"] if v.strip()[:1] in "0123456789-.[{\"" else v.strip() for v in parts)
+    except (tomllib.TOMLDecodeError, KeyError):
+        raise ConfigError(f"paired comparison {item!r}: A and B must be TOML values or bare words "
+                          f"(e.g. tau=5,20 or strategy=zohfl,f1-only)") from None
     return key.strip(), a, b
 
 
@@ -338,7 +419,9 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
              progress: bool = True, column_keys: list[str] | None = None, **report) -> list[str]:
     """Run every unfinished cell; write the reports as cells finish (at most every REPORT_EVERY_S
     seconds) and at the end. Returns the ids of the cells
-    that failed (an error, or stopped by the failure policy)."""
+    that failed (an error, or stopped by the failure policy). Every cell's data files are checked first
+    (``check_cell_data``), before the folder is made."""
+    check_cell_data(cells)
     out.mkdir(parents=True, exist_ok=True)
     with grid_lock(out):
         return _run_grid(cells, out, parallel, via, progress, column_keys, **report)
@@ -482,16 +565,47 @@ def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
+    """--set KEY=VALUE items, each VALUE one TOML value (strings in double quotes); a ConfigError otherwise."""
     out = {}
     for item in items:
-        key, _, value = item.partition("=")
-        out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        key, sep, value = item.partition("=")
+        try:
+            doc = tomllib.loads(f"v = {value}") if sep else {}
+        except tomllib.TOMLDecodeError:
+            doc = {}
+        if set(doc) != {"v"}:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with one TOML value (strings in double quotes, "
+                              f"e.g. dataset=\"mnist\")")
+        out[key.strip()] = doc["v"]
+    return out
+
+
+EXIT_CONFIG = 2  # as zofl run: bad input, refused before any work
+
+
+def _refuse(message: Any) -> None:
+    """Bad input (grid file, --set, --out): one line on stderr, exit code 2, nothing run or written."""
+    print(f"zofl compare: error: {message}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
+
+
+def _out_dir(text: str, must_exist: bool) -> Path:
+    """--out as an absolute folder path (it may not exist yet, unless ``must_exist``); a ConfigError otherwise."""
+    try:
+        out = Path(text).expanduser().resolve()
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise ConfigError(f"--out {text!r}: not a usable path ({exc})") from None
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: is a file, not a folder")
+    if must_exist and not out.is_dir():
+        raise ConfigError(f"--out {out}: no such folder (--report-only reads the finished cells there)")
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m zofl.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.error = lambda message: _refuse(" ".join(message.split()))  # one line, as every other refusal
     ap.add_argument("grid", help="grid file (TOML)")
     ap.add_argument("--out", required=True, help="results folder (reused to resume)")
     ap.add_argument("--parallel", type=int, default=2, help="cells run at once (default 2: one per core)")
@@ -508,13 +622,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="also report paired differences A - B over seeds in paired.md (e.g. tau=5,20 or "
                          "strategy=zohfl,f1-only); adds to the grid's [report] paired")
     args = ap.parse_args(argv)
-    spec = tomllib.loads(Path(args.grid).read_text())
     try:
+        spec = read_grid(args.grid)
         cells = expand_grid(spec, _parse_set(args.set))
         report = {"paired": report_paired(spec, args.paired), "per_strategy": strategy_keys(spec)}
+        out = _out_dir(args.out, must_exist=args.report_only)
     except ConfigError as exc:
-        sys.exit(f"error: {exc}")
-    out = Path(args.out).expanduser().resolve()
+        _refuse(exc)
     for w in grid_warnings(cells):
         print(f"warning: {w}", file=sys.stderr)
     if args.dry_run:
@@ -527,7 +641,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
     except ConfigError as exc:
-        sys.exit(f"error: {exc}")
+        _refuse(exc)
     if failed:
         sys.exit(f"{len(failed)} cell(s) failed: {', '.join(failed)} (see above and table.md)")
 

@@ -20,6 +20,12 @@ CONTROLS = ("x0-only", "f1-only", "server-sgd", "centralised")  # server-only (z
 ASYNC_STRATEGIES = ("fedbuff", "afbo")
 ENGINES = ("sync", "legacy", "async")
 MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
+INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
+MAX_STR = 4096  # longer strings are no path, task or list anyone means (and near Linux's 128 KiB argument limit)
+# the smallest availability: a client with probability p sits out (1 - p) / p tasks on average, each costing the
+# asynchronous engine a draw and an event; p = 0 never ends, p = 1e-6 spins a million events per task. At 0.01 a
+# task costs at most ~100 events, and a streak of 5000 misses has probability 0.99**5000 < 1e-21.
+MIN_AVAILABILITY = 0.01
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
 
 
@@ -54,6 +60,15 @@ def _floats(text: str, ok: Callable[[float], bool]) -> bool:
     return bool(values) and all(math.isfinite(v) and ok(v) for v in values)
 
 
+def _task_name(v: str) -> bool:
+    """A name (load_task checks it against the built-in ones), or 'package.module:attr' of identifiers:
+    an import path that is relative ('..x:y') or empty (':y') cannot be imported and is no task."""
+    if ":" not in v:
+        return bool(v.strip())
+    module, _, attr = v.partition(":")
+    return all(part.isidentifier() for part in module.split(".")) and attr.isidentifier()
+
+
 def _choice(*options: str) -> Callable[[Any], bool]:
     return lambda v: v in options
 
@@ -70,7 +85,7 @@ KEYS: tuple[Key, ...] = (
         "sync: Flower's Message API; legacy: Flower's legacy Strategy API (same numbers); async: updates "
         "applied as replies arrive (fedbuff)", "run", _choice(*ENGINES)),
     Key("task", str, "softmax", "a built-in task name (softmax) or 'package.module:attr'",
-        "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: bool(v)),
+        "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: _task_name(v)),
     Key("dataset", str, "digits", f"one of {DATASETS}",
         "dataset of the built-in tasks; digits ships with scikit-learn (offline default)", "run", _choice(*DATASETS)),
     Key("data-dir", str, "~/.cache/zofl/data", "an absolute path (~ allowed)",
@@ -83,8 +98,8 @@ KEYS: tuple[Key, ...] = (
         "the test rows use the same scaling): for raw CIFAR-10 pixels, where [0, 1] inputs break x_0", "ours"),
     Key("download", bool, False, "true or false",
         "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run"),
-    Key("seed", int, 0, "an integer >= 0", "seed of the splits, directions, minibatches and sampling", "run",
-        lambda v: v >= 0),
+    Key("seed", int, 0, "an integer in [0, 2**63 - 1]", "seed of the splits, directions, minibatches and sampling",
+        "run", lambda v: 0 <= v <= INT64_MAX),
     Key("num-rounds", int, 20, "an integer in [0, 100000]", "R, communication rounds (server steps for the "
         "asynchronous engine)", "run", lambda v: 0 <= v <= MAX_ROUNDS),
     Key("output-dir", str, "~/zofl-results", "an absolute path (~ allowed)",
@@ -174,9 +189,10 @@ KEYS: tuple[Key, ...] = (
         "+ latency-s)", "ours", _pos),
     Key("latency-s", float, 0.0, "a number >= 0", "async, simulated clock: communication time of every task",
         "ours", _nonneg),
-    Key("availability", str, "1", "a comma list of probabilities in [0, 1]",
-        "async: client i takes a task with probability p_(i mod k), else sits it out (any participation)",
-        "ours", lambda v: _floats(v, lambda p: 0 <= p <= 1)),
+    Key("availability", str, "1", f"a comma list of probabilities in [{MIN_AVAILABILITY}, 1]",
+        "async: client i takes a task with probability p_(i mod k), else sits it out (any participation); "
+        f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded",
+        "ours", lambda v: _floats(v, lambda p: MIN_AVAILABILITY <= p <= 1)),
     Key("local-work", str, "1", "a comma list of numbers > 0",
         "async: client i's local steps E_i = round(w_(i mod k) H) (variable local work per client)", "ours",
         lambda v: _floats(v, lambda w: w > 0)),
@@ -352,15 +368,42 @@ def defaults() -> dict[str, Any]:
     return {k.name: k.default for k in KEYS}
 
 
+def _show(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error stays one readable line whatever was given."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _coerce(key: Key, value: Any) -> Any:
+    """``value`` as the key's type, or a ConfigError. Integers must fit Flower's sint64 (and floats'
+    range), strings must be what Flower's ``--run-config`` can carry (no '"' or control characters)."""
+    if isinstance(value, int) and not isinstance(value, bool) and key.type in (int, float) \
+            and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed} and fit a signed 64-bit integer "
+                          f"(Flower's run-config), got {_show(value)}")
     if key.type is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if key.type is int and isinstance(value, float) and value.is_integer():
+    if key.type is int and isinstance(value, float) and value.is_integer() and abs(value) <= INT64_MAX:
         return int(value)
     if not isinstance(value, key.type) or (key.type is not bool and isinstance(value, bool)):
-        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed}, got {value!r} "
+        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed}, got {_show(value)} "
                           f"({type(value).__name__})")
+    if isinstance(value, str):
+        _check_text(key, value)
     return value
+
+
+def _check_text(key: Key, value: str) -> None:
+    """Flower passes the run-config to its processes as one TOML line (``flwr run --run-config``), split
+    by a pattern that ends a string at the first '"': a '"' or a control character (a newline, NUL) cannot
+    get through, and a path with one could not be opened anyway."""
+    bad = sorted({c for c in value if c == '"' or ord(c) < 32 or ord(c) == 127})
+    if bad:
+        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed}, without '\"' or control "
+                          f"characters, got {_show(value)} (holds {', '.join(repr(c) for c in bad)})")
+    if len(value) > MAX_STR:
+        raise ConfigError(f"run-config key {key.name!r} must be {key.allowed}, at most {MAX_STR} characters, "
+                          f"got {len(value)}")
 
 
 def _cross_checks(cfg: Config) -> None:
@@ -459,7 +502,7 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
         key = KEY_BY_NAME[name]
         value = _coerce(key, value)
         if not key.check(value):
-            raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {value!r}")
+            raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {_show(value)}")
         cfg[name] = value
     _cross_checks(cfg)
     return cfg

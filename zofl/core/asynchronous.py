@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..algorithms.outliers import far_replies
 from ..faults import draw_fault
 from .checks import reply_problem
 from .method import Method
@@ -276,6 +277,8 @@ class AsyncRun(SyncRun):
     def _apply(self) -> dict[str, Any]:
         replies = [rep for rep, _ in self.buffer]
         staleness = [s for _, s in self.buffer]
+        # before the update: the buffer's replies far outside its spread (a diagnostic for the summary)
+        outliers = sorted({replies[i].pid for i in far_replies([rep.arrays for rep in replies])})
         state, fields = self.method.update_async(self.state, self.version, replies, staleness)
         if not np.all(np.isfinite(state["x"])):
             log.error("update %d: the aggregate is not finite; the global model stays", self.version + 1)
@@ -296,7 +299,7 @@ class AsyncRun(SyncRun):
             "client_compute_max_s": max(computes, default=0.0),
             "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in replies), default=0.0),
             "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in replies),
-            "failed_clients": sorted(c["failed_clients"]), **fields,
+            "failed_clients": sorted(c["failed_clients"]), "outliers": outliers, **fields,
         }
         self._reset_counts()
         return info

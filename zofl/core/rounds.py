@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.outliers import far_replies
 from ..config import ConfigError
 from ..faults import speed_factor
 from ..results import RunFolderError
@@ -27,7 +28,7 @@ from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
 from .protocol import Failure, Reply, Work
 from .sampling import sample_round
-from .summary import add_pending, fmt, summarize, summary_lines
+from .summary import add_pending, fmt, outlier_fields, summarize, summary_lines
 
 log = logging.getLogger("zofl")
 
@@ -203,6 +204,7 @@ class SyncRun:
         ``aggregate(state, r, used_replies) -> (state, fields)`` replaces the method's ``update``
         (the cross-check with Flower's own FedAvg aggregation)."""
         used, failures = self.check(plan, replies, failures)
+        outliers = self.outliers(plan, used)  # before the update: the replies as the clients sent them
         failed = not self.method.server_only and round_failed(len(used), self.cfg.min_replies)
         if failed:
             self.failed_rounds += 1
@@ -228,9 +230,16 @@ class SyncRun:
             "wall_s": time.perf_counter() - plan.t0,
             "client_compute_s": float(sum(computes)), "client_compute_max_s": max(computes, default=0.0),
             "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in used), "H": plan.H,
-            "clock_s": self.sim_clock, **fields,
+            "clock_s": self.sim_clock, "outliers": outliers, **fields,
         }
         return self._write_record(plan.r + 1, info)
+
+    @staticmethod
+    def outliers(plan: RoundPlan, used: list[Reply]) -> list[int]:
+        """The clients whose used reply lay far outside the round's spread (``zofl.algorithms.outliers``; a
+        diagnostic for the summary, which changes nothing), a model read as its update from what was sent."""
+        sent = {w.pid: w.arrays for w in plan.works}
+        return [used[i].pid for i in far_replies([rep.arrays for rep in used], [sent.get(rep.pid) for rep in used])]
 
     def _write_record(self, k: int, info: dict[str, Any]) -> dict[str, Any]:
         metrics = self.method.metrics(self.state)
@@ -238,7 +247,7 @@ class SyncRun:
         record = {**metrics, "round": k, "f2_est": f2_est, "objective": metrics["f1"] + f2_est,
                   "sampled": [], "participants": 0, "stragglers": 0, "failures": 0, "dropped": 0, "rejected": 0,
                   "late": 0, "errors": 0, "lost": 0, "late_queued": 0, "late_slow": 0, "late_failed": 0,
-                  "client_wall_max_s": 0.0, "uplink_bytes": 0, "downlink_bytes": 0, "wall_s": 0.0,
+                  "client_wall_max_s": 0.0, "uplink_bytes": 0, "downlink_bytes": 0, "wall_s": 0.0, "outliers": [],
                   "client_compute_s": 0.0, "client_compute_max_s": 0.0, "local_steps": 0, "H": 0, "gamma_r": 0.0,
                   **info}
         self.writer.write_round(record)
@@ -290,7 +299,7 @@ class SyncRun:
                        rejoined_nodes=[{"node": n, "partition": p, "replaced": h} for n, p, h in
                                        (self.fed.rejoined if self.fed else [])],
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
-                       **self.method.summary_extra(recs))
+                       **outlier_fields(recs, cfg, self.method.name), **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
         lines = summary_lines(self.method.title, summary, self.setting())
         print("\n".join(lines), flush=True)

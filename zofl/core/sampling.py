@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.smoothing import seed_sequence
+from ..config import MIN_AVAILABILITY
 
 STREAM_SAMPLING = 3
 STREAM_AVAILABILITY = 0x73
@@ -27,7 +28,14 @@ def per_client(values: str, pid: int) -> float:
 
 
 def available(seed: int, task: int, pid: int, prob: float) -> bool:
-    """Whether client ``pid`` takes part in asynchronous task number ``task`` (probability ``prob``)."""
+    """Whether client ``pid`` takes part in asynchronous task number ``task`` (probability ``prob``).
+
+    A client that sits a task out is offered another one later (the engine's rejoin), so ``prob``
+    below ``MIN_AVAILABILITY`` (0: never) would keep the engine drawing forever without an update:
+    refused here too, for callers that bypass ``parse_config`` (which refuses it before any work)."""
+    if not MIN_AVAILABILITY <= prob:  # also NaN
+        raise ValueError(f"availability {prob!r} of client {pid} is below {MIN_AVAILABILITY} (run-config "
+                         f"'availability'): the client would sit out about 1/p tasks per task it takes")
     if prob >= 1.0:
         return True
     return bool(np.random.default_rng(seed_sequence(seed, task, pid, STREAM_AVAILABILITY)).random() < prob)

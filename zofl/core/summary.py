@@ -26,6 +26,8 @@ def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
            for k in ("late", "errors", "lost", "late_queued", "late_slow", "late_failed")},
         "rounds_model_rejected": sum(bool(r.get("model_rejected")) for r in records),
         "failures_by_client": _by_client(records),
+        "total_outlier_replies": sum(len(r.get("outliers") or []) for r in records),
+        "outliers_by_client": _by_client(records, "outliers"),
     }
 
 
@@ -45,13 +47,88 @@ def add_pending(summary: dict[str, Any], failures: list) -> None:
     summary["failures_by_client"] = {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
-def _by_client(records: list[dict[str, Any]]) -> dict[str, int]:
-    """{client id: rounds in which it failed, was late or was rejected}, most first (lost SuperNodes show here)."""
+def _by_client(records: list[dict[str, Any]], key: str = "failed_clients") -> dict[str, int]:
+    """{client id: rounds in which it failed, was late or was rejected}, most first (lost SuperNodes show
+    here); with key = "outliers": rounds in which its reply lay far outside the round's spread."""
     counts: dict[int, int] = {}
     for r in records:
-        for pid in r.get("failed_clients") or []:
+        for pid in r.get(key) or []:
             counts[pid] = counts.get(pid, 0) + 1
     return {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+#: the summary warns of a client whose reply was far outside its round's spread (``zofl.algorithms.outliers``)
+#: in at least OUTLIER_ROUNDS rounds and in at least OUTLIER_SHARE of the rounds its reply was used: a
+#: hostile client is flagged round after round (the poisoning study's ``large`` one: every round), an
+#: honest reply once in a while at most (none of 8 670 honest non-IID replies measured); the share makes a
+#: client sampled in few rounds count as much as one sampled in all
+OUTLIER_ROUNDS = 3
+OUTLIER_SHARE = 0.2
+
+
+def clips(cfg, strategy: str) -> bool:
+    """Whether ``coef-clip`` acts in this run: ZO-HFL's two-point estimate (the envelope estimate has no
+    coefficients, the other methods none either)."""
+    return strategy == "zohfl" and cfg.estimator == "two-point"
+
+
+def defence(cfg, strategy: str) -> str | None:
+    """The run-config's rule that limits one hostile client's reply (a robust ``aggregation``, or ZO-HFL's
+    ``coef-clip`` on its two-point coefficients), or None under the papers' plain mean."""
+    if cfg.aggregation != "mean":
+        return f'aggregation = "{cfg.aggregation}"'
+    if cfg.coef_clip > 0 and clips(cfg, strategy):
+        return f"coef-clip = {cfg.coef_clip:g}"
+    return None
+
+
+def used_rounds(records: list[dict[str, Any]]) -> dict[int, int]:
+    """{client id: records (rounds, or asynchronous updates) that used its reply}: an update's ``clients``,
+    else a round's sampled clients without a failure."""
+    counts: dict[int, int] = {}
+    for r in records:
+        failed = set(r.get("failed_clients") or [])
+        used = r["clients"] if "clients" in r else [p for p in r.get("sampled") or [] if p not in failed]
+        for pid in set(used):
+            counts[pid] = counts.get(pid, 0) + 1
+    return counts
+
+
+def outlier_warning(records: list[dict[str, Any]], rule: str | None, clip: bool = False,
+                    unit: str = "rounds") -> str | None:
+    """The one warning line of a run under the papers' mean (``rule`` None) in which some client's replies were
+    flagged as far outside their round's spread in at least OUTLIER_ROUNDS rounds and OUTLIER_SHARE of the
+    rounds that used its reply; None otherwise (under a robust rule the summary reports the count only).
+    It points to the median, and to coef-clip where it acts (``clip``), else to the trimmed mean."""
+    flagged = {int(p): n for p, n in _by_client(records, "outliers").items()}
+    used = used_rounds(records)
+    persistent = sorted(p for p, n in flagged.items() if n >= OUTLIER_ROUNDS and n >= OUTLIER_SHARE * used.get(p, 0))
+    if rule is not None or not persistent:
+        return None
+    who = ", ".join(f"{p} ({flagged[p]} of {max(flagged[p], used.get(p, 0))} {unit})" for p in persistent)
+    rules = 'aggregation = "median" or coef-clip' if clip else 'aggregation = "median" or "trimmed-mean"'
+    return (f"warning: replies of client(s) {who} lay far outside their {unit}' spread; under aggregation = "
+            f'"mean" one hostile client can move the model: try {rules} (docs/robustness.md)')
+
+
+def outlier_fields(records: list[dict[str, Any]], cfg, strategy: str) -> dict[str, Any]:
+    """summary.json's ``robust_rule`` (``defence``) and ``outlier_warning`` (``outlier_warning``, or None)."""
+    rule = defence(cfg, strategy)
+    unit = "updates" if cfg.engine == "async" else "rounds"
+    return {"robust_rule": rule, "outlier_warning": outlier_warning(records, rule, clips(cfg, strategy), unit)}
+
+
+def _outliers(s: dict[str, Any]) -> list[str]:
+    """The count of replies far outside their round's spread (and the rule in force), then the warning."""
+    n = s.get("total_outlier_replies") or 0
+    if not n:
+        return []
+    by = s["outliers_by_client"]
+    unit = "updates" if s.get("engine") == "async" else "rounds"
+    rule = f"; limited by {s['robust_rule']}" if s.get("robust_rule") else ""
+    return [f"  replies far outside their {unit}' spread: {n}, by client ({unit}): "
+            + ", ".join(f"{p} ({k})" for p, k in list(by.items())[:8]) + (", ..." if len(by) > 8 else "") + rule,
+            *([f"  {s['outlier_warning']}"] if s.get("outlier_warning") else [])]
 
 
 def _kinds(s: dict[str, Any]) -> str:
@@ -87,5 +164,6 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
             *(["  federation: SuperNode(s) that took a partition over: "
                + ", ".join(f"{r['node']} (partition {r['partition']})" for r in s["rejoined_nodes"])]
               if s.get("rejoined_nodes") else []),
+            *_outliers(s),
             *([f"  FAILED: {s['failure']}"] if s.get("status") == "failed" else []),
             f"  results: {s['results_dir']}"]

@@ -17,6 +17,7 @@ from ..config import ConfigError
 from ..core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITION
 
 log = logging.getLogger("zofl")
+NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
 
 
 def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool:
@@ -68,7 +69,8 @@ class Federation:
 
     nodes: {client id i: node id}, the first SuperNode (lowest node id) to claim each partition;
     refused: (node id, partition it claimed, node id holding it) of every later claimant, which
-    never gets work, so no partition is aggregated twice; unheld: partitions nobody holds (each
+    never gets work, so no partition is aggregated twice, and (node id, its partition-id,
+    ``NO_PARTITION``) of every node whose claim is no partition of this run; unheld: partitions nobody holds (each
     round that samples one counts it as a failure, "no SuperNode holds partition i")."""
 
     nodes: dict[int, int]
@@ -99,6 +101,7 @@ class Federation:
                 if parts != m or not 0 <= pid < m:
                     log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
                                 msg.metadata.src_node_id, pid, parts, m)
+                    self.refused.append((msg.metadata.src_node_id, pid, NO_PARTITION))
                     continue
                 self.pending[msg.metadata.src_node_id] = pid
         changed = False
@@ -125,8 +128,9 @@ class Federation:
 def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
     """Ask every SuperNode its partition until each of 0..m-1 is held or ``wait_s`` has passed.
 
-    A node whose num-partitions or partition-id disagrees with num-clients is an error (a
-    misconfigured federation); a second node claiming a held partition is refused and logged; a
+    A node whose num-partitions or partition-id disagrees with num-clients (e.g. partition-id = 99 of
+    10) is refused and logged (``Federation.refused``, held_by ``NO_PARTITION``), as is a second node
+    claiming a held partition: neither gets work, and the others' run goes on; a
     partition nobody holds by the deadline is logged and reported, and the run goes on without it
     (the failure policy decides whether that is acceptable). No partition held at all: an error."""
     t0 = time.perf_counter()
@@ -146,7 +150,10 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
         time.sleep(0.2)
     fed.unheld = sorted(set(range(m)) - set(fed.nodes))
     if not fed.nodes:
-        raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)")
+        refused = [f"SuperNode {n}: partition-id={p}" for n, p, h in fed.refused if h == NO_PARTITION]
+        raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)"
+                          + (f"; refused, outside partition ids 0..{m - 1} or num-partitions != num-clients = "
+                             f"{m}: {', '.join(refused)}" if refused else ""))
     if fed.unheld:
         log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
                     "them; each round that samples one counts it as failed", fed.unheld, wait_s)
@@ -161,8 +168,12 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
     rec = msg.content.metric_records[METRICS]
     pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
     if parts != m or not 0 <= pid < m:
-        raise ConfigError(f"SuperNode {node} has partition-id={pid}, num-partitions={parts}, "
-                          f"but run-config num-clients={m}: they must agree")
+        # one misconfigured SuperNode (its ClientApp would refuse work anyway) must not stop the others'
+        # run: refused alone, as a second claimant is; held_by -1 = no partition of this run
+        fed.refused.append((node, pid, NO_PARTITION))
+        log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but run-config num-clients=%d (partition "
+                    "ids 0..%d): refused, it gets no work (fix its node config)", node, pid, parts, m, m - 1)
+        return
     if pid in fed.nodes:
         fed.refused.append((node, pid, fed.nodes[pid]))
         fed.pending[node] = pid  # it may take the partition over if its holder leaves

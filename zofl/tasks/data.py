@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,11 @@ TEST_FRACTION = 0.1
 
 class DataError(ValueError):
     """A dataset cannot be found or built; the message says how to get it."""
+
+
+class DataFileError(DataError):
+    """A data file is unusable (not a .npz, corrupt, absurd sizes, bad arrays); the message starts with
+    the file's path. A caller reporting it should name the file, not run-config keys such as alpha."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +100,10 @@ def missing_file_message(data_dir: str | os.PathLike, name: str) -> str:
         return (f"dataset 'covtype': file {path} not found. With a network: zofl data get covtype --data-dir "
                 f"{path.parent} (or run-config download=true; scikit-learn's fetch_covtype, about 11 MB); offline, "
                 f"from UCI's covtype.data(.gz): zofl data get covtype --data-dir {path.parent} --from PATH.")
-    return (
-        f"dataset {name!r}: file {path} not found. Get it either way:\n"
-        f"  1) with a network: zofl data get {name} --data-dir {path.parent}  (or run-config download=true);\n"
-        f"  2) offline, from the original files you have (IDX files, CIFAR-10 pickles or a Keras-style .npz):\n"
-        f"     zofl data get {name} --data-dir {path.parent} --from PATH"
-    )
+    return (f"dataset {name!r}: file {path} not found. Get it with a network: zofl data get {name} --data-dir "
+            f"{path.parent} (or run-config download=true); or offline, from the original files you have (IDX "
+            f"files, CIFAR-10 pickles or a Keras-style .npz): zofl data get {name} --data-dir {path.parent} "
+            f"--from PATH")
 
 
 def check_available(name: str, data_dir: str, download: bool) -> None:
@@ -132,25 +137,120 @@ def download_covtype(data_dir: str | os.PathLike) -> Path:
 
 
 def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The arrays ``keys`` of the .npz file ``path``, exactly those; a DataError naming the file otherwise
-    (unreadable, truncated, not a .npz, pickled objects, missing or extra keys)."""
+    """The arrays ``keys`` of the .npz file ``path``, exactly those; a DataFileError naming the file otherwise
+    (unreadable, truncated, not a .npz, object arrays, sizes its headers cannot hold, missing or extra keys).
+
+    Every array's .npy header is checked against its zip member first (``_check_npz``): numpy allocates
+    what a header claims before it reads a byte, so a corrupt header claiming 713 TiB must be refused here."""
     import zipfile
 
+    _check_npz(path, keys)
     try:
         with np.load(path, allow_pickle=False) as f:
             files = set(f.files)
             missing, extra = sorted(set(keys) - files), sorted(files - set(keys))
             if missing or extra:
-                raise DataError(f"{path}: expected exactly the arrays {list(keys)}; "
-                                + (f"missing {missing}" if missing else "")
-                                + ("; " if missing and extra else "") + (f"extra {extra}" if extra else ""))
+                raise DataFileError(f"{path}: expected exactly the arrays {list(keys)}; "
+                                    + (f"missing {missing}" if missing else "")
+                                    + ("; " if missing and extra else "") + (f"extra {extra}" if extra else ""))
             return {k: f[k] for k in keys}
     except DataError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        what = "holds pickled Python objects, not plain arrays" if "pickle" in str(exc) else \
-            f"cannot be read as a .npz file ({type(exc).__name__}: {exc}); it may be truncated or not a .npz"
-        raise DataError(f"{path}: {what}") from exc
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, MemoryError) as exc:
+        raise DataFileError(f"{path}: cannot be read as a .npz file ({type(exc).__name__}: "
+                            f"{_one_line(exc)}); it may be truncated or corrupt") from exc
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
+DEFLATE_MAX_RATIO = 1100  # deflate expands at most ~1032:1; a member declaring more is corrupt (or a zip bomb)
+
+
+def _not_npz(path: Path, head: bytes) -> str:
+    """What a file that is no zip archive is, in words (np.load would call any of them pickled data)."""
+    if not head:
+        return "is empty, not a .npz file"
+    if head.startswith(NPY_MAGIC):
+        return "is a single .npy array, not a .npz file (a zip of named arrays: np.savez)"
+    if head[:1] == b"\x80":
+        return "is a Python pickle, not a .npz file (a zip of named arrays: np.savez)"
+    if head.startswith(b"\x1f\x8b"):
+        return "is gzip-compressed, not a .npz file (unpack it first)"
+    return f"is not a .npz file (a zip archive of .npy arrays); it starts with {head[:16]!r}"
+
+
+def memory_bound() -> int:
+    """Bytes of physical memory: no dataset larger than this can be loaded (2**40 where unknown)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
+def _check_npz(path: Path, keys: tuple[str, ...]) -> None:
+    """Refuse, naming ``path``, a file that is no zip archive, or whose arrays ``keys`` have .npy headers
+    their zip members cannot hold: shape x itemsize must be exactly the member's data, the member no
+    larger than its compressed bytes can expand to, the total within this machine's memory."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from exc
+    if not head.startswith(ZIP_MAGIC):
+        raise DataFileError(f"{path}: {_not_npz(path, head)}")
+    if not zipfile.is_zipfile(path):
+        raise DataFileError(f"{path}: cannot be read as a .npz file: a zip archive without its directory at the "
+                            f"end; it may be truncated or corrupt")
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = {info.filename: info for info in z.infolist()}
+            for key in keys:
+                info = members.get(f"{key}.npy", members.get(key))
+                if info is not None:
+                    total += _member_bytes(path, z, info)
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, SyntaxError,
+            tokenize.TokenError) as exc:  # numpy's header parser lets tokenize's errors through
+        raise DataFileError(f"{path}: cannot be read as a .npz file ({type(exc).__name__}: {_one_line(exc)}); "
+                            f"it may be truncated or corrupt") from exc
+    if total > memory_bound():
+        raise DataFileError(f"{path}: its arrays need {total:,} bytes, more than this machine's memory "
+                            f"({memory_bound():,} bytes)")
+
+
+def _member_bytes(path: Path, z, info) -> int:
+    """The data bytes of one .npy member, after checking its header against the member (see _check_npz)."""
+    import zipfile
+
+    where = f"{path}: array {info.filename!r}"
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise DataFileError(f"{where}: the zip says {info.file_size:,} bytes stored in {info.compress_size:,}")
+    if info.file_size > DEFLATE_MAX_RATIO * info.compress_size + 1024:
+        raise DataFileError(f"{where}: the zip says {info.file_size:,} bytes from {info.compress_size:,} "
+                            f"compressed, more than compression can give (corrupt)")
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    with z.open(info) as fp:
+        version = np.lib.format.read_magic(fp)
+        if version not in readers:
+            raise DataFileError(f"{where}: .npy format version {version} (this reads 1.0 and 2.0)")
+        shape, _, dtype = readers[version](fp)
+        offset = fp.tell()
+    if dtype.hasobject:
+        raise DataFileError(f"{where}: holds Python objects (dtype {dtype}), which load only by unpickling; "
+                            f"store plain numeric arrays")
+    need = math.prod(shape) * dtype.itemsize
+    if offset + need != info.file_size:
+        raise DataFileError(f"{where}: its header says shape {shape} of {dtype} = {need:,} bytes, but the member "
+                            f"holds {max(0, info.file_size - offset):,} (corrupt or truncated)")
+    return need
 
 
 def check_arrays(path: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]], num_classes: int) -> None:
@@ -162,30 +262,30 @@ def check_arrays(path: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]], nu
     shapes = {}
     for name, (x, y) in parts.items():
         if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
-            raise DataError(f"{path}: features of {name!r} must be numbers, got dtype {x.dtype}")
+            raise DataFileError(f"{path}: features of {name!r} must be numbers, got dtype {x.dtype}")
         if y.ndim == 2 and y.shape[1] > 1:
             one_hot = np.issubdtype(y.dtype, np.number) and np.all((y == 0) | (y == 1)) and np.all(y.sum(axis=1) == 1)
-            raise DataError(f"{path}: labels of {name!r} have shape {y.shape}"
+            raise DataFileError(f"{path}: labels of {name!r} have shape {y.shape}"
                             + ("; they look one-hot: store the class index per example instead (argmax over axis 1)"
                                if one_hot else "; expected one integer label per example"))
         y = y.reshape(len(y), -1)[:, 0] if y.ndim == 2 else y
         if y.ndim != 1:
-            raise DataError(f"{path}: labels of {name!r} must be one integer per example, got shape {y.shape}")
+            raise DataFileError(f"{path}: labels of {name!r} must be one integer per example, got shape {y.shape}")
         if not np.issubdtype(y.dtype, np.integer):
-            raise DataError(f"{path}: labels of {name!r} must be integers, got dtype {y.dtype}")
+            raise DataFileError(f"{path}: labels of {name!r} must be integers, got dtype {y.dtype}")
         if len(x) != len(y):
-            raise DataError(f"{path}: {name!r} has {len(x)} examples but {len(y)} labels")
+            raise DataFileError(f"{path}: {name!r} has {len(x)} examples but {len(y)} labels")
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
-            raise DataError(f"{path}: labels of {name!r} must lie in [0, {num_classes}), found "
+            raise DataFileError(f"{path}: labels of {name!r} must lie in [0, {num_classes}), found "
                             f"{int(y.min())}..{int(y.max())}")
         if np.issubdtype(x.dtype, np.floating) and not np.all(np.isfinite(x)):
             bad = int(np.sum(~np.all(np.isfinite(x.reshape(len(x), -1)), axis=1)))
-            raise DataError(f"{path}: features of {name!r} hold NaN or infinite values ({bad} examples)")
+            raise DataFileError(f"{path}: features of {name!r} hold NaN or infinite values ({bad} examples)")
         shapes[name] = x.shape[1:]
         if name.endswith("train") and len(np.unique(y)) < 2:
-            raise DataError(f"{path}: {name!r} holds a single class; classification needs at least 2")
+            raise DataFileError(f"{path}: {name!r} holds a single class; classification needs at least 2")
     if len(set(shapes.values())) > 1:
-        raise DataError(f"{path}: examples differ in shape between parts: {shapes}")
+        raise DataFileError(f"{path}: examples differ in shape between parts: {shapes}")
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -194,12 +294,14 @@ def _read_idx(path: Path) -> np.ndarray:
 
     raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
-        raise DataError(f"{path}: not an IDX file of unsigned bytes")
+        raise DataFileError(f"{path}: not an IDX file of unsigned bytes")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise DataFileError(f"{path}: its header says {ndim} dimensions but the file ends first (truncated?)")
     dims = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
     body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        raise DataError(f"{path}: holds {body.size} bytes of data, its header says {dims} (truncated?)")
+    if body.size != math.prod(dims):
+        raise DataFileError(f"{path}: holds {body.size} bytes of data, its header says {dims} (truncated?)")
     return body.reshape(dims)
 
 
@@ -208,7 +310,7 @@ def _find(root: Path, names: tuple[str, ...]) -> Path:
         hits = sorted(root.rglob(name))
         if hits:
             return hits[0]
-    raise DataError(f"{root}: none of {list(names)} found (below it)")
+    raise DataFileError(f"{root}: none of {list(names)} found (below it)")
 
 
 def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Path:
@@ -222,7 +324,7 @@ def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Pa
     root.mkdir(parents=True, exist_ok=True)
     out = npz_path(root, name)
     if not source.exists():
-        raise DataError(f"{source}: no such file or folder")
+        raise DataFileError(f"{source}: no such file or folder")
     if source.is_file() and source.suffix == ".npz":
         keys = ("x", "y") if name == "covtype" else KERAS_KEYS
         arrays = read_npz(source, keys)
@@ -256,7 +358,7 @@ def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Pa
         path = _find(source, ("covtype.data", "covtype.data.gz")) if source.is_dir() else source
         table = np.loadtxt(path, delimiter=",", dtype=np.int64)
         if table.ndim != 2 or table.shape[1] != 55:
-            raise DataError(f"{path}: expected 55 comma-separated columns (54 features and the cover type)")
+            raise DataFileError(f"{path}: expected 55 comma-separated columns (54 features and the cover type)")
         _write_npz(out, x=table[:, :54].astype(np.float32), y=table[:, 54])
         _load_covtype(out)
         return out
@@ -304,6 +406,21 @@ def file_stamp(name: str, data_dir: str | os.PathLike) -> tuple[int, ...]:
     except OSError:
         return ()
     return (st.st_mtime_ns, st.st_size)
+
+
+def check_file(name: str, data_dir: str, download: bool) -> None:
+    """Read and check ``name``'s file as a run would (``read_npz``, ``check_arrays``), keeping nothing: the
+    runner's check of every cell's data before any cell runs (zofl.compare). A missing file with
+    ``download`` is fetched by the run itself; digits ships with scikit-learn."""
+    check_available(name, data_dir, download)
+    path = npz_path(data_dir, name)
+    if name not in FILE_DATASETS or not path.is_file():
+        return
+    if name == "covtype":
+        _load_covtype(path)
+        return
+    f = read_npz(path, KERAS_KEYS)
+    check_arrays(path, {"train": (f["x_train"], f["y_train"]), "test": (f["x_test"], f["y_test"])}, NUM_CLASSES[name])
 
 
 def load_pooled(name: str, data_dir: str = "", download: bool = False) -> Pooled:
