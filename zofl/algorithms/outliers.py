@@ -1,8 +1,8 @@
 """Replies far outside their round's spread: a diagnostic, never a defence.
 
 Under the papers' ``aggregation = "mean"`` one hostile client can move the model as far as it likes
-(docs/results/poisoning: one ``large`` client of 10 takes ZO-HFL from 0.511 to 0.094), while the robust
-rules (``zofl.algorithms.robust``) hold if chosen. Users do not choose them unless told: the engines
+(docs/results/poisoning: one ``large`` client of 10 takes ZO-HFL's final accuracy from 63.0% to 12.8%,
+FedAvg's from 92.0% to 6.5%), while the robust rules (``zofl.algorithms.robust``) hold if chosen. Users do not choose them unless told: the engines
 flag, per round (or per asynchronous buffer), the replies that lie far from the others
 (``far_replies``), the round record lists them (``outliers``) and the summary counts them, and warns
 under the mean when one client keeps being flagged (``zofl.core.summary``). Nothing here changes a
