@@ -2,11 +2,12 @@
 
 Under the papers' ``aggregation = "mean"`` one hostile client can move the model as far as it likes
 (docs/results/poisoning: one ``large`` client of 10 takes ZO-HFL's final accuracy from 63.0% to 12.8%,
-FedAvg's from 92.0% to 6.5%), while the robust rules (``zofl.algorithms.robust``) hold if chosen. Users do not choose them unless told: the engines
-flag, per round (or per asynchronous buffer), the replies that lie far from the others
-(``far_replies``), the round record lists them (``outliers``) and the summary counts them, and warns
-under the mean when one client keeps being flagged (``zofl.core.summary``). Nothing here changes a
-reply, a weight or an aggregate: the numbers of a run are those without it.
+FedAvg's from 92.0% to 6.5%), while the robust rules (``zofl.algorithms.robust``) hold if chosen. Users
+do not choose them unless told: the engines flag, per round (or per asynchronous buffer), the replies
+that lie far from the others (``far_replies``), the round record lists them (``outliers``) and the
+summary counts them, and warns under the mean when one client keeps being flagged
+(``zofl.core.summary``). Nothing here changes a reply, a weight or an aggregate: the numbers of a run
+are those without it.
 """
 from __future__ import annotations
 
