@@ -6,13 +6,21 @@
   rounds.jsonl  -- one JSON object per round (round 0 = the initial model), flushed per line
   summary.json  -- written atomically when the last round ends
   .lock         -- held (flock) by the process writing the folder: a second run of it is refused
+
+Every file of the folder is opened without following a symbolic link (O_NOFOLLOW), and every file
+zofl writes is first created by zofl itself (O_CREAT|O_EXCL on a temporary name, then renamed over
+the real one): a link planted in the folder is refused by name, never written through. The folder
+itself may be reached through links (an output-dir on a linked scratch disk is common); the lock is
+on the inode of FOLDER/.lock, so two paths to one folder still exclude each other.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,6 +32,14 @@ ROUND_FIELDS = (
     "failures", "uplink_bytes", "downlink_bytes", "wall_s", "client_compute_s", "client_compute_max_s",
     "local_steps", "H", "gamma_r",
 )
+# fields read back on resume besides ROUND_FIELDS (the summary's totals), checked when a record has them
+COUNT_FIELDS = ("dropped", "rejected", "late", "errors", "lost", "late_queued", "late_slow", "late_failed")
+CHECKPOINT_FILE = "checkpoint.npz"  # zofl.core.checkpoint
+RESTORE_RECORDS = "restore the file, or start a new run (another run-name)"
+# the files of a run folder, with the temporary names they are written under: none may be a link
+RUN_FILES = ("config.json", "data.json", "rounds.jsonl", "summary.json", CHECKPOINT_FILE, ".lock",
+             ".config.json.tmp", ".data.json.tmp", ".rounds.jsonl.tmp", ".summary.json.tmp",
+             f".{CHECKPOINT_FILE}.tmp.npz")
 
 
 def _clean(v: Any) -> Any:
@@ -45,29 +61,187 @@ class RunFolderError(ConfigError):
     the message names the folder or file (and line)."""
 
 
-class FolderBusy(Exception):
-    """Another process holds the folder's lock; ``holder`` is its pid as it wrote it ("?" if unknown)."""
+# -- files opened without following links ------------------------------------------------------
+def _not_regular(path: Path) -> RunFolderError:
+    """The refusal for a link (or a directory, FIFO, ...) where a run file belongs."""
+    if os.path.islink(path):
+        return RunFolderError(f"{path} is a symbolic link (to {os.readlink(path)}); a run folder's files are "
+                              f"never links and zofl does not follow them: remove it, or choose another run-name")
+    return RunFolderError(f"{path} is not a regular file; a run folder holds only zofl's files: remove it, or "
+                          f"choose another run-name")
 
-    def __init__(self, holder: str):
+
+def check_run_files(folder: Path) -> None:
+    """Refuse a folder where any of zofl's files (or their temporary names) is a link or not a regular
+    file, before anything is written: a write through it would land outside the folder."""
+    for name in RUN_FILES:
+        path = folder / name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path)
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
+    """os.open without following a link at ``path`` (and not inherited by exec'd programs);
+    a link, or anything but a regular file, is a ``RunFolderError`` naming it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.EEXIST, errno.ENXIO) and os.path.lexists(path):
+            raise _not_regular(path) if exc.errno != errno.EEXIST else RunFolderError(
+                f"{path} appeared while zofl was creating it: another process writes this run folder; stop it, "
+                f"or choose another run-name") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_regular(path)
+    return fd
+
+
+def read_text(path: Path) -> str:
+    """A run file's text, read without following a link."""
+    with os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8") as f:
+        return f.read()
+
+
+def create_new(folder: Path, name: str) -> int:
+    """A descriptor of the file FOLDER/NAME, created by this call (O_CREAT|O_EXCL, so never an existing
+    file nor a link's target); a regular file left there by a killed run is removed first."""
+    path = folder / name
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise _not_regular(path)
+        os.unlink(path)  # a leftover temporary file of a killed run
+    except FileNotFoundError:
+        pass
+    return open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+
+
+def write_atomic(folder: Path, name: str, data: bytes) -> None:
+    """FOLDER/NAME replaced by ``data`` at once: written to a new .NAME.tmp, then renamed over it
+    (rename replaces a link rather than following it)."""
+    tmp = f".{name}.tmp"
+    with os.fdopen(create_new(folder, tmp), "wb") as f:
+        f.write(data)
+    os.replace(folder / tmp, folder / name)
+
+
+# -- the folder's lock -------------------------------------------------------------------------
+class FolderBusy(Exception):
+    """Another process holds the folder's lock; ``holder`` is the pid that took it, as it wrote it ("?" if
+    unknown); ``stale``: that process is gone, and ``holders`` (pids, if found) still hold the file open."""
+
+    def __init__(self, holder: str, stale: bool = False, holders: tuple[int, ...] = ()):
         super().__init__(holder)
-        self.holder = holder
+        self.holder, self.stale, self.holders = holder, stale, holders
+
+
+_HELD: dict[int, tuple[int, int]] = {}  # descriptor -> (st_dev, st_ino) of each lock file this process took
+
+
+def _close_inherited_locks() -> None:
+    """In a forked child (``os.register_at_fork``): close the lock descriptors the parent holds. A child
+    shares the parent's open file description, so it held the flock too and kept it after the parent
+    died (in-process worker pools: 'in use by another run (pid <dead pid>)'). Closing its copy never
+    releases the parent's lock (only the last close of the description does); unlocking would. The
+    descriptor is closed only if it is still the lock file (a number closed elsewhere may be reused)."""
+    for fd, ident in list(_HELD.items()):
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == ident:
+                os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+# every fork (multiprocessing's fork and forkserver children, os.fork) drops the lock, whoever forks;
+# exec'd programs never get it (O_CLOEXEC). A pool initializer would cover one pool only.
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not: its descriptors, and locks, are gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _processes_holding(st: os.stat_result) -> tuple[int, ...]:
+    """The pids (other than this one) with the file ``st`` open, as far as /proc shows them (Linux, own
+    processes); () where it cannot be told. Only looked up to say whom to stop."""
+    found = set()
+    try:
+        procs = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return ()
+    for pid in procs:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                s = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino):
+                found.add(int(pid))
+                break
+    return tuple(sorted(found))
 
 
 def lock_folder(folder: Path) -> int:
     """Take the exclusive flock on FOLDER/.lock for this process and write its pid there; returns the
-    descriptor (closing it releases the lock). Raises FolderBusy when another process holds it."""
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    descriptor (``unlock_folder`` or closing it releases the lock). Raises FolderBusy when another process
+    holds it. A flock dies with the last process holding it, so a lock nobody holds is simply taken; the
+    descriptor is not inherited by forked children (``_close_inherited_locks``) nor exec'd programs."""
+    fd = open_nofollow(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        stale = holder.isdigit() and not _alive(int(holder))
+        holders = _processes_holding(os.fstat(fd)) if stale else ()
         os.close(fd)
-        raise FolderBusy(holder) from None
+        raise FolderBusy(holder, stale, holders) from None
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
+    st = os.fstat(fd)
+    _HELD[fd] = (st.st_dev, st.st_ino)
     return fd
 
 
+def unlock_folder(fd: int) -> None:
+    """Release a lock taken by ``lock_folder`` (closing the descriptor releases the flock)."""
+    _HELD.pop(fd, None)
+    os.close(fd)
+
+
+def busy_message(folder: Path, exc: FolderBusy) -> str:
+    """Why FOLDER cannot be written now, and what to do, in one line."""
+    if not exc.stale:
+        return (f"run-config key 'run-name': {folder} is in use by another run (pid {exc.holder}); wait for it to "
+                f"end, stop it, or choose another run-name")
+    lock = folder / ".lock"
+    who = (f"process(es) {', '.join(map(str, exc.holders))} still hold {lock} open (started by it, e.g. its "
+           f"in-process workers); stop them (kill {' '.join(map(str, exc.holders))})" if exc.holders else
+           f"a process it started still holds {lock} open; stop it (`fuser -v {lock}` names it)")
+    return (f"run-config key 'run-name': {folder} is locked, but the run that locked it (pid {exc.holder}) is no "
+            f"longer running: {who} and run again, or choose another run-name")
+
+
+# -- the writer --------------------------------------------------------------------------------
 class ResultsWriter:
     """Appends round records as they happen; with ``resume`` continues a run folder's records.
 
@@ -86,40 +260,67 @@ class ResultsWriter:
         self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
         self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.rounds.resume_point)
         self._lock_fd: int | None = None
+        self._lock_pid = os.getpid()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
+            check_run_files(self.dir)
+            if not resume and any((self.dir / n).exists() for n in (self.rounds_path.name, CHECKPOINT_FILE)):
+                raise RunFolderError(f"run-config key 'run-name': {self.dir} already holds results; choose "
+                                     f"another run-name (or set resume = true to continue it)")
             if self.rounds_path.exists():
-                if not resume:
-                    raise RunFolderError(f"run-config key 'run-name': {self.dir} already holds results; choose "
-                                         f"another run-name (or set resume = true to continue it)")
-                config_path = self.dir / "config.json"
-                try:
-                    stored = json.loads(config_path.read_text())
-                except (OSError, json.JSONDecodeError) as exc:
-                    raise RunFolderError(f"cannot resume {self.dir}: {config_path} is not readable ({exc})") from exc
-                self.stored_config = stored
-                changed = sorted(k for k in set(stored) | set(config)
-                                 if k not in RESUMABLE_CHANGES and stored.get(k) != config.get(k))
-                if changed:
-                    raise RunFolderError(f"run-config key 'resume': cannot resume {self.dir}: the run-config "
-                                         f"differs in {changed}")
+                self.stored_config = self._read_config()
                 self._check_data()
                 self.records = read_rounds(self.dir, check_order=True)
         except BaseException:
             self.close()
             raise
 
-    def _check_data(self) -> None:
-        """A resume must read the data the run read: the fingerprint in data.json against today's."""
-        path = self.dir / "data.json"
-        if self.data is None or not path.exists():  # a task without a fingerprint, or a run from before data.json
-            return
+    def _read_config(self) -> dict[str, Any]:
+        """config.json of the run to continue: a JSON object equal to this run-config but for
+        RESUMABLE_CHANGES (of which 'checkpoint-every' is read back: an integer >= 0)."""
+        path = self.dir / "config.json"
         try:
-            stored = json.loads(path.read_text())
+            stored = json.loads(read_text(path))
+        except (OSError, ValueError) as exc:
+            raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({exc}); restore it, or start "
+                                 f"a new run (another run-name)") from None
+        if not isinstance(stored, dict):
+            raise RunFolderError(f"cannot resume {self.dir}: {path} is not a JSON object (a run-config); restore "
+                                 f"it, or start a new run (another run-name)")
+        every = stored.get("checkpoint-every", 0)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            raise RunFolderError(f"cannot resume {self.dir}: {path} has 'checkpoint-every' = {every!r}, not an "
+                                 f"integer >= 0; restore it, or start a new run (another run-name)")
+        changed = sorted(k for k in set(stored) | set(self.config)
+                         if k not in RESUMABLE_CHANGES and stored.get(k) != self.config.get(k))
+        if changed:
+            raise RunFolderError(f"run-config key 'resume': cannot resume {self.dir}: the run-config "
+                                 f"differs in {changed}; resume with the run's run-config ({path}), or start a new "
+                                 f"run (another run-name)")
+        return stored
+
+    def _check_data(self) -> None:
+        """A resume must read the data the run read: the fingerprint in data.json against today's.
+
+        data.json is required whenever the task gives a fingerprint: it is written with config.json,
+        and a folder from before data.json existed cannot be resumed anyway (its config.json lacks the
+        run-config keys added with it, e.g. 'aggregation'), so a missing one was deleted."""
+        path = self.dir / "data.json"
+        if self.data is None:  # a task without a fingerprint
+            return
+        if not os.path.lexists(path):
+            raise RunFolderError(f"cannot resume {self.dir}: {path} is missing: it holds the fingerprint of the "
+                                 f"data the run read, without which the data cannot be checked; restore it, or "
+                                 f"start a new run (another run-name)")
+        try:
+            stored = json.loads(read_text(path))
             fp = stored["fingerprint"]
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({exc})") from exc
+            if not isinstance(fp, str):
+                raise TypeError(f"fingerprint {fp!r} is not a string")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({type(exc).__name__}: {exc}); "
+                                 f"restore it, or start a new run (another run-name)") from None
         if fp != self.data["fingerprint"]:
             raise RunFolderError(
                 f"cannot resume {self.dir}: its data differ from this run's: {path} has fingerprint {fp} "
@@ -131,14 +332,14 @@ class ResultsWriter:
         try:
             self._lock_fd = lock_folder(self.dir)
         except FolderBusy as exc:
-            raise RunFolderError(f"run-config key 'run-name': {self.dir} is in use by another run (pid {exc.holder}); "
-                                 f"wait for it to end, stop it, or choose another run-name") from None
+            raise RunFolderError(busy_message(self.dir, exc)) from None
 
     def close(self) -> None:
-        """Release the folder's lock (the lock file stays; an unlocked one means nobody writes)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing the descriptor releases the flock
-            self._lock_fd = None
+        """Release the folder's lock (the lock file stays; an unlocked one means nobody writes). In a
+        forked child the descriptor is not the lock (``_close_inherited_locks`` closed it): nothing to do."""
+        if self._lock_fd is not None and os.getpid() == self._lock_pid:
+            unlock_folder(self._lock_fd)
+        self._lock_fd = None
 
     def __enter__(self) -> "ResultsWriter":
         return self
@@ -161,14 +362,13 @@ class ResultsWriter:
         self._atomic_write_text(name, json.dumps(obj, indent=2, default=str) + "\n")
 
     def _atomic_write_text(self, name: str, text: str) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, self.dir / name)
+        write_atomic(self.dir, name, text.encode("utf-8"))
 
     def write_round(self, record: Mapping[str, Any]) -> None:
         rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}  # every record has these; then any extra
         rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
-        with open(self.rounds_path, "a") as f:
+        fd = open_nofollow(self.rounds_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -178,13 +378,51 @@ class ResultsWriter:
         self._atomic_write("summary.json", {k: _clean(v) for k, v in summary.items()})
 
 
+# -- reading records back ----------------------------------------------------------------------
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    """A number as a record holds it (NaN and Inf are written as null)."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _int_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_int(p) for p in v)
+
+
+def record_problem(rec: dict[str, Any]) -> str | None:
+    """Why a record cannot be continued from, or None: the fields of ROUND_FIELDS missing or of another
+    type ('round' an integer, 'sampled' a list of client ids, the rest numbers or null), or a field the
+    summary totals that is not a number (COUNT_FIELDS), a list of client ids ('failed_clients') or a bool
+    ('round_failed')."""
+    missing = [k for k in ROUND_FIELDS if k not in rec]
+    if missing:
+        return f"fields {missing} missing"
+    if not _is_int(rec["round"]):
+        return f"'round' is {rec['round']!r}, not an integer"
+    if not _int_list(rec["sampled"]):
+        return f"'sampled' is {rec['sampled']!r}, not a list of client ids"
+    for k in ROUND_FIELDS[1:] + COUNT_FIELDS:
+        if k != "sampled" and not _is_number(rec.get(k)):
+            return f"{k!r} is {rec[k]!r}, not a number"
+    if "failed_clients" in rec and not _int_list(rec["failed_clients"]):
+        return f"'failed_clients' is {rec['failed_clients']!r}, not a list of client ids"
+    if not isinstance(rec.get("round_failed", False), bool):
+        return f"'round_failed' is {rec['round_failed']!r}, not true or false"
+    return None
+
+
 def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[dict[str, Any]]:
     """The records of a run; a torn last line (the process was killed mid-write) is left out.
 
     A line that is not a JSON record raises ``RunFolderError`` naming the file and line; with
-    ``check_order`` the records must be rounds 0, 1, 2, ... (no gap, no duplicate, in order)."""
+    ``check_order`` (a resume: the file is read without following a link) each record must have
+    the fields a resume reads back (``record_problem``) and the records must be rounds 0, 1, 2, ...
+    (no gap, no duplicate, in order)."""
     path = Path(run_dir) / "rounds.jsonl"
-    with open(path) as f:
+    with (os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)) if check_order else open(path)) as f:
         lines = list(f)
     records = []
     for i, line in enumerate(lines):
@@ -197,9 +435,14 @@ def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[d
         except ValueError as exc:
             if i == len(lines) - 1 and not line.endswith("\n"):
                 break  # torn last line: written again on resume
-            raise RunFolderError(f"{path}, line {i + 1}: not a round record ({exc})") from None
-        if check_order and rec.get("round") != len(records):
-            raise RunFolderError(f"{path}, line {i + 1}: round {rec.get('round')!r} where round {len(records)} "
-                                 f"was expected (records must be rounds 0, 1, 2, ... once each)")
+            raise RunFolderError(f"{path}, line {i + 1}: not a round record ({exc})"
+                                 + (f"; {RESTORE_RECORDS}" if check_order else "")) from None
+        if check_order:
+            problem = record_problem(rec)
+            if problem:
+                raise RunFolderError(f"{path}, line {i + 1}: not a round record ({problem}); {RESTORE_RECORDS}")
+            if rec["round"] != len(records):
+                raise RunFolderError(f"{path}, line {i + 1}: round {rec['round']!r} where round {len(records)} "
+                                     f"was expected (records must be rounds 0, 1, 2, ... once each); {RESTORE_RECORDS}")
         records.append(rec)
     return records

@@ -22,7 +22,7 @@ from ..algorithms.outliers import far_replies
 from ..config import ConfigError
 from ..faults import speed_factor
 from ..results import RunFolderError
-from .checkpoint import CHECKPOINT, check_state, load_checkpoint, save_checkpoint
+from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
 from .checks import reply_problem
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
@@ -49,8 +49,10 @@ def resume_point(writer, method: Method, total: int):
     """What a resume of ``writer.dir`` continues from: the checked checkpoint (round, wall_s, state,
     extras), or None for a fresh start (no records yet, or a run stopped before its first checkpoint
     was due: said in the log). Refuses (``RunFolderError``, naming the file) records without the
-    checkpoint they should have, a checkpoint that is not this run's state or is not finite, one
-    ahead of the records, and a resume with nothing left to run."""
+    checkpoint they should have, a checkpoint that is not this run's state (names, dtypes, shapes,
+    finite values of a sane magnitude: ``check_state``) or engine's extras (``check_extra``), one
+    ahead of the records, and a resume with nothing left to run. The round is 0 <= k < total (a
+    negative one is refused by ``load_checkpoint``). Nothing is written before every check passed."""
     path = writer.dir / CHECKPOINT
     ck = load_checkpoint(writer.dir)
     last = writer.records[-1]["round"] if writer.records else None
@@ -68,12 +70,25 @@ def resume_point(writer, method: Method, total: int):
     k = ck[0]
     if last is None or k > last:
         raise RunFolderError(f"cannot resume {writer.dir}: {path} holds round {k} but rounds.jsonl ends at "
-                             f"{'no round' if last is None else f'round {last}'}")
+                             f"{'no round' if last is None else f'round {last}'}; restore the records, or delete "
+                             f"the folder (or choose another run-name) to start again")
     if k >= total:
         raise RunFolderError(f"run-config key 'num-rounds': nothing to resume in {writer.dir}: it has run {k} of "
                              f"{total} rounds; raise num-rounds to continue it")
-    check_state(path, ck[2], method.state_dict(method.init()))
+    fresh = method.init()
+    check_state(path, ck[2], method.state_dict(fresh))
+    check_extra(path, ck[3], method, fresh, k)
     return ck
+
+
+def check_extra(path, extra: dict[str, np.ndarray], method: Method, fresh: State, k: int) -> None:
+    """The engine's arrays in the checkpoint: the asynchronous queue, or the synchronous simulated clock."""
+    if method.cfg.engine == "async":
+        from .asynchronous import check_async_extra  # that module imports this one
+
+        check_async_extra(path, extra, method, fresh, k)
+    else:
+        check_sync_extra(path, extra)
 
 
 class SyncRun:
