@@ -167,3 +167,127 @@ def test_data_get_from_a_file_that_is_no_npz_says_what_it_is(tmp_path, capsys):
         (tmp_path / "cifar-10-batches-py" / name).write_bytes(b"garbage")
     _refused(capsys, ["data", "get", "cifar10", "--data-dir", str(tmp_path / "d"), "--from", str(tmp_path)],
              r"--from .*: not cifar10's original files \(UnpicklingError")
+
+
+# -- zofl run's outcome: this run's own files decide it (issue 30, item 3) -------------------------------
+# Flower is replaced by a stand-in whose "flwr run" is a short script: what decides the outcome is the
+# CLI's reading of the run folder, a matter of logic; tests/test_flower_e2e.py runs the real thing.
+# the ServerApp's acceptance of the folder: config.json replaced atomically (ResultsWriter.accept)
+ACCEPT = ("import os, sys; d = sys.argv[1]; open(d + '/.c.tmp', 'w').write(open(d + '/config.json').read()); "
+          "os.replace(d + '/.c.tmp', d + '/config.json')")
+
+
+def _fake_flower(monkeypatch, script: str):
+    """``zofl.launch.local_superlink`` whose ``popen`` runs ``python -c script OUT`` (OUT: the run folder,
+    read from the run-config in the command) and prints what it is told to."""
+    import contextlib
+    import subprocess
+    import sys
+
+    import zofl.launch
+
+    class Link:
+        def popen(self, cmd, **kwargs):
+            rc = cmd[cmd.index("--run-config") + 1]
+            out = dict(kv.split("=", 1) for kv in rc.split(" ") if "=" in kv)
+            folder = f"{out['output-dir'].strip(chr(34))}/{out['run-name'].strip(chr(34))}"
+            return subprocess.Popen([sys.executable, "-c", script, folder], **kwargs)
+
+        def stop_run(self, run_id):
+            return False
+
+    @contextlib.contextmanager
+    def fake(*args, **kwargs):
+        yield Link()
+
+    monkeypatch.setattr(zofl.launch, "local_superlink", fake)
+
+
+def _finished_run(tmp_path):
+    from zofl.inprocess import run_inprocess
+
+    d, _ = run_inprocess({"num-rounds": 2, "num-clients": 3, "output-dir": str(tmp_path), "run-name": "r"}, workers=0)
+    (d / "flwr.log").write_text("the first run's log\n")
+    return d
+
+
+def _zofl_run(*keys):
+    return main(["run", "--quiet", "--set", *keys])
+
+
+def test_a_resume_whose_flower_run_ends_without_its_summary_failed(tmp_path, monkeypatch, capsys):
+    """Extending a finished run whose Flower run then dies: the earlier run's summary.json says
+    nothing about this one (it exited 0 and printed "done:" before)."""
+    d = _finished_run(tmp_path)
+    _fake_flower(monkeypatch, ACCEPT + "; print('Flower: the SuperLink went away')")
+    rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3", "num-rounds=5", "resume=true")
+    err = capsys.readouterr().err
+    assert rc == 1 and "the run failed; Flower's output is in " + str(d / "flwr.log") in err, err
+    assert "the SuperLink went away" in (d / "flwr.log").read_text()  # this run was accepted: its log is the folder's
+
+
+def test_a_run_its_serverapp_refused_leaves_the_earlier_runs_files_alone(tmp_path, monkeypatch, capsys):
+    """The ServerApp refused the folder (another process held it): exit 1, and the earlier run's summary
+    and flwr.log stay as they were; Flower's output goes to a file of its own."""
+    d = _finished_run(tmp_path)
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+    _fake_flower(monkeypatch, "print('Invalid run-config, nothing was run: in use by another run')")
+    rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3", "num-rounds=5", "resume=true")
+    err = capsys.readouterr().err
+    assert rc == 1 and "before its ServerApp accepted" in err and "in use by another run" in err, err
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.is_file() and p.name != ".cli.lock"} == before
+
+
+def test_a_run_that_writes_its_summary_succeeds(tmp_path, monkeypatch, capsys):
+    d = _finished_run(tmp_path)
+    summary = (d / "summary.json").read_text()
+    _fake_flower(monkeypatch, ACCEPT + f"; open(d + '/.s', 'w').write({summary!r}); os.replace(d + '/.s', "
+                 "d + '/summary.json')")
+    rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3", "num-rounds=5", "resume=true")
+    assert rc == 0, capsys.readouterr().err
+
+
+def test_a_second_zofl_run_of_the_same_run_name_is_refused_at_once(tmp_path, monkeypatch, capsys):
+    """While one ``zofl run`` holds a run-name, a second is refused before it starts anything (before,
+    its ServerApp was refused after Ray's start-up and it exited 0 with the first run's results)."""
+    import fcntl
+    import os
+
+    d = tmp_path / "r"
+    d.mkdir()
+    fd = os.open(d / ".cli.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"4242")
+    _fake_flower(monkeypatch, "raise SystemExit('must not start')")
+    try:
+        rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3")
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"zofl run: error: run-config key 'run-name': {d} is in use by another zofl run "
+                               f"(pid 4242); wait for it to end, stop it, or choose another run-name"], err
+
+
+@pytest.mark.parametrize("tamper", ["checkpoint-round", "record-fields"])
+def test_a_tampered_resume_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys, tamper):
+    """A checkpoint edited to round -3, a record without its fields: exit 2 naming the file, and the
+    folder as it was (before: rounds.jsonl emptied, a ValueError / KeyError, exit 0)."""
+    import json
+
+    d = _finished_run(tmp_path)
+    if tamper == "checkpoint-round":
+        with np.load(d / "checkpoint.npz") as ck:
+            arrays = {k: ck[k] for k in ck.files}
+        arrays["round"] = np.array(-3)
+        np.savez(d / "checkpoint.npz", **arrays)
+    else:
+        lines = (d / "rounds.jsonl").read_text().splitlines()
+        lines[1] = json.dumps({"round": 1})
+        (d / "rounds.jsonl").write_text("\n".join(lines) + "\n")
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+    _fake_flower(monkeypatch, "raise SystemExit('must not start')")
+    capsys.readouterr()
+    rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3", "num-rounds=5", "resume=true")
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("zofl run")]
+    assert rc == 2 and len(err) == 1 and err[0].startswith("zofl run: error: ") and str(d) in err[0], err
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()} == before

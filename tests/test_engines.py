@@ -60,8 +60,10 @@ def test_flower_fedavg_cross_check_is_identical_in_both_apis(tmp_path):
 
 @pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86 SIMD kernels")
 def test_final_models_are_the_frozen_bits_with_the_freezing_machines_kernels():
-    """With numpy's AVX-512 kernels switched off (the reference was frozen on an AVX2 machine) every
-    run's final model has the stored digest (x_sha256), bit for bit; flwr-fedavg's old engine summed
+    """With numpy's AVX-512 kernels switched off and OpenBLAS's Haswell kernels chosen (the reference
+    was frozen on an AVX2 machine; OpenBLAS picks its kernels by CPU model, not by numpy's features,
+    and on an AVX-512 machine sums in another order) every run's final model has the stored digest
+    (x_sha256), bit for bit; flwr-fedavg's old engine summed
     in an arbitrary order (see REFERENCE above), so its digest was never reproducible."""
     import os
     import subprocess
@@ -85,7 +87,7 @@ with tempfile.TemporaryDirectory() as d:
             print(name, x_digest(x) == r["x_sha256"])
 """
     newer = [f for f in dispatch if f.startswith(("AVX512", "X86_V4"))]  # above the freezing machine's AVX2
-    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(newer)}
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(newer), "OPENBLAS_CORETYPE": "Haswell"}
     res = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env,
                          capture_output=True, text=True, check=True)
     lines = [ln for ln in res.stdout.splitlines() if ln.endswith((" True", " False"))]

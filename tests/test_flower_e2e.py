@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from zofl.inprocess import run_inprocess
-from zofl.launch import local_superlink
+from zofl.launch import descendants, local_superlink
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -178,36 +178,99 @@ def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
     assert 'num-supernodes=10' in out
 
 
-def test_ctrl_c_stops_zofl_run_and_a_resume_continues_it_exactly(tmp_path):
-    """Ctrl-C (SIGINT to the foreground process group) during ``zofl run``: exit 130, the run stops with
-    its private SuperLink (nothing left running, no summary), and ``zofl run --set resume=true``
-    continues from the last checkpoint to the same numbers as an uninterrupted run."""
+def _lock_free(path: Path) -> bool:
+    import fcntl
     import os
+
+    if not path.exists():
+        return True
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _start_time(pid: int):
+    """A live process's start time (None once it is gone, or a zombie: dead, waiting to be reaped)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return ""
+
+
+def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path):
+    """``zofl run`` stopped at random rounds by SIGKILL (nothing of it runs: its watchdog stops the rest),
+    SIGTERM (within 5 s on an idle machine) and Ctrl-C (``flwr stop`` first, exit 130), each resumed:
+    after each, no process of the run is left, no lock is held and there is no summary; the last resume
+    ends with the numbers of an uninterrupted run."""
+    import os
+    import random
     import signal
     import sys
     import time
 
+    seed = random.randrange(10**6)
+    rng = random.Random(seed)
     keys = ["beta=0.5", "tau=2.0", "step-time-s=0.05", "checkpoint-every=3", f'output-dir="{tmp_path}"',
             'run-name="c"']
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    # SIGINT at its default in the child whatever the test runner inherited: a background job of a
-    # non-interactive shell starts with SIGINT ignored, and Python then raises no KeyboardInterrupt
-    proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", "--rounds", "12", "--clients", "4", "--quiet",
-                             "--set", *keys], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    rounds = tmp_path / "c" / "rounds.jsonl"
-    end = time.monotonic() + 600
-    while proc.poll() is None and time.monotonic() < end and not (
-            rounds.exists() and len(rounds.read_text().splitlines()) > 4):
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "the run was stopped (flwr stop)" in err, (out + err)[-3000:]
-    assert not left_behind() and not (tmp_path / "c" / "summary.json").exists()
-    assert 4 <= len(read_rounds(tmp_path / "c")) - 1 < 12
-    res = zofl_run(tmp_path, "--rounds", "12", "--clients", "4", "--quiet", "--set", *keys, "resume=true")
+    folder = tmp_path / "c"
+    rounds = folder / "rounds.jsonl"
+    args = ["--rounds", "30", "--clients", "4", "--quiet", "--set", *keys, "resume=true"]  # (a fresh start at first)
+
+    def last_round() -> int:
+        return read_rounds(folder)[-1]["round"] if rounds.exists() and read_rounds(folder) else -1
+
+    for how in ("SIGKILL", "SIGTERM", "SIGINT"):
+        target = max(last_round(), 0) + rng.randint(2, 5)  # a random round past the last recorded one
+        # SIGINT at its default in the child whatever the test runner inherited: a background job of a
+        # non-interactive shell starts with SIGINT ignored, and Python then raises no KeyboardInterrupt
+        proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        end = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < end and last_round() < target:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the run ended before round {target} (seed {seed}): {proc.communicate()}"
+        started = {p: _start_time(p) for p in descendants(proc.pid)}  # what zofl run started (Ray's agents too)
+        t0 = time.monotonic()
+        if how == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+        else:
+            os.kill(proc.pid, getattr(signal, how))  # `kill` / `kill -9` of zofl run alone
+        out, err = proc.communicate(timeout=180)
+        took = time.monotonic() - t0
+        expected = {"SIGKILL": -signal.SIGKILL, "SIGTERM": 128 + signal.SIGTERM, "SIGINT": 130}[how]
+        assert proc.returncode == expected, (how, seed, (out + err)[-3000:])
+        if how == "SIGTERM":
+            assert took < 15, f"SIGTERM took {took:.1f} s (5 s on an idle machine; the margin is for load)"
+        if how == "SIGINT":
+            assert "the run was stopped (flwr stop)" in err, err[-3000:]
+        def alive():
+            return [p for p, t in started.items() if _start_time(p) == t]
+
+        end = time.monotonic() + 60  # SIGKILL: the watchdog's turn (one second's poll + SIGTERM's grace)
+        while (left_behind() or alive() or not _lock_free(folder / ".lock")) and time.monotonic() < end:
+            time.sleep(0.5)
+        assert not left_behind(), (how, seed)
+        assert not alive(), (how, seed, {p: _cmdline(p) for p in alive()})
+        assert _lock_free(folder / ".lock") and _lock_free(folder / ".cli.lock"), (how, seed)
+        assert not (folder / "summary.json").exists() and last_round() < 30, (how, seed)
+    res = zofl_run(tmp_path, *args)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    cfg = {"num-rounds": 12, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "ref"}
+    cfg = {"num-rounds": 30, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "ref"}
     d, _ = run_inprocess(cfg, workers=0)
-    assert losses(read_rounds(tmp_path / "c")) == losses(read_rounds(d))
+    assert losses(read_rounds(folder)) == losses(read_rounds(d))

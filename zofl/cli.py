@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -110,31 +111,94 @@ class _Progress:
         self.bar.close()
 
 
+def _run_config(args) -> dict[str, Any]:
+    """--set KEY=VALUE ... with the shorthands; a shorthand and --set of the same key must agree."""
+    run_config = _parse_set(args.set)
+    for flag, key, value in (("--strategy", "strategy", args.strategy), ("--rounds", "num-rounds", args.rounds),
+                             ("--clients", "num-clients", args.clients)):
+        if value is None:
+            continue
+        if key in run_config and run_config[key] != value:
+            raise ValueError(f"{flag} {value} and --set {key}={run_config[key]!r} disagree; give one of them")
+        run_config[key] = value
+    return run_config
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """Which version of a file this is (inode, mtime, size): our files are replaced atomically, so a
+    file written by this run has a stamp other than the one it had before the run started."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _outcome(out: Path, before: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """(this run's summary or None, whether this run's ServerApp accepted the folder), judged only by
+    files this run wrote: the ServerApp writes config.json when it accepts the run (or its resume) and
+    summary.json when its last round ends, both by atomic replacement; a file whose stamp did not
+    change since the start was left by an earlier run and says nothing about this one."""
+    accepted = _stamp(out / "config.json") not in (None, before["config.json"])
+    if not accepted or _stamp(out / "summary.json") in (None, before["summary.json"]):
+        return None, accepted
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None, accepted
+    return (summary if isinstance(summary, dict) and summary.get("results_dir") else None), accepted
+
+
+def _hold_run_name(out: Path) -> int:
+    """Hold ``out/.cli.lock`` (flock) for this ``zofl run``: a second ``zofl run`` of the same run-name
+    is refused at once, before its ServerApp could be refused after Ray's start-up. (The ServerApp
+    takes the folder's own ``.lock`` when it starts; this one covers the time before.)"""
+    import fcntl
+
+    fd = os.open(out / ".cli.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ValueError(f"run-config key 'run-name': {out} is in use by another zofl run (pid {holder}); wait for "
+                         f"it to end, stop it, or choose another run-name") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
 def cmd_run(args) -> int:
     from .config import ConfigError
-    from .launch import flwr_run_command, local_superlink, stop_process
 
     try:
-        run_config = _parse_set(args.set)
-        for key, value in (("strategy", args.strategy), ("num-rounds", args.rounds), ("num-clients", args.clients)):
-            if value is not None:
-                run_config[key] = value
+        run_config = _run_config(args)
         cfg, run_name, out = check_locally(run_config)
-    except (ConfigError, ValueError) as exc:
+        lock = _hold_run_name(out)
+    except (ConfigError, ValueError, OSError) as exc:
         print(f"zofl run: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    run_config["run-name"] = run_name
+    try:
+        run_config["run-name"] = run_name
+        return _run(args, cfg, run_config, out)
+    finally:
+        os.close(lock)
+
+
+def _run(args, cfg, run_config: dict[str, Any], out: Path) -> int:
+    """``flwr run`` on a private SuperLink, progress, then this run's outcome (``_outcome``)."""
+    from .launch import flwr_run_command, local_superlink
+
     print(f"zofl run: {cfg.strategy} on {cfg.dataset}, {cfg.num_clients} clients, engine {cfg.engine}; "
           f"results in {out}", flush=True)
+    before = {name: _stamp(out / name) for name in ("config.json", "summary.json")}
     log_lines: list[str] = []
     progress = _Progress(out / "rounds.jsonl", _total_rounds(cfg), args.quiet)
-    proc = None
     try:
         with local_superlink() as link:
             federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
-            proc = subprocess.Popen(flwr_run_command("zofl", run_config, federation_config=federation), env=link.env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True)
+            proc = link.popen(flwr_run_command("zofl", run_config, federation_config=federation),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             reader = threading.Thread(target=lambda: log_lines.extend(proc.stdout), daemon=True)
             reader.start()
             try:
@@ -151,20 +215,18 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
-        if proc is not None:
-            stop_process(proc)
         progress.close()
-        _save_log(out, log_lines)
-    summary = out / "summary.json"
+        summary, accepted = _outcome(out, before)
+        log_path = _save_log(out if accepted else None, log_lines)
     text = [_strip_ansi(line.rstrip("\n")) for line in log_lines]
-    if summary.exists() and json.loads(summary.read_text()).get("results_dir"):
+    if summary is not None:
         print("\n".join(_summary_block(text, out) or [f"done: {out}"]))
-        failure = json.loads(summary.read_text()).get("failure")
-        if failure:  # the failure policy stopped it (what ran is recorded)
-            print(f"zofl run: the run failed: {failure}", file=sys.stderr)
+        if summary.get("failure"):  # the failure policy stopped it (what ran is recorded)
+            print(f"zofl run: the run failed: {summary['failure']}", file=sys.stderr)
             return EXIT_FAILED
         return 0
-    print(f"zofl run: the run failed; Flower's output is in {out / 'flwr.log'}", file=sys.stderr)
+    print(f"zofl run: the run failed{'' if accepted else ' before its ServerApp accepted ' + str(out)}; "
+          f"Flower's output is in {log_path}", file=sys.stderr)
     for line in _error_lines(text):
         print(f"  {line}", file=sys.stderr)
     return EXIT_FAILED
@@ -187,14 +249,19 @@ def _strip_ansi(s: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", s)
 
 
-def _save_log(out: Path, lines: list[str]) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "flwr.log").write_text("".join(lines))
-    except OSError:
-        with tempfile.NamedTemporaryFile("w", prefix="zofl-run-", suffix=".log", delete=False) as f:
-            f.write("".join(lines))
-            print(f"zofl run: Flower's output is in {f.name}", file=sys.stderr)
+def _save_log(out: Path | None, lines: list[str]) -> Path:
+    """Flower's output of this run: ``out/flwr.log`` when this run's ServerApp accepted ``out`` (else
+    the folder, and its flwr.log, belong to an earlier or another run), or a temporary file."""
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "flwr.log").write_text("".join(lines))
+            return out / "flwr.log"
+        except OSError:
+            pass
+    with tempfile.NamedTemporaryFile("w", prefix="zofl-run-", suffix=".log", delete=False) as f:
+        f.write("".join(lines))
+    return Path(f.name)
 
 
 def _summary_block(text: list[str], out: Path) -> list[str]:

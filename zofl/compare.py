@@ -52,7 +52,7 @@ from typing import Any
 import tomllib
 
 from .config import KEY_BY_NAME, ConfigError, parse_config, reads
-from .results import ROUND_FIELDS, FolderBusy, lock_folder, read_rounds
+from .results import ROUND_FIELDS, FolderBusy, lock_folder, read_rounds, unlock_folder
 from .stats import fmt_interval, interval, paired, run_figures
 
 REPORT_EVERY_S = 60.0
@@ -440,7 +440,7 @@ def grid_lock(out: Path):
     try:
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the flock
+        unlock_folder(fd)
 
 
 def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, progress: bool,

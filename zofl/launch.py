@@ -1,5 +1,5 @@
-"""Start a Flower SuperLink of our own and submit runs to it with ``flwr run`` (used by tests,
-benchmarks and scripts; users can just call ``flwr run``).
+"""Start a Flower SuperLink of our own and submit runs to it with ``flwr run`` (used by ``zofl run``,
+the runner, tests, benchmarks and scripts; users can just call ``flwr run``).
 
 ``flwr run`` on its own starts a background SuperLink that never stops and, by default,
 reinstalls the App's dependencies with uv for every run (gigabytes with torch). Here we start
@@ -7,6 +7,18 @@ reinstalls the App's dependencies with uv for every run (gigabytes with torch). 
 declare it in a temporary FLWR_HOME, run, and stop every process we started, including those
 that left the SuperLink's process group (Ray's daemons, Flower's ServerApp process): they are found
 by the private FLWR_HOME they inherited.
+
+Every process dies with the one that started it, however that one ends:
+* a normal end, an exception, Ctrl-C, SIGTERM or SIGHUP: the ``finally`` of ``local_superlink``
+  stops them all at once (SIGTERM, a grace of ``STOP_GRACE_S``, then SIGKILL), so SIGTERM of
+  ``zofl run`` ends everything within about 5 s;
+* SIGKILL (nothing of ours runs): a watchdog process (``watchdog``), started first in a session
+  of its own, holds the read end of a pipe whose only write end is ours. The kernel closes that
+  end when we die, however we die; the watchdog then sees end-of-file and kills what we started:
+  the processes that carry our private FLWR_HOME and every descendant of ours it saw while we
+  lived (a snapshot each second, checked against each process's start time, so a reused pid is
+  never hit). A parent-death signal (PR_SET_PDEATHSIG) alone is not enough: it reaches only our
+  direct children, and Flower's ServerApp and Ray's daemons are grandchildren in other sessions.
 """
 from __future__ import annotations
 
@@ -20,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -31,6 +43,9 @@ QUIET_ENV = {
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
 }
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+STOP_GRACE_S = 2.5  # between SIGTERM and SIGKILL when we stop our processes (SIGTERM must end a run within 5 s)
+WATCH_INTERVAL_S = 1.0  # how often the watchdog notes our descendants
+DONE = b"done"  # what we write to the watchdog when we stopped our processes ourselves
 
 
 def _bin(name: str) -> str:
@@ -60,6 +75,8 @@ def exit_on_terminate() -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        for sig in old:  # a second signal must not cut our cleanup short (SIGKILL still ends it: the watchdog acts)
+            signal.signal(sig, signal.SIG_IGN)
         raise SystemExit(128 + signum)
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -116,19 +133,133 @@ def processes_with_env(key: str, value: str) -> list[int]:
     return pids
 
 
-def kill_descendants_by_env(key: str, value: str, timeout: float = 10.0) -> list[int]:
-    """SIGTERM, then SIGKILL, every process that inherited ``key=value``: what a SuperLink started,
-    even in other sessions (Flower's ServerApp process, Ray's daemons and actors), which killing its
-    process group misses. Returns the PIDs found."""
+def kill_descendants_by_env(key: str, value: str, timeout: float = STOP_GRACE_S) -> list[int]:
+    """SIGTERM, then SIGKILL after ``timeout`` s, every process that inherited ``key=value``: what a
+    SuperLink started, even in other sessions (Flower's ServerApp process, Ray's daemons and actors),
+    which killing its process group misses. Returns the PIDs found."""
     pids = processes_with_env(key, value)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    terminate(pids, timeout)
+    return pids
+
+
+def terminate(pids: list[int], grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM every pid, wait up to ``grace`` s for them to end, SIGKILL what is left, wait up to 2 s."""
+    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 2.0)
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.1)
-    return pids
+            time.sleep(0.05)
+        if not any(_alive(p) for p in pids):
+            return
+
+
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) of a process, from /proc (None if it is gone)."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descendants(root: int) -> dict[int, int]:
+    """{pid: start time} of every live descendant of ``root`` (Linux /proc; {} elsewhere)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        st = _stat(entry.name)
+        if st is not None:
+            children.setdefault(st[0], []).append((int(entry.name), st[1]))
+    out, todo = {}, [root]
+    while todo:
+        for pid, start in children.get(todo.pop(), []):
+            if pid not in out:
+                out[pid] = start
+                todo.append(pid)
+    return out
+
+
+def watchdog(parent: int, home: str, remove: str | None) -> None:
+    """The watchdog's loop (``python -m zofl.launch watchdog``; see the module docstring): note
+    ``parent``'s descendants each second until stdin brings ``DONE`` (the parent stopped its
+    processes itself: nothing to do) or reaches end-of-file without it (the parent died): then kill
+    the descendants it noted that are still alive (same pid and start time) and every process with
+    FLWR_HOME = ``home``, and delete the folder ``remove`` (the temporary one ``local_superlink``
+    made), if any."""
+    import select
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # only the end of the pipe ends the watch
+    me, seen = os.getpid(), {}
+    while True:
+        ready, _, _ = select.select([sys.stdin.fileno()], [], [], WATCH_INTERVAL_S)
+        if ready:
+            data = os.read(sys.stdin.fileno(), 4096)
+            if DONE in data:
+                return  # the parent stopped its processes itself
+            if not data:
+                break  # end-of-file without DONE: the parent died
+        seen.update(descendants(parent))
+        seen = {p: t for p, t in seen.items() if p != me and _stat(p) is not None}
+    ours = [p for p, t in seen.items() if p != me and (_stat(p) or (0, None))[1] == t]
+    terminate(sorted(set(ours) | set(processes_with_env("FLWR_HOME", home)) - {me}))
+    if remove:
+        shutil.rmtree(remove, ignore_errors=True)
+
+
+_WATCH_ENDS: set[int] = set()  # write ends of our watchdogs' pipes (closed in a forked child: see below)
+
+
+def _close_watch_ends_in_child() -> None:
+    """A forked child (e.g. a worker of a process pool) must not hold a watchdog's pipe open, or the
+    watchdog would never see its parent die; exec'd children never get it (the fds are non-inheritable)."""
+    for fd in _WATCH_ENDS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WATCH_ENDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_watch_ends_in_child)
+
+
+class Watchdog:
+    """This process's watchdog (see the module docstring): ``done()`` once our processes are stopped
+    (it exits doing nothing); ``close()`` without ``done()`` lets it act as if we had died."""
+
+    def __init__(self, home: Path, remove: Path | None = None):
+        read_end, self.fd = os.pipe()  # both non-inheritable: no exec'd child of ours gets the write end
+        _WATCH_ENDS.add(self.fd)
+        cmd = [sys.executable, "-m", "zofl.launch", "watchdog", str(os.getpid()), str(home), str(remove or "")]
+        env = {k: v for k, v in os.environ.items() if k != "FLWR_HOME"}
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True,
+                                         env=env, cwd=str(PROJECT_DIR))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(read_end)
+
+    def done(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.fd is not None:
+                os.write(self.fd, DONE)
+        self.close()
+
+    def close(self) -> None:
+        """Close our end (once) and reap the watchdog."""
+        if self.fd is None:
+            return
+        _WATCH_ENDS.discard(self.fd)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = None
+        proc = getattr(self, "proc", None)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(15)
 
 
 def _alive(pid: int) -> bool:
@@ -175,6 +306,14 @@ class SuperLink:
     env: dict[str, str]
     proc: subprocess.Popen
     log_path: Path
+    tracked: list[subprocess.Popen] = field(default_factory=list)  # stopped with the SuperLink
+
+    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        """Start ``cmd`` (e.g. ``flwr run``) in this SuperLink's environment, in a session of its own;
+        it is stopped with the SuperLink (and by the watchdog)."""
+        proc = subprocess.Popen(cmd, env=self.env, start_new_session=True, **kwargs)
+        self.tracked.append(proc)
+        return proc
 
     def run(self, run_config: Mapping[str, Any], num_supernodes: int, app_dir: str | os.PathLike = PROJECT_DIR,
             cpus_per_client: int = 1, timeout: float = 6 * 3600.0,
@@ -201,14 +340,20 @@ class SuperLink:
 
 @contextlib.contextmanager
 def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0) -> Iterator[SuperLink]:
-    """A simulation SuperLink on a free port for the duration of the ``with`` block."""
+    """A simulation SuperLink on a free port for the duration of the ``with`` block; every process
+    it (and ``SuperLink.popen``) starts is stopped when the block ends, or by the watchdog when this
+    process dies without ending it (module docstring)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(exit_on_terminate())
-        if workdir is None:
-            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="zofl-superlink-"))
+        temporary = workdir is None
+        if temporary:
+            workdir = tempfile.mkdtemp(prefix="zofl-superlink-")
+            stack.callback(shutil.rmtree, workdir, ignore_errors=True)
         work = Path(workdir)
         home = work / "flwr-home"
         home.mkdir(parents=True, exist_ok=True)
+        watch = Watchdog(home, work if temporary else None)
+        stack.callback(watch.close)  # if the stop below did not finish: the watchdog acts
         port = free_port()
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "zofl"\n\n[superlink.zofl]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
@@ -220,11 +365,32 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
              "--port", str(port), "--database", str(work / "state.db")],
             cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=die_with_parent)
+        link = SuperLink(port, home, env, proc, log_path)
         try:
             wait_for_port(port, startup_timeout, proc)
-            yield SuperLink(port, home, env, proc, log_path)
+            yield link
         finally:
-            stop_process(proc)
-            # the SuperLink's descendants in other sessions (Ray's daemons and actors, Flower's ServerApp
-            # process) inherited FLWR_HOME = this private home: none outlives the block
-            kill_descendants_by_env("FLWR_HOME", str(home))
+            stop_all([proc, *link.tracked], home)
+            watch.done()
+
+
+def stop_all(procs: list[subprocess.Popen], home: Path, grace: float = STOP_GRACE_S) -> None:
+    """Stop ``procs`` (each the leader of its own session), their descendants, their process groups and
+    every process that inherited FLWR_HOME = ``home`` (Ray's daemons and actors, Flower's ServerApp
+    process), all at once: SIGTERM, ``grace`` s, SIGKILL; then reap ``procs``."""
+    pids = {p.pid for p in procs if p.poll() is None} | set(processes_with_env("FLWR_HOME", str(home)))
+    for p in procs:  # their descendants, noted before any dies (Ray's agents carry no FLWR_HOME, and are
+        pids |= set(descendants(p.pid))  # reparented away from the tree once their raylet is gone)
+    for p in procs:  # the rest of each group (e.g. workers that left no FLWR_HOME behind)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGTERM)
+    terminate(sorted(pids), grace)
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(2)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["watchdog"]:
+    watchdog(int(sys.argv[2]), sys.argv[3], sys.argv[4] or None)

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
-from .tasks.data import file_stamp
+from .tasks.data import DataFileError, file_stamp
 
 BILEVEL_STRATEGIES = ("fedrzo-bl",)
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
@@ -41,6 +41,8 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     spec = data_spec(cfg)
     try:
         task.check(spec)
+    except DataFileError as exc:  # the file itself: its message starts with the path
+        raise ConfigError(f"run-config key 'data-dir' (dataset {cfg.dataset!r}): {exc}") from exc
     except (DataError, ValueError) as exc:
         raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
     if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module

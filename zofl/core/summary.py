@@ -158,8 +158,9 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
                + (", ..." if len(s["failures_by_client"]) > 8 else "")] if s.get("failures_by_client") else []),
             *([f"  federation: no SuperNode holds partition(s) {s['unheld_partitions']}"]
               if s.get("unheld_partitions") else []),
-            *(["  federation: refused SuperNode(s) claiming a held partition: "
-               + ", ".join(f"{r['node']} (partition {r['claims']}, held by {r['held_by']})"
+            *(["  federation: refused SuperNode(s): "
+               + ", ".join(f"{r['node']} (partition {r['claims']}, "
+                           + ("not a partition of this run)" if r["held_by"] == -1 else f"held by {r['held_by']})")
                            for r in s["refused_nodes"])] if s.get("refused_nodes") else []),
             *(["  federation: SuperNode(s) that took a partition over: "
                + ", ".join(f"{r['node']} (partition {r['partition']})" for r in s["rejoined_nodes"])]

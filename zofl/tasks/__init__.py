@@ -49,6 +49,15 @@ def _protocol_problem(obj) -> list[str]:
     return [m for m in REQUIRED if not callable(getattr(obj, m, None))]
 
 
+def _make(name: str, factory) -> Task:
+    """``factory()``, its failure a TaskError naming the task (e.g. a Protocol class, or one whose
+    constructor needs arguments)."""
+    try:
+        return factory()
+    except Exception as exc:
+        raise TaskError(f"task {name!r} cannot be made without arguments: {type(exc).__name__}: {exc}") from exc
+
+
 def load_task(name: str) -> Task:
     """The task named ``name``; raises TaskError naming the key ``task`` and what is allowed."""
     if name in TASKS:
@@ -66,9 +75,9 @@ def load_task(name: str) -> Task:
         missing = _protocol_problem(obj)
         if missing:
             raise TaskError(f"task {name!r} is a class without {missing}: a task needs {protocols}")
-        task = obj()
+        task = _make(name, obj)
     elif getattr(obj, "zofl_task_factory", False):
-        task = obj()
+        task = _make(name, obj)
     elif not _protocol_problem(obj):
         return obj  # a task object
     else:
