@@ -6,6 +6,12 @@
   its work, and slower devices miss a round deadline (``round-deadline-s``) first.
   ``uniform``: s_i ~ U(speed-param, 1); ``lognormal``: s_i = exp(-|N(0, speed-param^2)|); ``slow``:
   s_i = speed-param for the clients listed in ``slow-clients``, 1 for the others; ``none``: s_i = 1.
+* Communication and stragglers on the simulated clocks (``comm-s``, ``straggler-factor``;
+  ``task_delays``): per task (asynchronous: task number; synchronous: round) and client, a download
+  and an upload delay, each exponential with mean ``comm-s``, and a compute multiplier; for the
+  clients in ``slow-clients`` with ``straggler-factor`` = F > 1 the delays' mean is F comm-s and the
+  multiplier 1 + F' Exp(1) with F' = F - 1 (mean F): their mean communication + computation time is
+  F times a normal client's (the AFBO paper's stragglers, F = 5), drawn afresh for every task.
 * Faults (``crash-prob``, ``hang-prob``, ``corrupt-prob``), drawn per (seed, round, client): a crash
   raises in the client; a hang sleeps ``hang-s`` seconds (past the deadline) before replying; a
   corrupt reply has NaN, Inf, a wrong shape or an absurd magnitude. The server drops all of them.
@@ -21,7 +27,8 @@ from .algorithms.smoothing import seed_sequence
 
 STREAM_SPEED = 0x71
 STREAM_FAULT = 0x72
-STREAM_ATTACK = 0x73
+STREAM_ATTACK = 0x73  # the same value as sampling's STREAM_AVAILABILITY (zofl.core.protocol.STREAMS)
+STREAM_COMM = 0x74
 ATTACKS = ("large", "sign-flip", "scale")
 CORRUPTIONS = ("nan", "inf", "shape", "huge")
 
@@ -35,7 +42,7 @@ def speed_factor(seed: int, pid: int, profile: str, param: float, slow: str = ""
     if profile == "none":
         return 1.0
     if profile == "slow":
-        return float(param) if pid in {int(t) for t in slow.split(",") if t} else 1.0
+        return float(param) if pid in straggler_ids(slow) else 1.0
     rng = np.random.default_rng(seed_sequence(seed, pid, STREAM_SPEED))
     if profile == "uniform":
         return float(rng.uniform(param, 1.0))
@@ -48,6 +55,25 @@ def slowdown_s(compute_s: float, steps: int, speed: float, step_time_s: float = 
     """Extra wait so that a solve of ``compute_s`` seconds and ``steps`` local steps takes
     (compute_s + steps * step_time_s) / speed in all."""
     return compute_s * (1.0 / speed - 1.0) + steps * step_time_s / speed
+
+
+def straggler_ids(slow: str) -> set[int]:
+    """The clients named in ``slow-clients``."""
+    return {int(t) for t in slow.split(",") if t.strip()}
+
+
+def task_delays(seed: int, task: int, pid: int, comm_s: float, factor: float = 1.0) -> tuple[float, float, float]:
+    """(download s, upload s, compute multiplier) of client ``pid``'s task (or round) ``task`` on the
+    simulated clock: the delays Exp(mean ``factor`` x ``comm_s``) each, the multiplier
+    1 + (factor - 1) Exp(1) (mean ``factor``). ``factor`` is ``straggler-factor`` for a straggler, 1 for
+    the others. Exponential: one parameter (the mean), memoryless, its long right tail reorders replies
+    as networks do; it is the usual model of a message delay. With comm_s = 0 and factor = 1 nothing is
+    drawn: (0, 0, 1), so the clock is exactly the one without communication."""
+    if comm_s == 0 and factor == 1:
+        return 0.0, 0.0, 1.0
+    u = np.random.default_rng(seed_sequence(seed, task, pid, STREAM_COMM)).exponential(1.0, size=3)
+    mean = factor * comm_s
+    return float(mean * u[0]), float(mean * u[1]), float(1.0 + (factor - 1.0) * u[2])
 
 
 def draw_fault(seed: int, round_idx: int, pid: int, crash: float, hang: float, corrupt: float) -> str | None:

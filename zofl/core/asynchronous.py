@@ -8,12 +8,25 @@ s = v_now - v_task; when the buffer holds K replies (``Method.buffer_size``) the
 gets a new task. No client is ever waited for as a group.
 
 Two clocks (``clock``):
-* ``simulated``: a task sent at simulated time t finishes at t + 2 E_i sim-step-s / s_i + latency-s
-  (+ hang-s for an injected hang), s_i the device speed (``speed-profile``); events are handled in
-  that order, waiting for the real reply of the next one. The run is a pure function of the
-  seed: two runs, or a run and its resume from any checkpoint, are equal bit for bit.
+* ``simulated``: a task sent at simulated time t finishes at
+  t + d_down + c_n (steps sim-step-s / s_i) + d_up + latency-s (+ hang-s for an injected hang), with
+  steps the method's cost of the task (FedBuff 2 E_i), s_i the device speed (``speed-profile``), and
+  d_down, d_up, c_n drawn per task n and client (``zofl.faults.task_delays``, stream 0x74): the
+  download and upload delays Exp(mean ``comm-s``), c_n = 1; for a client in ``slow-clients`` with
+  ``straggler-factor`` F the delays have mean F comm-s and c_n = 1 + (F - 1) Exp(1), so its mean
+  communication + computation time is F times a normal client's, drawn afresh per task. Events are
+  handled in that order, waiting for the real reply of the next one. The run is a pure function of
+  the seed: two runs, or a run and its resume from any checkpoint, are equal bit for bit.
 * ``wall``: events are handled in real arrival order; device speeds make clients really slower
   (the client sleeps), so the asynchrony is the machine's.
+
+Anarchic clients: a client sits a task out with probability 1 - p_i (``availability``), has its own
+local work (``local-work``) and, for AFBO, Neumann depth (``neumann-steps``); with ``leave`` =
+"i:start:length,..." client i leaves when the model reaches version ``start`` (server steps taken)
+and returns at version start + length: a task due to it in between is not sent (it is ``away``),
+and it gets one when the update that makes version start + length is applied. A task it was running
+when it left is finished and its reply used (it left after sending). Versions, not seconds, so the
+same setting means the same under both clocks.
 
 A client whose reply does not come within ``reply-timeout-s`` (real seconds; the simulated clock
 needs it next, or in wall mode it is outstanding that long) is given up ("lost") and gets no more
@@ -45,7 +58,7 @@ from .method import Method
 from .policy import allowed_failures, async_windows, failure_message, kind_counts, round_failed
 from .protocol import Failure, Reply, Work
 from .rounds import SyncRun
-from .sampling import available, per_client
+from .sampling import available, away, parse_leave, per_client
 
 log = logging.getLogger("zofl")
 POLL_S = 0.002
@@ -85,6 +98,8 @@ class AsyncRun(SyncRun):
         self.buffer: list[tuple[Reply, int]] = []
         self.replied: set[int] = set()  # clients whose reply was buffered at this version
         self.waiting: list[int] = []  # clients waiting for the next version (one_task_per_version)
+        self.leave = parse_leave(cfg.leave)
+        self.away: list[int] = []  # clients on leave (``leave``), back when the version leaves their stretch
         # the failure policy over windows of m task results (zofl.core.policy)
         self.windows_needed = async_windows(self.total, self.K, self.m)
         self.allowed_failed = allowed_failures(self.windows_needed, cfg.max_failed_rounds)
@@ -107,14 +122,20 @@ class AsyncRun(SyncRun):
         return self.now if self.simulated else self.wall_s()
 
     def duration(self, work: Work) -> float:
-        """Simulated seconds a task takes: its local steps at the client's speed, plus latency."""
+        """Simulated seconds a task takes: download, its local steps at the client's speed (times a
+        straggler's multiplier), upload, latency (the module docstring; ``SyncRun.sim_delays``)."""
         steps = self.method.task_steps(work)
-        return steps * self.cfg.sim_step_s / self.speeds[work.pid] + self.cfg.latency_s
+        down, up, mult = self.sim_delays(work.round, work.pid)
+        return steps * self.cfg.sim_step_s / self.speeds[work.pid] * mult + down + up + self.cfg.latency_s
 
     # -- sending --------------------------------------------------------------------------
     def dispatch(self, pid: int) -> None:
         if pid in self.unheld:
             return  # no SuperNode holds this partition: it never gets work
+        if away(self.leave, pid, self.version):
+            if pid not in self.away:
+                self.away.append(pid)  # on leave: no task (no task number) until it returns
+            return
         cfg = self.cfg
         n = self.task_no
         self.task_no += 1
@@ -155,6 +176,10 @@ class AsyncRun(SyncRun):
         while self.version < self.total:
             if not self.tasks and not self.rejoins:
                 # nothing can arrive any more: the run ends as failed, with its summary (``fail``)
+                if self.away:
+                    self.fail(f"asynchronous run: update {self.version + 1} cannot come: no work is in flight and "
+                              f"clients {sorted(self.away)} are on leave until a version the run cannot reach "
+                              f"(run-config key 'leave' = {self.cfg.leave!r})")
                 if self.waiting:
                     self.fail(f"asynchronous run: update {self.version + 1} needs buffer-size = {self.K} usable "
                               f"replies, but no work is in flight: {len(self.waiting)} client(s) have replied for "
@@ -256,6 +281,12 @@ class AsyncRun(SyncRun):
             waiting, self.waiting = self.waiting, []
             for other in waiting:
                 self.dispatch(other)
+            back = [p for p in self.away if not away(self.leave, p, self.version)]
+            self.away = [p for p in self.away if p not in back]
+            for other in back:  # back from leave at this version, in the order they left
+                self.dispatch(other)
+            if self.leave:
+                applied["away"] = sorted(self.away)
             self._write_record(self.version, applied)
         self._count_window(usable)
 
@@ -276,11 +307,25 @@ class AsyncRun(SyncRun):
                                       self.cfg.max_failed_rounds, unit="windows"))
 
     def _apply(self) -> dict[str, Any]:
+        """One update from the buffer, and its record's engine fields:
+
+        * ``clients``, ``staleness``: every reply accepted since the previous update, in arrival order, and
+          its staleness in versions (server steps of any kind since the model its task was sent on). For
+          FedBuff these are the updates combined; for AFBO a reply of the other kind is among them, held
+          for a later step (the method's ``held``). ``sampled`` = ``clients``, ``participants`` = their count.
+        * ``used``: the updates the step combined, each {client, kind, version (the model version its task
+          was sent on), delay (in steps of its kind)}; a method with several kinds (AFBO) says it itself,
+          else every buffered reply with kind "update" and its staleness as delay.
+        * ``away`` (with ``leave`` set): clients on leave after this update; ``unavailable``: tasks sat out since the
+          previous update (``availability``); the failure counts, bytes and clocks as in every record."""
         replies = [rep for rep, _ in self.buffer]
         staleness = [s for _, s in self.buffer]
         # before the update: the buffer's replies far outside its spread (a diagnostic for the summary)
         outliers = sorted({replies[i].pid for i in far_replies([rep.arrays for rep in replies])})
         state, fields = self.method.update_async(self.state, self.version, replies, staleness)
+        if "used" not in fields:
+            fields = {**fields, "used": [{"client": rep.pid, "kind": "update", "version": self.version - s,
+                                          "delay": s} for rep, s in self.buffer]}
         if not np.all(np.isfinite(state["x"])):
             log.error("update %d: the aggregate is not finite; the global model stays", self.version + 1)
             state, fields = self.state, {**fields, "model_rejected": True}
@@ -345,6 +390,11 @@ class AsyncRun(SyncRun):
                             work.pid)
                 continue
             self._send(Task(work, int(version), float(sent_at), float(due)))
+        # a client with neither a task in flight, a rejoin nor given up was on leave at the checkpoint (one is
+        # written right after an update, when every other client has been given work): it stays away
+        busy = {t.work.pid for t in self.tasks.values()} | {p for _, _, p in self.rejoins} | lost | self.unheld
+        limit = self.cfg.concurrency or self.m
+        self.away = [p for p in range(min(limit, self.m)) if p not in busy and away(self.leave, p, self.version)]
         if lost:
             log.warning("resume: clients %s were given up before the checkpoint and stay so", sorted(lost))
 

@@ -46,9 +46,21 @@ STREAMS = {
     4: "server minibatch of grad f1 (ZO-HFL)",
     0x61: "FedRZO_bl global direction v_{T_r}",
     0x62: "FedRZO_bl lower-level common random numbers",
+    0x0: "server pre-training of x_0 (core/method.py)",
+    0x43: "the server-only controls' minibatches (methods/controls.py)",
+    0x51: "holdout split of the bilevel tasks (tasks/bilevel.py)",
+    0x53: "label corruption of hyper-cleaning (tasks/hypergrad.py)",
+    0x54: "the quadratic hyper-gradient problems (tasks/hypergrad.py)",
     0x71: "device speeds (faults.py)",
     0x72: "injected faults (faults.py)",
-    0x73: "availability of a client for an asynchronous task (core/sampling.py)",
+    # 0x73 is used twice with the same words (seed, task, client, 0x73): availability and the hostile
+    # clients' attack draw the same numbers; left as it is (changing either changes recorded runs), and
+    # no third use
+    0x73: "availability of a client for an asynchronous task or a synchronous round (core/sampling.py); "
+          "the hostile clients' attack (faults.py)",
+    0x74: "communication delays (download, upload) and stragglers' compute multiplier per task or round "
+          "(faults.py: task_delays)",
+    0x81: "APHE's random Neumann depth (methods/afbo.py)",
 }
 
 

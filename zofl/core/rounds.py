@@ -20,7 +20,7 @@ import numpy as np
 
 from ..algorithms.outliers import far_replies
 from ..config import ConfigError
-from ..faults import speed_factor
+from ..faults import speed_factor, straggler_ids, task_delays
 from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
 from .checks import reply_problem
@@ -103,6 +103,9 @@ class SyncRun:
         self.total = method.communication_rounds()
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(cfg.num_clients)]
+        # straggler-factor F for the clients of slow-clients, 1 for the others (``sim_delays``)
+        self.delay_factors = [cfg.straggler_factor if pid in straggler_ids(cfg.slow_clients) else 1.0
+                              for pid in range(cfg.num_clients)]
         self.sim_clock = 0.0  # simulated device time (see ``round_sim_s``)
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
@@ -231,7 +234,7 @@ class SyncRun:
             log.error("round %d: the aggregate is not finite; the global model stays x_r", plan.r + 1)
             state, fields = self.state, {**fields, "model_rejected": True}
         self.state = state
-        self.sim_clock += self.round_sim_s(used)
+        self.sim_clock += self.round_sim_s(used, plan.r)
         computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
         info = {
             "sampled": plan.sampled, "stragglers": len(plan.stragglers), "participants": len(used),
@@ -279,13 +282,24 @@ class SyncRun:
             self.finish()
         return record
 
-    def round_sim_s(self, used: list[Reply]) -> float:
-        """Simulated duration of a synchronous round: its slowest participant's local steps x
-        ``sim-step-s`` / s_i + ``latency-s``, at most ``round-deadline-s`` (the device model of the
-        asynchronous engine's simulated clock, so that both can be compared on one clock)."""
+    def sim_delays(self, n: int, pid: int) -> tuple[float, float, float]:
+        """(download s, upload s, compute multiplier) of client ``pid`` in task or round ``n`` on the
+        simulated clock: ``zofl.faults.task_delays`` with ``comm-s`` and its straggler factor."""
+        return task_delays(self.cfg.seed, n, pid, self.cfg.comm_s, self.delay_factors[pid])
+
+    def round_sim_s(self, used: list[Reply], r: int = 0) -> float:
+        """Simulated duration of synchronous round ``r``: its slowest participant's download + local steps
+        x ``sim-step-s`` / s_i (x a straggler's multiplier) + upload, plus ``latency-s``, at most
+        ``round-deadline-s`` (the device and network model of the asynchronous engine's simulated clock,
+        drawn from (seed, r, client), so that both can be compared on one clock). Every communication
+        round is charged: FedNest's outer round is inner-rounds + neumann-steps + 1 of them."""
         cfg = self.cfg
-        longest = max((int(rep.metrics.get("steps", 0)) * cfg.sim_step_s / self.speeds[rep.pid] for rep in used),
-                      default=0.0) + cfg.latency_s
+
+        def client_s(rep: Reply) -> float:
+            down, up, mult = self.sim_delays(r, rep.pid)
+            return int(rep.metrics.get("steps", 0)) * cfg.sim_step_s / self.speeds[rep.pid] * mult + down + up
+
+        longest = max((client_s(rep) for rep in used), default=0.0) + cfg.latency_s
         return min(longest, cfg.round_deadline_s) if cfg.round_deadline_s else longest
 
     def checkpoint_extra(self) -> dict[str, np.ndarray]:

@@ -1,5 +1,6 @@
-"""Who takes part: S_r and the stragglers (synchronous rounds), availability and local work per
-client (asynchronous tasks). Pure functions of seeds."""
+"""Who takes part: S_r and the stragglers (synchronous rounds), availability, leaves and local work
+per client (asynchronous tasks; availability and leaves also FedNest's rounds). Pure functions of
+seeds."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +40,37 @@ def available(seed: int, task: int, pid: int, prob: float) -> bool:
     if prob >= 1.0:
         return True
     return bool(np.random.default_rng(seed_sequence(seed, task, pid, STREAM_AVAILABILITY)).random() < prob)
+
+
+def parse_leave(spec: str) -> dict[int, list[tuple[int, int]]]:
+    """``leave`` = "client:start:length,...": {client: [(start, end)]}, away for start <= v < end.
+    Raises ValueError on anything else (``zofl.config`` refuses it before any work)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for item in (t.strip() for t in spec.split(",")):
+        if not item:
+            continue
+        parts = item.split(":")
+        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"leave entry {item!r} is not client:start:length (three integers >= 0)")
+        pid, start, length = (int(p) for p in parts)
+        if length < 1:
+            raise ValueError(f"leave entry {item!r}: the length must be at least 1")
+        out.setdefault(pid, []).append((start, start + length))
+    return out
+
+
+def away(leave: dict[int, list[tuple[int, int]]], pid: int, v: int) -> bool:
+    """Whether client ``pid`` has left at ``v`` (asynchronous: the model version, i.e. server steps
+    taken; FedNest: the communication round): start <= v < start + length for one of its stretches."""
+    return any(start <= v < end for start, end in leave.get(pid, ()))
+
+
+def round_available(seed: int, r: int, sampled: list[int], availability: str,
+                    leave: dict[int, list[tuple[int, int]]]) -> list[int]:
+    """The sampled clients of synchronous round ``r`` that are there: not on leave at r, and drawn
+    available with their ``availability`` p_i (the asynchronous engine's draw, with the round for the
+    task number). The others are not contacted (no work, no failure)."""
+    return [p for p in sampled if not away(leave, p, r) and available(seed, r, p, per_client(availability, p))]
 
 
 def client_local_steps(H: int, multiplier: float) -> int:

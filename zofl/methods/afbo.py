@@ -8,17 +8,20 @@ local steps (``local-work``) and its own Neumann depth N_i (``neumann-steps``):
 
 * inner task (Algorithm 1, lines 5-8): on (x^t, y^{t,k}), E_i local SGD steps on grad_y g_i with
   step ``lower-lr``; the client sends the aligned update G_i = mean of its E_i gradients.
-* inner step (lines 9-10): the server stores the newest G_i of every client (rho_i = 0 for the
-  senders, rho_i += 1 for the others) and sets y <- y - beta (1/m) sum_i G_i, stale ones included
-  (beta = ``inner-lr``).
+* inner step (lines 9-10): the server stores the newest G_i of every client and sets
+  y <- y - beta (1/m) sum_i G_i, stale ones included (beta = ``inner-lr``); rho_i = the inner steps
+  taken since the y client i's stored G_i was computed on (0: computed on the y this step moves).
 * outer task (line 12): H_i = APHE(x^t, y^{t+1}) (``zofl.algorithms.afbo.aphe``, ``aphe`` mode,
   ``lipschitz-g`` = l_{g,1}).
-* outer step (lines 14-15): the server stores the newest H_i (tau_i = 0 / += 1) and sets
-  x <- x - eta (1/m) sum_i H_i (eta = ``outer-lr``).
+* outer step (lines 14-15): the server stores the newest H_i and sets x <- x - eta (1/m) sum_i H_i
+  (eta = ``outer-lr``); tau_i = the outer steps taken since the x its stored H_i was computed on.
 
 A reply is applied as it arrives, whatever round it was computed for: a late G_i (one computed for
 an earlier y, or arriving in the outer phase) is stored and used by the next inner step with its
-delay; every record has the mean inner and outer delays. Choices (ours, keys): the mean over the
+delay (the paper's G_i^{t,k - rho_i}: the delay counts from the y it was computed on, not from its
+arrival). Each step's record says what it used (``update_async``: ``used``, ``held``, ``rho``,
+``tau``). Inner steps are counted through the outer rounds (y^{t+1,0} = y^{t,K}), so a G_i computed
+in outer round t and used in round t+1 has the inner steps between as its delay. Choices (ours, keys): the mean over the
 clients heard from until every client has sent once (``stored-average``); E_i = ``local-steps``
 (or the tau schedule at the outer round t) times the client's ``local-work``; one "round" of the
 paper's counters rho_i / tau_i is one server step of that kind; a client sends one update per
@@ -62,8 +65,12 @@ def aphe_batches(seed: int, task: int, pid: int, n_upper: int, n_lower: int, N_i
 
 class AFBO(Method):
     """State: x, y, the stored G (m, q) and H (m, p) with which rows were ever sent, which arrived
-    since the last step of their kind (fresh_G, fresh_H), the delays rho and tau, the outer round
-    of every client's newest H (H_round), and the counters [t, k, phase] (phase 0 = inner, 1 = outer)."""
+    since the last step of their kind (fresh_G, fresh_H), the model version (server steps before its
+    task was sent) every stored G_i / H_i was computed on (G_version, H_version; -1: none yet), the
+    delays rho and tau of the last step of their kind, the outer round of every client's newest H
+    (H_round), and the counters [t, k, phase] (phase 0 = inner, 1 = outer). Version v is inner step
+    number inner_index(v) of outer round v // (K + 1) (K = ``inner-rounds``: K inner steps and one
+    outer step per outer round)."""
 
     name, title = "afbo", "AFBO"
     asynchronous = True
@@ -82,7 +89,25 @@ class AFBO(Method):
                 "G": np.zeros((m, q)), "G_have": np.zeros(m, bool), "H": np.zeros((m, p)),
                 "H_have": np.zeros(m, bool), "rho": np.zeros(m, np.int64), "tau": np.zeros(m, np.int64),
                 "H_round": np.full(m, -1, np.int64), "fresh_G": np.zeros(m, bool), "fresh_H": np.zeros(m, bool),
+                "G_version": np.full(m, -1, np.int64), "H_version": np.full(m, -1, np.int64),
                 "counters": np.array([0, 0, 0])}
+
+    # -- versions and the two kinds of steps ---------------------------------------------------
+    def version_of(self, state: State) -> int:
+        """The model version (server steps taken) at ``state``: t (K + 1) + k."""
+        t, k, _ = (int(v) for v in state["counters"])
+        return t * (self.cfg.inner_rounds + 1) + k
+
+    def inner_index(self, v: np.ndarray | int) -> np.ndarray:
+        """Inner steps taken before version v (counted through the outer rounds); -1 for v = -1 (none)."""
+        v = np.asarray(v, np.int64)
+        K = self.cfg.inner_rounds
+        return np.where(v < 0, -1, (v // (K + 1)) * K + np.minimum(v % (K + 1), K))
+
+    def outer_index(self, v: np.ndarray | int) -> np.ndarray:
+        """Outer steps taken before version v (the outer round t); -1 for v = -1 (none)."""
+        v = np.asarray(v, np.int64)
+        return np.where(v < 0, -1, v // (self.cfg.inner_rounds + 1))
 
     @staticmethod
     def phase(state: State) -> str:
@@ -114,38 +139,66 @@ class AFBO(Method):
         return {"G": (self.q,)} if work.config["phase"] == INNER else {"H": (self.p,)}
 
     def receive(self, state: State, reply: Reply, staleness: int) -> State:
-        """Store the newest update of the client as soon as it arrives (lines 9 and 14)."""
+        """Store the newest update of the client as soon as it arrives (lines 9 and 14), with the version
+        it was computed on (``staleness`` versions before the current one)."""
         s = dict(state)
+        computed_on = self.version_of(state) - int(staleness)
         if "G" in reply.arrays:
             s["G"], s["G_have"], s["fresh_G"] = s["G"].copy(), s["G_have"].copy(), s["fresh_G"].copy()
+            s["G_version"] = s["G_version"].copy()
             s["G"][reply.pid], s["G_have"][reply.pid], s["fresh_G"][reply.pid] = reply.arrays["G"], True, True
+            s["G_version"][reply.pid] = computed_on
         else:
             s["H"], s["H_have"], s["fresh_H"] = s["H"].copy(), s["H_have"].copy(), s["fresh_H"].copy()
-            s["H_round"] = s["H_round"].copy()
+            s["H_round"], s["H_version"] = s["H_round"].copy(), s["H_version"].copy()
             s["H"][reply.pid], s["H_have"][reply.pid], s["fresh_H"][reply.pid] = reply.arrays["H"], True, True
             s["H_round"][reply.pid] = max(int(s["H_round"][reply.pid]), int(reply.metrics.get("t", -1)))
+            s["H_version"][reply.pid] = computed_on
         return s
 
     def update_async(self, state: State, version: int, replies: list[Reply],
                      staleness: list[int]) -> tuple[State, dict[str, Any]]:
-        """One server step with the stored updates of all m clients (stale ones included)."""
+        """One server step with the stored updates of all m clients (stale ones included).
+
+        The record's fields (besides the engine's, ``zofl.core.asynchronous``):
+
+        * ``step``: "inner" (y) or "outer" (x); ``outer_round``: t after the step.
+        * ``used``: the updates this step takes in: those of its kind that arrived since the last step of
+          its kind (the newest per client), each {client, kind ("inner": G_i, "outer": H_i), version (the
+          model version its task was sent on), delay (rho_i for G_i in inner steps, tau_i for H_i in
+          outer steps: the steps of its kind between the model it was computed on and this step)},
+          by client id. The mean also holds every other client's older stored update (``rho``/``tau``).
+        * ``held``: replies of the other kind that arrived since the previous step: stored, and taken in
+          (listed in ``used``) by the next step of their kind: {client, kind, version}, in arrival order.
+        * ``rho``, ``tau``: per client (index = client id), the delay of its stored G_i / H_i at the last
+          step of that kind (this one for its own kind); a client not heard from yet counts from -1
+          (the steps of that kind so far, plus 1). ``inner_delay_mean`` / ``outer_delay_mean``: their means."""
         cfg = self.cfg
         s = dict(state)
         t, k, ph = (int(v) for v in s["counters"])
-        if ph == 0:  # inner step (lines 9-10): rho_i = 0 for clients that sent since the last inner step
-            s["rho"] = np.where(s["fresh_G"], 0, s["rho"] + 1)
+        now = self.version_of(state)
+        held = [{"client": int(rep.pid), "kind": OUTER if "H" in rep.arrays else INNER,
+                 "version": int(now - st)} for rep, st in zip(replies, staleness)
+                if ("H" in rep.arrays) != bool(ph)]
+        if ph == 0:  # inner step (lines 9-10): G_i computed on y^(I - rho_i), I = this inner step's number
+            s["rho"] = (self.inner_index(now) - self.inner_index(s["G_version"])).astype(np.int64)
+            used = [{"client": i, "kind": INNER, "version": int(s["G_version"][i]), "delay": int(s["rho"][i])}
+                    for i in np.flatnonzero(s["fresh_G"]).tolist()]
             s["fresh_G"] = np.zeros(self.m, bool)
             s["y"] = s["y"] - cfg.inner_lr * stored_mean(s["G"], s["G_have"], cfg.stored_average, self.robust)
             k += 1
             ph = 1 if k >= cfg.inner_rounds else 0
-        else:  # outer step (lines 14-15)
-            s["tau"] = np.where(s["fresh_H"], 0, s["tau"] + 1)
+        else:  # outer step (lines 14-15): H_i computed on x^(t - tau_i)
+            s["tau"] = (self.outer_index(now) - self.outer_index(s["H_version"])).astype(np.int64)
+            used = [{"client": i, "kind": OUTER, "version": int(s["H_version"][i]), "delay": int(s["tau"][i])}
+                    for i in np.flatnonzero(s["fresh_H"]).tolist()]
             s["fresh_H"] = np.zeros(self.m, bool)
             s["x"] = s["x"] - cfg.outer_lr * stored_mean(s["H"], s["H_have"], cfg.stored_average, self.robust)
             t, k, ph = t + 1, 0, 0
         step = "outer" if state["counters"][2] else "inner"
         s["counters"] = np.array([t, k, ph])
-        return s, {"step": step, "outer_round": t, "inner_delay_mean": float(s["rho"].mean()),
+        return s, {"step": step, "outer_round": t, "used": used, "held": held, "rho": s["rho"].tolist(),
+                   "tau": s["tau"].tolist(), "inner_delay_mean": float(s["rho"].mean()),
                    "outer_delay_mean": float(s["tau"].mean())}
 
     def metrics(self, state: State) -> dict[str, Any]:
