@@ -1,0 +1,158 @@
+"""ADBO (Jiao et al., ICLR 2023) and SDBO: the cutting-plane bookkeeping on a hand-made case, the reverse-mode
+gradient of the cut against finite differences, the cross-check on the closed-form quadratic problem
+(QuadraticHypergrad), exact resume on the asynchronous engine, and a hyper-cleaning run that ends finite.
+Engines: SDBO's rounds driven by hand (the Method and client halves, no engine) and the in-process Grid."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.adbo import (
+    cut_dual_step,
+    cut_values,
+    drop_inactive,
+    free_slot,
+    lower_worker_step,
+    may_update,
+    new_cut,
+    unrolled_grad_v,
+)
+from zofl.config import ConfigError
+from zofl.core.protocol import Reply
+from zofl.inprocess import run_inprocess
+from zofl.methods.adbo import ADBO, SDBO, client_work
+from zofl.results import read_rounds
+from zofl.setup import prepare
+
+TOY = "zofl.tasks.hypergrad:QuadraticHypergrad"
+# step sizes for the quadratic (A's eigenvalues in [1, 2.4]); K = 20 lower rounds per cut, a cut every 10 steps
+STEPS = {"lower-lr": 0.2, "outer-lr": 0.1, "inner-lr": 0.2, "dual-lr": 0.2, "cut-steps": 20, "cut-every": 10,
+         "batch-size": 1}
+
+
+def test_a_cut_is_added_every_k_pre_steps_and_an_inactive_one_dropped():
+    cfg, task, spec = prepare({"task": TOY, "strategy": "adbo", "engine": "async", "num-clients": 2, "buffer-size": 2,
+                               "cut-every": 2, "cut-steps": 1, "max-cuts": 3, "cut-dual-init": 0.5})
+    method = ADBO(cfg, task, spec)
+    s = method.init()
+
+    def outer(s):  # both workers send their (unchanged) variables, then the master steps
+        for j in range(2):
+            s = method.receive(s, Reply(j, {"x": s["xs"][j], "y": s["ys"][j]}, 1), 0)
+        assert method.ready(s, [])
+        return method.update_async(s, 0, [], [])[0]
+
+    def cut(s):  # K = 1 round: every worker sends y^1 = y + 1 and its part of grad_v phi
+        for j in range(2):
+            assert not method.ready(s, [])
+            s = method.receive(s, Reply(j, {"y": s["ys"][j] + 1.0, "a": np.ones(3)}, 1), 0)
+        assert method.ready(s, [])
+        return method.update_async(s, 0, [], [])[0]
+
+    s = outer(s)  # outer step t = 0: 0 % k_pre == 0, so a cut follows (as the code's k % pre_epochs)
+    assert method.phase(s) == "cut" and not s["on"].any()
+    s = cut(s)
+    assert method.phase(s) == "outer" and s["on"].tolist() == [True, False, False] and s["lam"][0] == 0.5
+    np.testing.assert_allclose(s["b"][0], -2.0 * np.ones((2, 3)))  # b_j = 2 (y_j - y_j^K)
+    np.testing.assert_allclose(s["a"][0], 2.0 * np.ones(3))  # a = sum_j of the workers' parts
+    s = outer(s)  # t = 1: no cut
+    assert method.phase(s) == "outer"
+    s["lam"], s["kappa"] = np.zeros(3), np.full(3, -1e3)  # the plane holds with room: its dual stays 0
+    s = outer(s)  # t = 2: a cut; the inactive plane is dropped first, the new one takes slot 0
+    assert method.phase(s) == "cut" and not s["on"].any()
+    s = cut(s)
+    assert s["on"].tolist() == [True, False, False] and int(s["counters"][3]) == 2
+    # the pieces: the dropping rule, the slot of a full set, the projected dual step, the master's rule
+    on = np.array([True, True, True])
+    assert drop_inactive(np.array([0.3, 0.0, 1e-12]), on).tolist() == [True, False, False]
+    assert free_slot(np.array([0.3, 0.1, 0.2]), on) == 1
+    assert cut_dual_step(np.array([0.1, 0.1]), np.array([True, False]), np.array([-1.0, 5.0]), 1.0, 0.0).tolist() \
+        == [0.0, 0.0]
+    assert may_update(2, np.array([0, 0, 4]), 2, 5) and not may_update(2, np.array([0, 0, 5]), 2, 5)
+    assert not may_update(1, np.array([0, 1, 1]), 2, 5)
+
+
+def test_the_cut_is_the_first_order_expansion_of_phi_and_its_v_gradient_is_exact():
+    rng = np.random.default_rng(0)
+    p, q, K, mu, lr = 3, 4, 6, 0.7, 0.2
+    Qm = rng.normal(size=(q, q))
+    A, B, e = Qm @ Qm.T / q + np.eye(q), rng.normal(size=(q, p)), rng.normal(size=q)
+    phi_j, z_k, y0 = rng.normal(size=q), rng.normal(size=q), rng.normal(size=q)
+
+    def y_K(v):  # K lower steps on g(v, y) = y^T A y / 2 - y^T (B v + e)
+        y, traj = y0.copy(), []
+        for _ in range(K):
+            traj.append(y)
+            y = lower_worker_step(A @ y - B @ v - e, y, phi_j, z_k, mu, lr)
+        return y, traj
+
+    v = rng.normal(size=p)
+    yK, traj = y_K(v)
+    grad = unrolled_grad_v(y0 - yK, traj, lambda w, k: A @ w, lambda w, k: -B.T @ w, mu, lr)
+    h = 1e-6
+    fd = [(np.sum((y0 - y_K(v + h * d)[0]) ** 2) - np.sum((y0 - y_K(v - h * d)[0]) ** 2)) / (2 * h) for d in np.eye(p)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+    ys, ys_K, z, z_K = rng.normal(size=(2, q)), rng.normal(size=(2, q)), rng.normal(size=q), rng.normal(size=q)
+    a, b, c, kappa = new_cut(grad, v, ys, ys_K, z, z_K)
+    phi = np.sum((ys - ys_K) ** 2) + np.sum((z - z_K) ** 2)
+    np.testing.assert_allclose(cut_values(a[None], b[None], c[None], np.array([kappa]), v, ys, z), [phi])
+
+
+def _sdbo(rounds: int, **keys):
+    """SDBO's rounds by hand: every worker's task, its reply, the master's update (no engine)."""
+    cfg, task, spec = prepare({"task": TOY, "strategy": "sdbo", "num-clients": 4, "beta": 1.0, **STEPS, **keys})
+    method, state = SDBO(cfg, task, spec), None
+    state = method.init()
+    for r in range(rounds):
+        works = method.plan(state, r, list(range(4)), [])
+        state, _ = method.update(state, r, [client_work(cfg, task, spec, w, {}) for w in works])
+    return state, task.solution(spec)[0]
+
+
+def test_sdbo_and_adbo_approach_the_closed_form_solution(tmp_path):
+    # x_0 = 0, so the relative error starts at 1. Measured (docs/afbo.md, "ADBO"): SDBO 0.23 after 1000
+    # rounds and 0.24 after 10000: the cutting-plane approximation leaves a bias of ~1/4 on this problem
+    state, x_star = _sdbo(1000)
+    assert np.linalg.norm(state["x"] - x_star) < 0.3 * np.linalg.norm(x_star)
+    assert int(state["on"].sum()) >= 5 and np.isfinite(state["lam"]).all()
+    d, x = run_inprocess({"task": TOY, "strategy": "adbo", "engine": "async", "num-clients": 4, "buffer-size": 3,
+                          "delay-bound": 3, **STEPS, "num-rounds": 300, "speed-profile": "uniform",
+                          "speed-param": 0.5, "checkpoint-every": 0, "output-dir": str(tmp_path), "run-name": "adbo"},
+                         workers=0)
+    assert np.linalg.norm(x - x_star) < 0.5 * np.linalg.norm(x_star)
+    rec = read_rounds(d)[1:]
+    assert any(r["step"] == "cut" for r in rec) and any(s > 0 for r in rec for s in r["staleness"])
+    assert all(r["active"] >= 3 for r in rec if r["step"] == "outer")
+
+
+def test_resume_equals_the_uninterrupted_run_bit_for_bit(tmp_path):
+    cfg = {"task": TOY, "strategy": "adbo", "engine": "async", "num-clients": 3, "buffer-size": 2, "delay-bound": 2,
+           **STEPS, "cut-steps": 2, "cut-every": 3, "max-cuts": 2, "speed-profile": "uniform", "speed-param": 0.3,
+           "availability": "0.8", "checkpoint-every": 3, "num-rounds": 24, "output-dir": str(tmp_path)}
+    d_ref, x_ref = run_inprocess({**cfg, "run-name": "ref"}, workers=0)
+    run_inprocess({**cfg, "num-rounds": 11, "run-name": "cut"}, workers=0)  # stops with tasks in flight
+    d, x = run_inprocess({**cfg, "resume": True, "run-name": "cut"}, workers=0)
+    np.testing.assert_array_equal(x, x_ref)
+    keys = ("round", "test_loss", "clients", "staleness", "clock_s", "step", "cuts")
+    assert [[r.get(k) for k in keys] for r in read_rounds(d)] == [[r.get(k) for k in keys] for r in read_rounds(d_ref)]
+
+
+def test_hyper_cleaning_runs_and_ends_finite(tmp_path):
+    d, x = run_inprocess({"strategy": "adbo", "engine": "async", "task": "hyper-cleaning", "num-clients": 4,
+                          "server-fraction": 0.0, "buffer-size": 2, "lower-lr": 0.5, "outer-lr": 1.0, "inner-lr": 0.5,
+                          "cut-steps": 2, "cut-every": 4, "num-rounds": 24, "output-dir": str(tmp_path),
+                          "run-name": "hc"}, workers=0)
+    rec = read_rounds(d)
+    assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
+    assert rec[-1]["cuts"] >= 1
+
+
+def test_sdbo_needs_every_worker():
+    with pytest.raises(ConfigError, match="'beta' must be 1"):
+        prepare_and_check({"task": TOY, "strategy": "sdbo", "beta": 0.5})
+    with pytest.raises(ConfigError, match="engine = 'async'"):
+        prepare({"task": TOY, "strategy": "adbo"})
+
+
+def prepare_and_check(run_config):
+    from zofl.setup import check_run
+
+    return check_run(run_config)

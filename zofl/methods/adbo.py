@@ -1,0 +1,299 @@
+"""ADBO (Jiao et al., ICLR 2023) on the asynchronous engine, and SDBO, its synchronous version.
+
+The math is ``zofl.algorithms.adbo`` (read its docstring first: the problem with consensus variables
+v (upper, ``x`` of the state, the global model) and z (lower, ``y``), the cutting planes that replace the
+lower level, the regularized Lagrangian). The server half here runs two kinds of steps, each one version
+of the engine:
+
+* outer step (the authors' master loop): workers take one primal step on L in their (x_j, y_j) with the
+  duals (theta_j, lam) and their block b_j of the cuts they last received (``worker_step``); the master
+  steps when its active set Q (the workers heard from since its last step) holds at least S =
+  ``buffer-size`` workers and no worker's last update is ``delay-bound`` = tau or more steps old
+  (``may_update``; the server waits for a straggler at the bound): v, z, lam, then theta_j for j in Q.
+* cut (after outer step t with t % ``cut-every`` == 0, t = 0 included, as the code's k % pre_epochs):
+  drop the cuts whose dual is ~0 (``drop-inactive-cuts``), then K = ``cut-steps`` synchronous rounds of
+  the consensus lower problem at the current v (every worker one step on g_j + phi_j^T y +
+  (mu/2)||y - z_k||^2, mu = ``cut-penalty``; the master updates z_k, phi_j), each one version; in the
+  last round each worker also returns grad_v ||y_j - y_j^K(v)||^2 by reverse mode through its K steps;
+  the master then adds the cut (``new_cut``) with dual ``cut-dual-init``.
+
+Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
+and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
+theta, phi: lbda_lr, theta_lr, phi_lr), ``dual-reg`` (c1 = c2, constant as in the code).
+
+Choices (ours, labelled in docs/afbo.md): a worker's own variables (x_j, y_j) are kept by the server and
+sent with each task (exact: a worker has one task in flight and the server has its last reply); the cuts
+live in ``max-cuts`` fixed slots (a full set replaces the cut with the smallest dual); phi_j starts at 0
+at every cut as in the code, or at its last value (``cut-warm-start``); an outer reply arriving during
+a cut is stored (the code drops it, keeping a stale copy of the worker's variables); one learning rate
+for the three duals and one c for both regularizers. SDBO (``strategy = "sdbo"``, engine sync) is the
+same method with the active set = all workers every round (needs ``beta`` = 1).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.adbo import (
+    consensus_dual_step,
+    cut_dual_step,
+    cut_values,
+    drop_inactive,
+    free_slot,
+    lower_master_step,
+    lower_worker_step,
+    master_step,
+    may_update,
+    new_cut,
+    unrolled_grad_v,
+    worker_step,
+)
+from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.smoothing import seed_sequence
+from ..config import Config, ConfigError
+from ..core.method import Method, State
+from ..core.protocol import Reply, Work
+from ..tasks import DataSpec
+
+STREAM_OUTER, STREAM_CUT = 0xAD, 0xAE
+OUTER, CUT = "outer", "cut"
+
+
+class ADBO(Method):
+    """State: v = x, z = y; the workers' x_j, y_j (xs, ys) and theta_j; the cuts' slots (on, lam, a, b, c,
+    kappa); the outer delays and which workers sent since the last outer step (fresh); the lower
+    approximation (z_k, phi, traj = y_j^0..y_j^{K-1}, yK, the workers' grad_v parts ga, got = who sent
+    this round); counters [t outer steps, phase (0 outer, 1 cut), k cut round, cuts made]."""
+
+    name, title = "adbo", "ADBO"
+    asynchronous = True
+    hypergrad = True
+    one_task_per_version = True  # a worker steps again only when the master has answered it (the code)
+
+    @classmethod
+    def check(cls, cfg, task, spec) -> None:
+        if cfg.buffer_size > cfg.num_clients:
+            raise ConfigError(f"run-config key 'buffer-size' (ADBO's S) = {cfg.buffer_size} is more than "
+                              f"num-clients = {cfg.num_clients}: the active set could never be full")
+
+    def __init__(self, cfg, task, spec):
+        super().__init__(cfg, task, spec)
+        self.p, self.q = task.dims(cfg, spec)
+        self.L, self.K = cfg.max_cuts, cfg.cut_steps
+        self.rows = max(self.L, self.K + 2)  # a task's "rows": b_j (outer) or phi_j, z_k, traj (cut)
+
+    def init(self) -> State:
+        m, p, q, L, K = self.m, self.p, self.q, self.L, self.K
+        x = np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64)
+        y = np.asarray(self.task.init_y(self.cfg, self.spec), dtype=np.float64)
+        return {"x": x, "y": y, "xs": np.tile(x, (m, 1)), "ys": np.tile(y, (m, 1)),  # x_j = v, y_j = z: the code
+                "theta": np.zeros((m, p)),
+                "on": np.zeros(L, bool), "lam": np.zeros(L), "a": np.zeros((L, p)), "b": np.zeros((L, m, q)),
+                "c": np.zeros((L, q)), "kappa": np.zeros(L),
+                "delay": np.ones(m, np.int64), "fresh": np.zeros(m, bool),
+                "zk": np.zeros(q), "phi": np.zeros((m, q)), "traj": np.zeros((K, m, q)), "yK": np.zeros((m, q)),
+                "ga": np.zeros((m, p)), "got": np.zeros(m, bool),
+                "counters": np.array([0, 0, 0, 0])}
+
+    @staticmethod
+    def phase(state: State) -> str:
+        return CUT if state["counters"][1] else OUTER
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def plan_task(self, state: State, version: int, task: int, pid: int) -> Work:
+        s = state
+        t, _, k, cuts = (int(v) for v in s["counters"])
+        rows = np.zeros((self.rows, self.q))
+        if self.phase(s) == OUTER:
+            rows[:self.L] = s["b"][:, pid, :]
+            arrays = {"x": s["xs"][pid], "y": s["ys"][pid], "theta": s["theta"][pid], "lam": s["lam"], "rows": rows}
+            return Work(pid, task, 1, arrays, {"phase": OUTER, "t": t})
+        rows[0], rows[1] = s["phi"][pid], s["zk"]
+        if k == self.K - 1:  # the last round also differentiates through the K steps: their points
+            rows[2:2 + self.K] = s["traj"][:, pid, :]
+        arrays = {"x": s["x"], "y": s["traj"][k, pid], "theta": np.zeros(self.p), "lam": np.zeros(self.L),
+                  "rows": rows}
+        return Work(pid, task, 1 + (self.K if k == self.K - 1 else 0), arrays,
+                    {"phase": CUT, "k": k, "cut": cuts, "last": int(k == self.K - 1)})
+
+    def task_steps(self, work: Work) -> int:
+        return work.H
+
+    def task_reply_shapes(self, state: State, work: Work) -> dict[str, tuple[int, ...]]:
+        if work.config["phase"] == OUTER:
+            return {"x": (self.p,), "y": (self.q,)}
+        return {"y": (self.q,), "a": (self.p,)} if work.config["last"] else {"y": (self.q,)}
+
+    # -- arrivals and the active set -------------------------------------------------------------
+    def counts(self, state: State, reply: Reply) -> bool:
+        """A reply of the current step's kind (an outer reply during a cut is stored, not counted)."""
+        return ("x" in reply.arrays) == (self.phase(state) == OUTER)
+
+    def receive(self, state: State, reply: Reply, staleness: int) -> State:
+        """Store a worker's new variables at once: outer (x_j, y_j; delay 0, in Q), or cut round k's y_j^{k+1}."""
+        s, j = dict(state), reply.pid
+        if "x" in reply.arrays:
+            for key in ("xs", "ys", "delay", "fresh", "traj"):
+                s[key] = s[key].copy()
+            s["xs"][j], s["ys"][j], s["delay"][j], s["fresh"][j] = reply.arrays["x"], reply.arrays["y"], 0, True
+            if self.phase(s) == CUT:  # it was in flight when the cut began (round 0 waits for it): start from it
+                s["traj"][0, j] = reply.arrays["y"]
+            return s
+        k = int(s["counters"][2])
+        key = "yK" if k == self.K - 1 else "traj"
+        s[key], s["got"] = s[key].copy(), s["got"].copy()
+        if k == self.K - 1:
+            s["yK"][j] = reply.arrays["y"]
+            s["ga"] = s["ga"].copy()
+            s["ga"][j] = reply.arrays["a"]
+        else:
+            s["traj"][k + 1, j] = reply.arrays["y"]
+        s["got"][j] = True
+        return s
+
+    def buffer_size(self) -> int:
+        return self.cfg.buffer_size
+
+    def ready(self, state: State, replies: list[Reply]) -> bool:
+        """Outer: |Q| >= S and every delay below tau (``may_update``); cut: every worker has sent this round."""
+        if self.phase(state) == CUT:
+            return bool(state["got"].all())
+        delays = np.where(state["fresh"], 0, state["delay"])
+        return may_update(int(state["fresh"].sum()), delays, self.cfg.buffer_size, self.cfg.delay_bound)
+
+    # -- the master's steps ------------------------------------------------------------------------
+    def update_async(self, state: State, version: int, replies: list[Reply],
+                     staleness: list[int]) -> tuple[State, dict[str, Any]]:
+        s = dict(state)
+        if self.phase(s) == OUTER:
+            return self._outer_step(s)
+        return self._cut_round(s)
+
+    def _outer_step(self, s: State) -> tuple[State, dict[str, Any]]:
+        cfg = self.cfg
+        t, _, _, cuts = (int(v) for v in s["counters"])
+        Q = s["fresh"]
+        s["x"], s["y"] = master_step(s["x"], s["y"], s["theta"], s["lam"], s["a"], s["c"], cfg.outer_lr, cfg.inner_lr)
+        values = cut_values(s["a"], s["b"], s["c"], s["kappa"], s["x"], s["ys"], s["y"])
+        s["lam"] = cut_dual_step(s["lam"], s["on"], values, cfg.dual_lr, cfg.dual_reg)
+        s["theta"] = consensus_dual_step(s["theta"], s["xs"], s["x"], Q, cfg.dual_lr, cfg.dual_reg)
+        s["delay"], s["fresh"] = s["delay"] + 1, np.zeros(self.m, bool)
+        fields = {"step": OUTER, "outer_round": t + 1, "active": int(Q.sum()), "cuts": int(s["on"].sum()),
+                  "max_cut_violation": float(np.max(values, where=s["on"], initial=0.0)),
+                  "consensus_gap": float(np.abs(s["xs"] - s["x"]).max())}
+        s["counters"] = np.array([t + 1, 0, 0, cuts])
+        if t % cfg.cut_every == 0:  # the code's k % pre_epochs == 0, after the step (so also after the first)
+            s = self._start_cut(s)
+        return s, fields
+
+    def _start_cut(self, s: State) -> State:
+        """Drop the inactive cuts, start the lower approximation from (y_j, z) with phi = 0 (or warm)."""
+        if self.cfg.drop_inactive_cuts:
+            s["on"] = drop_inactive(s["lam"], s["on"])
+            s["lam"] = np.where(s["on"], s["lam"], 0.0)
+        s["zk"] = s["y"].copy()
+        if not self.cfg.cut_warm_start:
+            s["phi"] = np.zeros((self.m, self.q))
+        s["traj"] = s["traj"].copy()
+        s["traj"][0] = s["ys"]
+        s["got"] = np.zeros(self.m, bool)
+        s["counters"] = np.array([s["counters"][0], 1, 0, s["counters"][3]])
+        return s
+
+    def _cut_round(self, s: State) -> tuple[State, dict[str, Any]]:
+        cfg = self.cfg
+        t, _, k, cuts = (int(v) for v in s["counters"])
+        last = k == self.K - 1
+        new = s["yK"] if last else s["traj"][k + 1]
+        if not s["got"].all():  # sync engine with failed workers: a silent worker's y stays where it was
+            new = np.where(s["got"][:, None], new, s["traj"][k])
+        s["zk"], s["phi"] = lower_master_step(s["zk"], new, s["phi"], cfg.cut_penalty, cfg.inner_lr, cfg.dual_lr)
+        s["got"] = np.zeros(self.m, bool)
+        fields = {"step": CUT, "outer_round": t, "cut_round": k + 1, "cuts": int(s["on"].sum())}
+        if not last:
+            s["counters"] = np.array([t, 1, k + 1, cuts])
+            return s, fields
+        a, b, c, kappa = new_cut(s["ga"].sum(axis=0), s["x"], s["ys"], new, s["y"], s["zk"])
+        slot = free_slot(s["lam"], s["on"])
+        for key, val in (("a", a), ("b", b), ("c", c)):
+            s[key] = s[key].copy()
+            s[key][slot] = val
+        s["kappa"], s["lam"], s["on"] = s["kappa"].copy(), s["lam"].copy(), s["on"].copy()
+        s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, cfg.cut_dual_init, True
+        s["ga"] = np.zeros((self.m, self.p))
+        s["delay"], s["fresh"] = np.ones(self.m, np.int64), np.zeros(self.m, bool)  # the code: taus = 1
+        s["counters"] = np.array([t, 0, 0, cuts + 1])
+        return s, {**fields, "cuts": int(s["on"].sum()), "phi_at_cut": float(np.sum(b ** 2) + np.sum(c ** 2)) / 4}
+
+    def metrics(self, state: State) -> dict[str, Any]:
+        return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
+
+
+class SDBO(ADBO):
+    """SDBO: ADBO with the active set = every worker, on the synchronous engine (one version per round)."""
+
+    name, title = "sdbo", "SDBO"
+    asynchronous = False
+    one_task_per_version = False
+
+    @classmethod
+    def check(cls, cfg, task, spec) -> None:
+        if cfg.beta != 1:
+            raise ConfigError(f"run-config key 'beta' must be 1 for strategy 'sdbo' (every worker in every "
+                              f"round), got {cfg.beta}")
+
+    def _task_work(self, state: State, r: int, pid: int) -> Work:
+        return self.plan_task(state, r, r, pid)
+
+    def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
+        """Every sampled worker's task (a straggler of an outer round keeps its x_j, y_j: H = 0)."""
+        works = [self.plan_task(state, r, r, pid) for pid in sampled]
+        for w in works:
+            if w.pid in stragglers and w.config["phase"] == OUTER:
+                w.H = 0
+        return works
+
+    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
+        if self.phase(state) == OUTER:
+            return {"x": (self.p,), "y": (self.q,)}
+        last = int(state["counters"][2]) == self.K - 1
+        return {"y": (self.q,), "a": (self.p,)} if last else {"y": (self.q,)}
+
+    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        for rep in replies:
+            state = self.receive(state, rep, 0)
+        return self.update_async(state, r, replies, [0] * len(replies))
+
+
+# -- the client half ---------------------------------------------------------------------------------
+def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    t0 = time.perf_counter()
+    o = task.client_oracles(cfg, spec, work.pid)
+    a, c = work.arrays, work.config
+    if c["phase"] == OUTER:
+        x, y = a["x"], a["y"]
+        if work.H:  # one step on L (a straggler of SDBO's sync engine keeps its variables)
+            idx = minibatch_indices(seed_sequence(cfg.seed, STREAM_OUTER, work.round, work.pid), o.n_upper, 1,
+                                    cfg.batch_size)[0]
+            L = len(a["lam"])
+            x, y = worker_step(o.grad_x_f(x, y, idx), o.grad_y_f(x, y, idx), x, y, a["theta"], a["lam"],
+                               a["rows"][:L], cfg.outer_lr, cfg.lower_lr)
+        return Reply(work.pid, {"x": x, "y": y}, o.num_examples,
+                     {"steps": work.H, "compute_s": time.perf_counter() - t0})
+    v, K, k = a["x"], cfg.cut_steps, int(c["k"])
+
+    def batch(step: int) -> np.ndarray:  # step k's minibatch of cut number c["cut"]: the same in the reverse pass
+        return minibatch_indices(seed_sequence(cfg.seed, STREAM_CUT, int(c["cut"]), step, work.pid), o.n_lower, 1,
+                                 cfg.batch_size)[0]
+
+    phi_j, z_k = a["rows"][0], a["rows"][1]
+    y_next = lower_worker_step(o.grad_y_g(v, a["y"], batch(k)), a["y"], phi_j, z_k, cfg.cut_penalty, cfg.lower_lr)
+    out = {"y": y_next}
+    if c["last"]:
+        traj = list(a["rows"][2:2 + K])
+        y_j = traj[0]
+        out["a"] = unrolled_grad_v(y_j - y_next, traj, lambda w, s: o.hvp_yy_g(v, traj[s], w, batch(s)),
+                                   lambda w, s: o.jvp_xy_g(v, traj[s], w, batch(s)), cfg.cut_penalty, cfg.lower_lr)
+    return Reply(work.pid, out, o.num_examples, {"steps": work.H, "compute_s": time.perf_counter() - t0})
