@@ -153,6 +153,9 @@ RUNS = {  # one small run of every strategy (and of each FedRZO_bl task)
                        "lower-rounds": 1, "zo-lr": 0.001},
     "afbo": {**TOY_BILEVEL, "strategy": "afbo", "engine": "async", "buffer-size": 3},
     "fednest": {**TOY_BILEVEL, "strategy": "fednest", "num-rounds": 2},
+    "afbo-global": {**TOY_BILEVEL, "strategy": "afbo-global", "engine": "async", "buffer-size": 3},
+    "adbo": {**TOY_BILEVEL, "strategy": "adbo", "engine": "async", "buffer-size": 3},
+    "sdbo": {**TOY_BILEVEL, "strategy": "sdbo", "num-rounds": 3},
 }
 OTHER_VALUE = {  # a valid value other than the default, for every key in READ_BY
     "local-lr": 0.2, "local-lr-schedule": "constant", "server-lr": 0.7, "prox-mu": 0.2, "eta": 0.05, "gamma": 0.02,
@@ -163,6 +166,8 @@ OTHER_VALUE = {  # a valid value other than the default, for every key in READ_B
     "lower-warm-start": False, "upper-set": "none", "lower-lr": 0.03, "inner-rounds": 3, "outer-lr": 0.05,
     "neumann-steps": "3", "lipschitz-g": 5.0, "inner-lr": 0.3, "aphe": "sum", "stored-average": "all",
     "max-outer-delay": 3, "staleness-exponent": 1.0,
+    "delay-bound": 2, "cut-every": 2, "cut-steps": 2, "cut-penalty": 0.5, "cut-dual-init": 0.2, "max-cuts": 3,
+    "drop-inactive-cuts": False, "cut-warm-start": True, "dual-lr": 0.05, "dual-reg": 0.01,
 }
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff", "afbo",
-              "fednest", "x0-only", "f1-only", "server-sgd", "centralised")
+              "afbo-global", "fednest", "adbo", "sdbo", "x0-only", "f1-only", "server-sgd", "centralised")
 CONTROLS = ("x0-only", "f1-only", "server-sgd", "centralised")  # server-only (zofl.methods.controls)
-ASYNC_STRATEGIES = ("fedbuff", "afbo")
+ASYNC_STRATEGIES = ("fedbuff", "afbo", "afbo-global", "adbo")
 ENGINES = ("sync", "legacy", "async")
 MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
 INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
@@ -76,6 +76,12 @@ def _choice(*options: str) -> Callable[[Any], bool]:
 def _id_list(v: str) -> bool:
     """A comma list of client ids ("" for none), e.g. slow-clients and hostile-clients."""
     return all(t.strip().isdigit() for t in v.split(",")) if v else True
+
+
+def _leave_list(v: str) -> bool:
+    """``leave``: "client:start:length,..." of integers, length >= 1 ("" for none); = core.sampling.parse_leave."""
+    items = [t.strip() for t in v.split(",") if t.strip()]
+    return all(re.fullmatch(r"\d+:\d+:\d+", t) and int(t.split(":")[2]) >= 1 for t in items)
 
 
 KEYS: tuple[Key, ...] = (
@@ -189,8 +195,23 @@ KEYS: tuple[Key, ...] = (
         "+ latency-s)", "ours", _pos),
     Key("latency-s", float, 0.0, "a number >= 0", "async, simulated clock: communication time of every task",
         "ours", _nonneg),
+    Key("comm-s", float, 0.0, "a number >= 0 (0 = free communication)",
+        "simulated clocks (async, and every synchronous round): mean of the download and of the upload delay of "
+        "every task (round) and client, each drawn Exp(mean comm-s) from (seed, task or round, client), stream "
+        "0x74; a synchronous round lasts as long as its slowest client (zofl.faults.task_delays)", "ours",
+        _nonneg),
+    Key("straggler-factor", float, 1.0, "a number >= 1 (1 = no stragglers)",
+        "simulated clocks: the clients in slow-clients are stragglers whose mean communication + computation "
+        "time is this many times a normal client's, drawn per task: delays Exp(mean factor x comm-s), compute "
+        "time x (1 + (factor - 1) Exp(1)) (the AFBO paper: at most 5 stragglers, factor 5); on top of "
+        "speed-profile", "ours", lambda v: v >= 1 and math.isfinite(v)),
+    Key("leave", str, "", "a comma list of client:start:length (integers, length >= 1; empty: none)",
+        "anarchic clients: client i leaves for length steps from start and returns (async: model versions, "
+        "i.e. server steps; fednest: communication rounds); a task (round) due to it meanwhile is not sent",
+        "ours", _leave_list),
     Key("availability", str, "1", f"a comma list of probabilities in [{MIN_AVAILABILITY}, 1]",
         "async: client i takes a task with probability p_(i mod k), else sits it out (any participation); "
+        "fednest: a sampled client is contacted in a round with that probability (else not: no work, no failure); "
         f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded",
         "ours", lambda v: _floats(v, lambda p: MIN_AVAILABILITY <= p <= 1)),
     Key("local-work", str, "1", "a comma list of numbers > 0",
@@ -292,7 +313,8 @@ KEYS: tuple[Key, ...] = (
         "eta: the server's step on x with the (mean) hyper-gradient (0: x stays at x_0, the lower level "
         "alone: the control of every hyper-gradient figure)", "ours", _nonneg),
     Key("neumann-steps", str, "5", "a comma list of integers >= 1",
-        "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first)", "ours",
+        "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first; "
+        "afbo-global: the first, Neumann server steps per outer round)", "ours",
         lambda v: _floats(v, lambda n: n >= 1 and float(n).is_integer())),
     Key("lipschitz-g", float, 10.0, "a number > 0",
         "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", _pos),
@@ -306,6 +328,31 @@ KEYS: tuple[Key, ...] = (
     Key("max-outer-delay", int, 0, "an integer >= 0 (0 = no bound)",
         "AFBO's tau_M (Assumption 6): a client whose newest H_i is more than this many outer rounds old "
         "computes a new one before more inner work", "ours", lambda v: v >= 0),
+    # --- ADBO / SDBO (Jiao et al. 2023; zofl.methods.adbo, docs/afbo.md "ADBO") ----------------------
+    Key("delay-bound", int, 5, "an integer >= 1",
+        "ADBO's tau: the master waits for a worker whose last update is tau - 1 of its steps old (1: all, "
+        "every step)", "ours", lambda v: v >= 1),
+    Key("cut-every", int, 5, "an integer >= 1", "ADBO's k_pre: outer steps between cutting-plane updates",
+        "ours", lambda v: v >= 1),
+    Key("cut-steps", int, 5, "an integer >= 1",
+        "ADBO: K synchronous rounds of the consensus lower problem behind each new cutting plane", "ours",
+        lambda v: v >= 1),
+    Key("cut-penalty", float, 1.0, "a number >= 0", "ADBO: mu of the lower problem's (mu/2)||y_j - z||^2",
+        "ours", _nonneg),
+    Key("cut-dual-init", float, 0.0, "a number >= 0", "ADBO: a new cutting plane's dual lambda_l", "ours",
+        _nonneg),
+    Key("max-cuts", int, 20, "an integer >= 1",
+        "ADBO: cutting-plane slots (a full set replaces the plane with the smallest dual)", "ours",
+        lambda v: v >= 1),
+    Key("drop-inactive-cuts", bool, True, "true or false",
+        "ADBO: remove the planes whose dual is ~0 before a new one is added (the public code's active_set)",
+        "ours"),
+    Key("cut-warm-start", bool, False, "true or false",
+        "ADBO: the lower problem's duals phi_j start from their last values (false: from 0, as the code)", "ours"),
+    Key("dual-lr", float, 0.1, "a number > 0", "ADBO: ascent step of the duals lambda, theta_j and phi_j",
+        "ours", _pos),
+    Key("dual-reg", float, 0.0, "a number >= 0", "ADBO: c1 = c2, the regularization of the duals in L", "ours",
+        _nonneg),
     Key("corruption", float, 0.5, "a number in [0, 1]",
         "hyper-cleaning: probability that a training label is replaced by a random class", "ours",
         lambda v: 0 <= v <= 1),
@@ -325,7 +372,8 @@ KEY_BY_NAME = {k.name: k for k in KEYS}
 _BASELINES = frozenset({"fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedbuff"})
 _ZOHFL = frozenset({"zohfl"})
 _FEDRZO = frozenset({"fedrzo-nn", "fedrzo-bl"})
-_BILEVEL = frozenset({"afbo", "fednest"})
+_BILEVEL = frozenset({"afbo", "afbo-global", "fednest"})
+_DBO = frozenset({"adbo", "sdbo"})
 READ_BY: dict[str, frozenset[str]] = {
     "local-lr": _BASELINES | {"server-sgd", "centralised"},
     "local-lr-schedule": _BASELINES | {"server-sgd", "centralised"},
@@ -342,9 +390,15 @@ READ_BY: dict[str, frozenset[str]] = {
     **{k: frozenset({"fedrzo-nn"}) for k in ("loss-scale", "box-bound", "set-radius")},
     **{k: frozenset({"fedrzo-bl"}) for k in ("lower-rounds", "lower-rounds-growth", "lower-local-steps",
                                              "lower-warm-start", "upper-set")},
-    "lower-lr": frozenset({"fedrzo-bl"}) | _BILEVEL,
-    **{k: _BILEVEL for k in ("inner-rounds", "outer-lr", "neumann-steps", "lipschitz-g")},
-    **{k: frozenset({"afbo"}) for k in ("inner-lr", "aphe", "stored-average", "max-outer-delay")},
+    "lower-lr": frozenset({"fedrzo-bl"}) | _BILEVEL | _DBO,
+    "outer-lr": _BILEVEL | _DBO,
+    **{k: _BILEVEL for k in ("inner-rounds", "neumann-steps", "lipschitz-g")},
+    **{k: frozenset({"afbo"}) for k in ("aphe", "max-outer-delay")},
+    "inner-lr": frozenset({"afbo", "afbo-global"}) | _DBO,
+    "stored-average": frozenset({"afbo", "afbo-global"}),
+    "delay-bound": frozenset({"adbo"}),
+    **{k: _DBO for k in ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
+                         "cut-warm-start", "dual-lr", "dual-reg")},
     "staleness-exponent": frozenset({"fedbuff"}),
 }
 
@@ -416,6 +470,10 @@ def _cross_checks(cfg: Config) -> None:
         if bad:
             raise ConfigError(f"run-config key {key!r} names clients {bad}, but num-clients={cfg.num_clients} "
                               f"(ids 0..{cfg.num_clients - 1})")
+    bad = [int(t.split(":")[0]) for t in cfg.leave.split(",") if t.strip() and int(t.split(":")[0]) >= cfg.num_clients]
+    if bad:
+        raise ConfigError(f"run-config key 'leave' names clients {bad}, but num-clients={cfg.num_clients} "
+                          f"(ids 0..{cfg.num_clients - 1})")
     if cfg.hostile_clients and cfg.attack == "none":
         raise ConfigError("run-config key 'hostile-clients' is set but attack = 'none': choose large, sign-flip or "
                           "scale (or leave hostile-clients empty)")

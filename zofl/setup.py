@@ -10,7 +10,7 @@ from .tasks.data import DataFileError, file_stamp
 
 BILEVEL_STRATEGIES = ("fedrzo-bl",)
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
-HYPERGRAD_STRATEGIES = ("afbo", "fednest")
+HYPERGRAD_STRATEGIES = ("afbo", "afbo-global", "fednest", "adbo", "sdbo")
 
 
 def data_spec(cfg: Config) -> DataSpec:

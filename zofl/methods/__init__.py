@@ -7,7 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from . import afbo, controls, fedavg, fedbuff, fednest, fedprox, fedrzo_bl, fedrzo_nn, scaffold, zohfl
+from . import (
+    adbo,
+    afbo,
+    afbo_global,
+    controls,
+    fedavg,
+    fedbuff,
+    fednest,
+    fedprox,
+    fedrzo_bl,
+    fedrzo_nn,
+    scaffold,
+    zohfl,
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +40,10 @@ METHODS = {
     "fedrzo-bl": MethodEntry(fedrzo_bl.FedRZObl, fedrzo_bl.client_work),
     "fedbuff": MethodEntry(fedbuff.FedBuff, fedbuff.client_work),
     "afbo": MethodEntry(afbo.AFBO, afbo.client_work),
+    "afbo-global": MethodEntry(afbo_global.AFBOGlobal, afbo_global.client_work),  # ours, beyond paper 002
     "fednest": MethodEntry(fednest.FedNest, fednest.client_work),
+    "adbo": MethodEntry(adbo.ADBO, adbo.client_work),
+    "sdbo": MethodEntry(adbo.SDBO, adbo.client_work),
     # controls: server-only runs, no client is contacted (zofl.methods.controls)
     **{name: MethodEntry(cls, controls.client_work) for name, cls in controls.CONTROLS.items()},
 }

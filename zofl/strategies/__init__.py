@@ -55,12 +55,26 @@ class AFBOStrategy(AsyncStrategy):
     """AFBO (anarchic federated bilevel optimization, paper 002) on the Message API's push / pull."""
 
 
+class ADBOStrategy(AsyncStrategy):
+    """ADBO (asynchronous distributed bilevel optimization, Jiao et al. 2023) on the Message API's push / pull."""
+
+
+class SDBOStrategy(MessageStrategy):
+    """SDBO (ADBO's synchronous version: every worker in every round) on the Message API."""
+
+
+class AFBOGlobalStrategy(AsyncStrategy):
+    """afbo-global (ours, beyond paper 002: AFBO with FedNest's global Neumann series on a shared vector,
+    without AFBO's bias) on the Message API's push / pull."""
+
+
 MESSAGE_STRATEGIES = {"zohfl": ZOHFLStrategy, "fedavg": FedAvgStrategy, "fedprox": FedProxStrategy,
                       "scaffold": ScaffoldStrategy, "fedrzo-nn": FedRZOnnStrategy, "fedrzo-bl": FedRZOblStrategy,
-                      "fednest": FedNestStrategy, "flwr-fedavg": FlowerFedAvg,
+                      "fednest": FedNestStrategy, "sdbo": SDBOStrategy, "flwr-fedavg": FlowerFedAvg,
                       **{name: ControlStrategy for name in ("x0-only", "f1-only", "server-sgd", "centralised")}}
 LEGACY_STRATEGIES = {"flwr-fedavg": LegacyFlowerFedAvg}  # every other method: LegacyStrategy
-ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy, "afbo": AFBOStrategy}
+ASYNC_STRATEGIES = {"fedbuff": FedBuffStrategy, "afbo": AFBOStrategy, "afbo-global": AFBOGlobalStrategy,
+                    "adbo": ADBOStrategy}
 
 __all__ = ["AsyncStrategy", "FlowerFedAvg", "GridTransport", "LegacyFlowerFedAvg", "LegacyStrategy",
            "MessageStrategy", "MESSAGE_STRATEGIES", "LEGACY_STRATEGIES", "ASYNC_STRATEGIES"]
