@@ -16,6 +16,8 @@ first-order expansions of phi at the points the run visits (``new_cut``):
 
     a_l^T v + sum_j b_{l,j}^T y_j + c_l^T z + kappa_l <= 0,   l = 1..|P|,
 
+with a = grad_v phi through the K COUPLED rounds (``adjoint_*``, K reverse rounds; ours, the code
+differentiates y_j's own steps only: ``unrolled_grad_v``, which biases the fixed point, docs/afbo.md),
 and the resulting single-level problem is solved by primal-dual steps on its regularized Lagrangian
 
     L = sum_j G_j(x_j, y_j) + sum_l lam_l (a_l^T v + sum_j b_{l,j}^T y_j + c_l^T z + kappa_l)
@@ -102,7 +104,10 @@ def lower_master_step(z_k: Vec, ys: np.ndarray, phi: np.ndarray, mu: float, lr_z
 
 def unrolled_grad_v(r: Vec, traj: list[Vec], hvp: Callable[[Vec, int], Vec], jvp: Callable[[Vec, int], Vec],
                     mu: float, lr: float) -> Vec:
-    """grad_v ||y_j - y_j^K(v)||^2 = -2 (d y^K / d v)^T r with r = y_j - y^K, by reverse mode through the
+    """THE AUTHORS' CODE'S cut gradient, no longer used by the Method (it holds phi_j and z_k fixed, so its d y^K/d v
+    is the mu-proximal local sensitivity, not the consensus one: the cut's fixed point is then biased, 0.236 ||x*||
+    on QuadraticHypergrad; the Method uses ``adjoint_*``, the full gradient).
+    grad_v ||y_j - y_j^K(v)||^2 = -2 (d y^K / d v)^T r with r = y_j - y^K, by reverse mode through the
     K steps y^{k+1} = y^k - lr (grad_y g_j(v, y^k) + phi_j + mu (y^k - z_k)) that made y^K from y^0 = y_j
     (phi_j, z_k held fixed, as the code's autograd sees them). ``traj`` = [y^0, ..., y^{K-1}];
     ``hvp(w, k)`` = grad^2_yy g_j(v, y^k) w and ``jvp(w, k)`` = grad^2_xy g_j(v, y^k) w on step k's
@@ -113,6 +118,34 @@ def unrolled_grad_v(r: Vec, traj: list[Vec], hvp: Callable[[Vec, int], Vec], jvp
         g = term if g is None else g + term
         w = w - lr * (hvp(w, k) + mu * w)
     return -2.0 * g if g is not None else np.zeros(0)
+
+
+def adjoint_seed(ys: np.ndarray, ys_K: np.ndarray, z: Vec, z_K: Vec) -> tuple[np.ndarray, Vec, np.ndarray]:
+    """Start of the reverse pass through the K coupled lower rounds (ours: the full grad_v phi, see
+    ``adjoint_u``): the adjoints of y_j^K, z^K, phi_j^K for phi = sum_j ||y_j - y_j^K||^2 + ||z - z^K||^2."""
+    return -2.0 * (ys - ys_K), -2.0 * (z - z_K), np.zeros_like(ys)
+
+
+def adjoint_u(ybar: np.ndarray, zbar: Vec, phibar: np.ndarray, mu: float, lr_z: float, lr_phi: float) -> np.ndarray:
+    """Round k of the reverse pass, master side: the total adjoint u_j of y_j^{k+1}, which enters phi_j^{k+1}
+    (weight lr_phi) and z^{k+1} (weight lr_z mu) besides its own later use (``lower_master_step``)."""
+    return ybar + lr_phi * phibar + lr_z * mu * zbar
+
+
+def adjoint_worker(u: Vec, Hu: Vec, Ju: Vec, mu: float, lr: float) -> tuple[Vec, Vec]:
+    """Worker j's part of reverse round k (``lower_worker_step`` transposed): with Hu = grad^2_yy g_j(v, y_j^k) u,
+    Ju = grad^2_xy g_j(v, y_j^k) u, the adjoint of y_j^k and its term of grad_v phi."""
+    return u - lr * (Hu + mu * u), -lr * Ju
+
+
+def adjoint_master(zbar: Vec, phibar: np.ndarray, u: np.ndarray, mu: float, lr_y: float, lr_z: float,
+                   lr_phi: float) -> tuple[Vec, np.ndarray]:
+    """Master's part of reverse round k: the adjoints of z^k and phi_j^k (z^{k+1} = (1 - lr_z mu m) z^k +
+    lr_z sum phi_j^k + lr_z mu sum y_j^{k+1}; phi_j^{k+1} = phi_j^k + lr_phi (y_j^{k+1} - z^k); y_j^{k+1} uses
+    phi_j^k and z^k with weights -lr_y and lr_y mu)."""
+    m = len(u)
+    zb = (1.0 - lr_z * mu * m) * zbar - lr_phi * phibar.sum(axis=0) + lr_y * mu * u.sum(axis=0)
+    return zb, phibar + lr_z * zbar - lr_y * u
 
 
 def new_cut(grad_v: Vec, v: Vec, ys: np.ndarray, ys_K: np.ndarray, z: Vec, z_K: Vec) -> tuple[Vec, np.ndarray, Vec,

@@ -13,9 +13,11 @@ of the engine:
 * cut (after outer step t with t % ``cut-every`` == 0, t = 0 included, as the code's k % pre_epochs):
   drop the cuts whose dual is ~0 (``drop-inactive-cuts``), then K = ``cut-steps`` synchronous rounds of
   the consensus lower problem at the current v (every worker one step on g_j + phi_j^T y +
-  (mu/2)||y - z_k||^2, mu = ``cut-penalty``; the master updates z_k, phi_j), each one version; in the
-  last round each worker also returns grad_v ||y_j - y_j^K(v)||^2 by reverse mode through its K steps;
-  the master then adds the cut (``new_cut``) with dual ``cut-dual-init``.
+  (mu/2)||y - z_k||^2, mu = ``cut-penalty``; the master updates z_k, phi_j), each one version; then K
+  reverse rounds (phase 2, k = K-1 .. 0: the master sends u_j, the worker returns its adjoint and term of
+  grad_v phi, ``adjoint_*``), giving the FULL grad_v phi through the coupled rounds (ours: the code holds
+  phi_j, z_k fixed and so converges to a biased point, docs/afbo.md "Cause"); the master then adds the
+  cut (``new_cut``) with dual ``cut-dual-init``.
 
 Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
 and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
@@ -37,6 +39,10 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.adbo import (
+    adjoint_master,
+    adjoint_seed,
+    adjoint_u,
+    adjoint_worker,
     consensus_dual_step,
     cut_dual_step,
     cut_values,
@@ -47,7 +53,6 @@ from ..algorithms.adbo import (
     master_step,
     may_update,
     new_cut,
-    unrolled_grad_v,
     worker_step,
 )
 from ..algorithms.lower_level import minibatch_indices
@@ -58,7 +63,7 @@ from ..core.protocol import Reply, Work
 from ..tasks import DataSpec
 
 STREAM_OUTER, STREAM_CUT = 0xAD, 0xAE
-OUTER, CUT = "outer", "cut"
+OUTER, CUT, ADJOINT = "outer", "cut", "adjoint"
 
 
 class ADBO(Method):
@@ -82,7 +87,7 @@ class ADBO(Method):
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(cfg, spec)
         self.L, self.K = cfg.max_cuts, cfg.cut_steps
-        self.rows = max(self.L, self.K + 2)  # a task's "rows": b_j (outer) or phi_j, z_k, traj (cut)
+        self.rows = max(self.L, 2)  # a task's "rows": b_j (outer), phi_j and z_k (cut), y_j^k and u_j (adjoint)
 
     def init(self) -> State:
         m, p, q, L, K = self.m, self.p, self.q, self.L, self.K
@@ -95,6 +100,8 @@ class ADBO(Method):
                 "delay": np.ones(m, np.int64), "fresh": np.zeros(m, bool),
                 "zk": np.zeros(q), "phi": np.zeros((m, q)), "traj": np.zeros((K, m, q)), "yK": np.zeros((m, q)),
                 "ga": np.zeros((m, p)), "got": np.zeros(m, bool),
+                "yb": np.zeros((m, q)), "zb": np.zeros(q), "pb": np.zeros((m, q)), "vb": np.zeros(p),
+                "wb": np.zeros((m, q)),
                 "counters": np.array([0, 0, 0, 0])}
 
     @staticmethod
@@ -110,21 +117,30 @@ class ADBO(Method):
             rows[:self.L] = s["b"][:, pid, :]
             arrays = {"x": s["xs"][pid], "y": s["ys"][pid], "theta": s["theta"][pid], "lam": s["lam"], "rows": rows}
             return Work(pid, task, 1, arrays, {"phase": OUTER, "t": t})
+        if int(s["counters"][1]) == 2:  # reverse round k: the point y_j^k of forward round k and the adjoint u_j
+            rows[0], rows[1] = s["traj"][k, pid], self._u(s)[pid]
+            arrays = {"x": s["x"], "y": s["traj"][k, pid], "theta": np.zeros(self.p), "lam": np.zeros(self.L),
+                      "rows": rows}
+            return Work(pid, task, 1, arrays, {"phase": ADJOINT, "k": k, "cut": cuts, "last": 0})
         rows[0], rows[1] = s["phi"][pid], s["zk"]
-        if k == self.K - 1:  # the last round also differentiates through the K steps: their points
-            rows[2:2 + self.K] = s["traj"][:, pid, :]
         arrays = {"x": s["x"], "y": s["traj"][k, pid], "theta": np.zeros(self.p), "lam": np.zeros(self.L),
                   "rows": rows}
-        return Work(pid, task, 1 + (self.K if k == self.K - 1 else 0), arrays,
-                    {"phase": CUT, "k": k, "cut": cuts, "last": int(k == self.K - 1)})
+        return Work(pid, task, 1, arrays, {"phase": CUT, "k": k, "cut": cuts, "last": int(k == self.K - 1)})
+
+    def _u(self, s: State) -> np.ndarray:
+        """The adjoints u_j of y_j^{k+1} that reverse round k sends (``adjoint_u``)."""
+        return adjoint_u(s["yb"], s["zb"], s["pb"], self.cfg.cut_penalty, self.cfg.inner_lr, self.cfg.dual_lr)
 
     def task_steps(self, work: Work) -> int:
         return work.H
 
     def task_reply_shapes(self, state: State, work: Work) -> dict[str, tuple[int, ...]]:
-        if work.config["phase"] == OUTER:
+        return self._shapes(work.config["phase"])
+
+    def _shapes(self, phase: str) -> dict[str, tuple[int, ...]]:
+        if phase == OUTER:
             return {"x": (self.p,), "y": (self.q,)}
-        return {"y": (self.q,), "a": (self.p,)} if work.config["last"] else {"y": (self.q,)}
+        return {"w": (self.q,), "a": (self.p,)} if phase == ADJOINT else {"y": (self.q,)}
 
     # -- arrivals and the active set -------------------------------------------------------------
     def counts(self, state: State, reply: Reply) -> bool:
@@ -138,16 +154,18 @@ class ADBO(Method):
             for key in ("xs", "ys", "delay", "fresh", "traj"):
                 s[key] = s[key].copy()
             s["xs"][j], s["ys"][j], s["delay"][j], s["fresh"][j] = reply.arrays["x"], reply.arrays["y"], 0, True
-            if self.phase(s) == CUT:  # it was in flight when the cut began (round 0 waits for it): start from it
+            if int(s["counters"][1]) == 1:  # in flight when the cut began (round 0 waits for it): start from it
                 s["traj"][0, j] = reply.arrays["y"]
             return s
         k = int(s["counters"][2])
+        if "w" in reply.arrays:  # reverse round k: worker j's adjoint of y_j^k and its term of grad_v phi
+            s["wb"], s["ga"], s["got"] = s["wb"].copy(), s["ga"].copy(), s["got"].copy()
+            s["wb"][j], s["ga"][j], s["got"][j] = reply.arrays["w"], reply.arrays["a"], True
+            return s
         key = "yK" if k == self.K - 1 else "traj"
         s[key], s["got"] = s[key].copy(), s["got"].copy()
         if k == self.K - 1:
             s["yK"][j] = reply.arrays["y"]
-            s["ga"] = s["ga"].copy()
-            s["ga"][j] = reply.arrays["a"]
         else:
             s["traj"][k + 1, j] = reply.arrays["y"]
         s["got"][j] = True
@@ -203,8 +221,12 @@ class ADBO(Method):
         return s
 
     def _cut_round(self, s: State) -> tuple[State, dict[str, Any]]:
+        """Forward round k of the lower problem (phase 1) or reverse round k (phase 2, k = K-1 .. 0); after
+        reverse round 0 the cut is added."""
         cfg = self.cfg
-        t, _, k, cuts = (int(v) for v in s["counters"])
+        t, ph, k, cuts = (int(v) for v in s["counters"])
+        if ph == 2:
+            return self._adjoint_round(s)
         last = k == self.K - 1
         new = s["yK"] if last else s["traj"][k + 1]
         if not s["got"].all():  # sync engine with failed workers: a silent worker's y stays where it was
@@ -215,14 +237,34 @@ class ADBO(Method):
         if not last:
             s["counters"] = np.array([t, 1, k + 1, cuts])
             return s, fields
-        a, b, c, kappa = new_cut(s["ga"].sum(axis=0), s["x"], s["ys"], new, s["y"], s["zk"])
+        s["yK"] = new
+        s["yb"], s["zb"], s["pb"] = adjoint_seed(s["ys"], new, s["y"], s["zk"])
+        s["vb"], s["ga"] = np.zeros(self.p), np.zeros((self.m, self.p))
+        s["counters"] = np.array([t, 2, self.K - 1, cuts])
+        return s, fields
+
+    def _adjoint_round(self, s: State) -> tuple[State, dict[str, Any]]:
+        """Reverse round k: grad_v phi += sum_j (workers' terms); the adjoints of y_j^k (workers), z^k and
+        phi_j^k (master). A silent worker (sync engine, failures) contributes nothing this round."""
+        cfg = self.cfg
+        t, _, k, cuts = (int(v) for v in s["counters"])
+        u, got = self._u(s), s["got"]
+        s["zb"], s["pb"] = adjoint_master(s["zb"], s["pb"], u, cfg.cut_penalty, cfg.lower_lr, cfg.inner_lr,
+                                          cfg.dual_lr)
+        s["yb"] = np.where(got[:, None], s["wb"], 0.0)
+        s["vb"] = s["vb"] + s["ga"][got].sum(axis=0)
+        s["got"], s["ga"] = np.zeros(self.m, bool), np.zeros((self.m, self.p))
+        fields = {"step": ADJOINT, "outer_round": t, "cut_round": self.K + (self.K - k), "cuts": int(s["on"].sum())}
+        if k > 0:
+            s["counters"] = np.array([t, 2, k - 1, cuts])
+            return s, fields
+        a, b, c, kappa = new_cut(s["vb"], s["x"], s["ys"], s["yK"], s["y"], s["zk"])
         slot = free_slot(s["lam"], s["on"])
         for key, val in (("a", a), ("b", b), ("c", c)):
             s[key] = s[key].copy()
             s[key][slot] = val
         s["kappa"], s["lam"], s["on"] = s["kappa"].copy(), s["lam"].copy(), s["on"].copy()
         s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, cfg.cut_dual_init, True
-        s["ga"] = np.zeros((self.m, self.p))
         s["delay"], s["fresh"] = np.ones(self.m, np.int64), np.zeros(self.m, bool)  # the code: taus = 1
         s["counters"] = np.array([t, 0, 0, cuts + 1])
         return s, {**fields, "cuts": int(s["on"].sum()), "phi_at_cut": float(np.sum(b ** 2) + np.sum(c ** 2)) / 4}
@@ -256,10 +298,7 @@ class SDBO(ADBO):
         return works
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
-        if self.phase(state) == OUTER:
-            return {"x": (self.p,), "y": (self.q,)}
-        last = int(state["counters"][2]) == self.K - 1
-        return {"y": (self.q,), "a": (self.p,)} if last else {"y": (self.q,)}
+        return self._shapes((OUTER, CUT, ADJOINT)[int(state["counters"][1])])
 
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         for rep in replies:
@@ -282,18 +321,19 @@ def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, 
                                a["rows"][:L], cfg.outer_lr, cfg.lower_lr)
         return Reply(work.pid, {"x": x, "y": y}, o.num_examples,
                      {"steps": work.H, "compute_s": time.perf_counter() - t0})
-    v, K, k = a["x"], cfg.cut_steps, int(c["k"])
+    v, k = a["x"], int(c["k"])
 
     def batch(step: int) -> np.ndarray:  # step k's minibatch of cut number c["cut"]: the same in the reverse pass
         return minibatch_indices(seed_sequence(cfg.seed, STREAM_CUT, int(c["cut"]), step, work.pid), o.n_lower, 1,
                                  cfg.batch_size)[0]
 
+    if c["phase"] == ADJOINT:  # reverse round k: products at forward round k's point, on its minibatch
+        y_k, u = a["rows"][0], a["rows"][1]
+        w, g = adjoint_worker(u, o.hvp_yy_g(v, y_k, u, batch(k)), o.jvp_xy_g(v, y_k, u, batch(k)), cfg.cut_penalty,
+                              cfg.lower_lr)
+        return Reply(work.pid, {"w": w, "a": g}, o.num_examples,
+                     {"steps": work.H, "compute_s": time.perf_counter() - t0})
     phi_j, z_k = a["rows"][0], a["rows"][1]
-    y_next = lower_worker_step(o.grad_y_g(v, a["y"], batch(k)), a["y"], phi_j, z_k, cfg.cut_penalty, cfg.lower_lr)
-    out = {"y": y_next}
-    if c["last"]:
-        traj = list(a["rows"][2:2 + K])
-        y_j = traj[0]
-        out["a"] = unrolled_grad_v(y_j - y_next, traj, lambda w, s: o.hvp_yy_g(v, traj[s], w, batch(s)),
-                                   lambda w, s: o.jvp_xy_g(v, traj[s], w, batch(s)), cfg.cut_penalty, cfg.lower_lr)
+    out = {"y": lower_worker_step(o.grad_y_g(v, a["y"], batch(k)), a["y"], phi_j, z_k, cfg.cut_penalty,
+                                  cfg.lower_lr)}
     return Reply(work.pid, out, o.num_examples, {"steps": work.H, "compute_s": time.perf_counter() - t0})
