@@ -206,7 +206,8 @@ def test_bad_data_fails_the_run_before_round_1_with_the_key(tmp_path):
     from zofl.setup import prepare
 
     d = _keras(tmp_path, y_train=np.arange(40) % 10 + 10)
-    with pytest.raises(ConfigError, match=r"'dataset'.*must lie in \[0, 10\)"):
+    with pytest.raises(ConfigError, match=r"^run-config key 'data-dir' \(dataset 'mnist'\): .*mnist\.npz: labels of "
+                                          r"'train' must lie in \[0, 10\)"):
         prepare({"dataset": "mnist", "data-dir": d, "num-clients": 2})
 
 

@@ -3,7 +3,7 @@ time, simulated clock, in-process engine. Writes results.csv (one row per run), 
 interval per method) and rounds.json.gz (every run's per-round records, compressed). Runs go to --runs
 (outside git).
 
-    python docs/results/afbo_global/run.py --runs /tmp/afbo-global-runs
+    python experiments/afbo_global.py --runs /tmp/afbo-global-runs
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from zofl.results import read_rounds
 from zofl.setup import prepare
 from zofl.tasks.hypergrad import _cleaning_arrays, ce_loss
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent / "docs" / "results" / "afbo_global"  # where it writes
 # outer rounds per run: each method's count fills about the same simulated time (3.05-3.1 s; without
 # speed differences a method's clock per outer round is fixed: afbo 0.17 s, afbo-global 0.145 s, fednest 0.31 s)
 OUTER = {"afbo": 18, "afbo-global": 21, "fednest": 10}
