@@ -135,3 +135,15 @@ def test_the_asynchronous_engine_flags_a_hostile_reply_in_its_buffer(tmp_path, c
     assert s["outliers_by_client"] == {"3": len(flagged)}
     assert ("warning: replies of client(s) 3" in out) == (aggregation == "mean")
     assert "updates' spread" in out
+
+
+def test_an_update_counts_the_replies_it_used_not_those_it_held():
+    """AFBO's ``clients`` lists every reply accepted since the last step, held ones included; what a step
+    used is its ``used`` list (tests/test_async_records.py), and only that counts as a use."""
+    from zofl.core.summary import used_rounds
+
+    records = [{"clients": [4, 3, 0, 4, 3, 0], "used": [{"client": 4}, {"client": 3}, {"client": 0}]},
+               {"clients": [1, 2], "used": [{"client": 2}]},
+               {"clients": [5]},  # FedBuff before `used` existed
+               {"sampled": [6, 7], "failed_clients": [7]}]  # a synchronous round
+    assert used_rounds(records) == {4: 1, 3: 1, 0: 1, 2: 1, 5: 1, 6: 1}

@@ -83,12 +83,18 @@ def defence(cfg, strategy: str) -> str | None:
 
 
 def used_rounds(records: list[dict[str, Any]]) -> dict[int, int]:
-    """{client id: records (rounds, or asynchronous updates) that used its reply}: an update's ``clients``,
-    else a round's sampled clients without a failure."""
+    """{client id: records (rounds, or asynchronous updates) that used its reply}: an update's ``used``
+    list where it has one (AFBO's ``clients`` also lists replies held for a later step), else its
+    ``clients``, else a round's sampled clients without a failure."""
     counts: dict[int, int] = {}
     for r in records:
         failed = set(r.get("failed_clients") or [])
-        used = r["clients"] if "clients" in r else [p for p in r.get("sampled") or [] if p not in failed]
+        if r.get("used") is not None:
+            used = [u["client"] for u in r["used"]]
+        elif "clients" in r:
+            used = r["clients"]
+        else:
+            used = [p for p in r.get("sampled") or [] if p not in failed]
         for pid in set(used):
             counts[pid] = counts.get(pid, 0) + 1
     return counts
