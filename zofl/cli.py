@@ -283,87 +283,9 @@ def _error_lines(text: list[str]) -> list[str]:
 
 # -- zofl plot -------------------------------------------------------------------------------------
 def cmd_plot(args) -> int:
-    """Test accuracy and loss per round of run folders, one PNG. The PNG's path and every folder are
-    checked before anything is drawn: a folder that is no run, or whose rounds.jsonl or config.json is
-    not a run's (binary, torn, empty, wrong types), is refused in one line naming the file (exit 2)."""
-    import math
-
-    def plot_runs(paths: list[Path], out: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        runs = [(path, *load(path)) for path in paths]  # all checked before any drawing
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-        for path, rec, cfg in runs:
-            label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
-            rounds = [r["round"] for r in rec]
-            axes[0].plot(rounds, [100 * value(r, "test_acc") for r in rec], label=label)
-            axes[1].plot(rounds, [value(r, "test_loss") for r in rec], label=label)
-        for ax, ylabel in zip(axes, ("test accuracy (%)", "test loss")):
-            ax.set_xlabel("round")
-            ax.set_ylabel(ylabel)
-            ax.grid(alpha=0.3)
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
-        try:
-            fig.savefig(out, dpi=110)
-        finally:
-            plt.close(fig)
-
-    def value(rec: dict, key: str) -> float:
-        v = rec.get(key)
-        return float("nan") if v is None else float(v)
-
-    def load(path: Path) -> tuple[list[dict], dict]:
-        """(records, config.json) of a run folder; a ValueError naming the file if it is not a run's."""
-        from .results import read_rounds
-
-        if not path.is_dir():
-            raise ValueError(f"{path} is not a folder (a run folder is <output-dir>/<run-name>)")
-        if not (path / "rounds.jsonl").is_file():
-            raise ValueError(f"{path} holds no rounds.jsonl (not a run folder)")
-        try:
-            rec = read_rounds(path)
-        except UnicodeDecodeError:
-            raise ValueError(f"{path / 'rounds.jsonl'}: not text (binary or corrupt)") from None
-        except OSError as exc:
-            raise ValueError(f"{path / 'rounds.jsonl'}: cannot be read ({exc.strerror or exc})") from None
-        if not rec:
-            raise ValueError(f"{path / 'rounds.jsonl'}: no round records (nothing to plot)")
-        for i, r in enumerate(rec):
-            bad = [k for k in ("test_acc", "test_loss") if r.get(k) is not None and not number(r[k])]
-            if not (isinstance(r.get("round"), int) and not isinstance(r["round"], bool)) or bad:
-                raise ValueError(f"{path / 'rounds.jsonl'}, record {i + 1}: not a round record (needs an integer "
-                                 f"'round' and numbers or null as 'test_acc' and 'test_loss')")
-        return rec, config(path / "config.json")
-
-    def number(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and (math.isnan(v) or abs(v) < 1e300)
-
-    def config(path: Path) -> dict:
-        if not path.exists():
-            return {}
-        try:
-            cfg = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a run's config.json ({type(exc).__name__})") from None
-        if not isinstance(cfg, dict):
-            raise ValueError(f"{path}: not a run's config.json (not a JSON object)")
-        return cfg
-
-    def check_out(out: Path) -> None:
-        from matplotlib.backend_bases import FigureCanvasBase
-
-        kinds = FigureCanvasBase.get_supported_filetypes()
-        if out.is_dir():
-            raise ValueError(f"--out {out} is a folder; give a file name, e.g. {out / 'plot.png'}")
-        if not out.parent.is_dir():
-            raise ValueError(f"--out {out}: no folder {out.parent}")
-        if out.suffix and out.suffix[1:].lower() not in kinds:
-            raise ValueError(f"--out {out}: unknown image type {out.suffix!r}; one of {', '.join(sorted(kinds))}")
+    """Test accuracy and loss per round of run folders, one PNG (``zofl.plot``); a folder or output
+    that is not usable is refused in one line naming the file (exit 2) before anything is drawn."""
+    from .plot import check_out, plot_runs
 
     try:
         out = Path(args.out).expanduser()
