@@ -253,6 +253,7 @@ if want afbo; then
   run python -m zofl.compare experiments/afbo_regularization.toml --out "$afbo/reg" --via inprocess --parallel 2
   run python -m zofl.compare experiments/afbo_regularization_stragglers.toml --out "$afbo/reg-stragglers" --via inprocess --parallel 2
   run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95
+  to docs/results/afbo/regularization/share.md python experiments/afbo_share.py docs/results/afbo/regularization/summary.json
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
 fi
