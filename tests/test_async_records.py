@@ -170,3 +170,23 @@ def test_resume_with_a_client_on_leave_gives_the_uninterrupted_run(tmp_path):
 def test_the_new_keys_are_checked(key, value, match):
     with pytest.raises(ConfigError, match=match):
         parse_config({"num-clients": 4, key: value})
+
+
+@pytest.mark.parametrize("engine", ["sync", "legacy"])
+def test_every_synchronous_method_contacts_only_the_available_clients(tmp_path, engine):
+    """``SyncRun.plan`` narrows S_r to the clients available in the round and not on leave, for every
+    synchronous method and engine (ZO-HFL here); with the defaults it is S_r, bit for bit as before."""
+    from zofl.core.sampling import sample_round
+
+    base = {"num-rounds": 6, "num-clients": 5, "beta": 0.8, "tau": 2.0, "engine": engine, "output-dir": str(tmp_path)}
+    d, _ = run_inprocess({**base, "availability": "0.5,1", "leave": "1:2:2", "run-name": "anarchic"}, workers=0)
+    rec = read_rounds(d)[1:]
+    leave = parse_leave("1:2:2")
+    for r in rec:
+        k = r["round"] - 1
+        s_r = sample_round(0, k, 5, 0.8, 0.0)[0]
+        assert r["sampled"] == round_available(0, k, s_r, "0.5,1", leave)
+        assert r["failures"] == 0 and r["participants"] == len(r["sampled"])
+    assert sum(len(sample_round(0, r["round"] - 1, 5, 0.8, 0.0)[0]) - len(r["sampled"]) for r in rec) >= 2
+    d0, _ = run_inprocess({**base, "run-name": "plain"}, workers=0)
+    assert all(r["sampled"] == sample_round(0, r["round"] - 1, 5, 0.8, 0.0)[0] for r in read_rounds(d0)[1:])

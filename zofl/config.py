@@ -207,11 +207,12 @@ KEYS: tuple[Key, ...] = (
         "speed-profile", "ours", lambda v: v >= 1 and math.isfinite(v)),
     Key("leave", str, "", "a comma list of client:start:length (integers, length >= 1; empty: none)",
         "anarchic clients: client i leaves for length steps from start and returns (async: model versions, "
-        "i.e. server steps; fednest: communication rounds); a task (round) due to it meanwhile is not sent",
+        "i.e. server steps; sync engines: communication rounds); a task (round) due to it meanwhile is not sent",
         "ours", _leave_list),
     Key("availability", str, "1", f"a comma list of probabilities in [{MIN_AVAILABILITY}, 1]",
         "async: client i takes a task with probability p_(i mod k), else sits it out (any participation); "
-        "fednest: a sampled client is contacted in a round with that probability (else not: no work, no failure); "
+        "sync engines: a sampled client is contacted in a round with that probability (else not: no work, no "
+        "failure); "
         f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded",
         "ours", lambda v: _floats(v, lambda p: MIN_AVAILABILITY <= p <= 1)),
     Key("local-work", str, "1", "a comma list of numbers > 0",

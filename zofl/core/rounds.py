@@ -27,7 +27,7 @@ from .checks import reply_problem
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
 from .protocol import Failure, Reply, Work
-from .sampling import sample_round
+from .sampling import parse_leave, round_available, sample_round
 from .summary import add_pending, fmt, outlier_fields, summarize, summary_lines
 
 log = logging.getLogger("zofl")
@@ -101,6 +101,7 @@ class SyncRun:
         self.state: State | None = None
         self.resumed_extra: dict[str, np.ndarray] = {}  # the asynchronous engine's queue, on resume
         self.total = method.communication_rounds()
+        self.leave = parse_leave(cfg.leave)  # client:start:length stretches away (communication rounds)
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(cfg.num_clients)]
         # straggler-factor F for the clients of slow-clients, 1 for the others (``sim_delays``)
@@ -171,6 +172,12 @@ class SyncRun:
         t0 = time.perf_counter()
         sampled, stragglers = ([], []) if self.method.server_only else \
             sample_round(cfg.seed, r, cfg.num_clients, cfg.beta, cfg.straggler_prob)
+        # anarchic clients (ours, issue 31): of S_r, only those available in round r (``availability`` p_i,
+        # the asynchronous engine's draw with the round for the task number) and not on ``leave`` are
+        # contacted; the others get no work and count as no failure. availability "1", no leave: all of S_r.
+        there = round_available(cfg.seed, r, sampled, cfg.availability, self.leave)
+        if len(there) < len(sampled):
+            sampled, stragglers = there, [p for p in stragglers if p in there]
         works = [self.stamp(w) for w in self.method.plan(self.state, r, sampled, stragglers)]
         unreachable = [w.pid for w in works if w.pid in self.unheld]
         works = [w for w in works if w.pid not in self.unheld]

@@ -23,10 +23,11 @@ communication round, as any synchronous method here (the public code: 10%).
 Anarchic clients (ours): of the sampled clients, only those available in the round are contacted:
 ``availability`` p_i (drawn from (seed, round, client), the asynchronous engine's draw with the
 communication round for the task number) and not on ``leave`` (client:start:length in communication
-rounds). The others get no work and count as no failure; the round's means are over who answered.
-Before this (issue 31) FedNest ignored ``availability`` (an asynchronous-engine key): every sampled
-client was contacted. The simulated clock charges every communication round its slowest client's
-download + compute + upload (``comm-s``, ``straggler-factor``: ``SyncRun.round_sim_s``).
+rounds); ``SyncRun.plan`` does it for every synchronous method. The others get no work and count as
+no failure; the round's means are over who answered. Before this (issue 31) FedNest ignored
+``availability`` (an asynchronous-engine key): every sampled client was contacted. The simulated
+clock charges every communication round its slowest client's download + compute + upload
+(``comm-s``, ``straggler-factor``: ``SyncRun.round_sim_s``).
 """
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ from ..algorithms.smoothing import seed_sequence
 from ..config import Config
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
-from ..core.sampling import parse_leave, round_available
 from ..tasks import DataSpec
 
 STREAM_BATCHES = 2
@@ -72,7 +72,6 @@ class FedNest(Method):
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(cfg, spec)
         self.N = int(float(cfg.neumann_steps.split(",")[0]))
-        self.leave = parse_leave(cfg.leave)
 
     def init(self) -> State:
         return {"x": np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64),
@@ -81,17 +80,6 @@ class FedNest(Method):
 
     def phase(self, r: int) -> tuple[int, str, int]:
         return phase_of(r, self.cfg.inner_rounds, self.N)
-
-    def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
-        """The work of the sampled clients available in round r (``round_available``). The engine's
-        ``sampled`` and ``stragglers`` lists are narrowed in place to them, so that the round's plan
-        (``SyncRun.plan``'s RoundPlan, the record's ``sampled``) expects no reply from a client that
-        was never contacted. (A hook in ``SyncRun.plan`` would give every synchronous method this.)"""
-        there = round_available(self.cfg.seed, r, sampled, self.cfg.availability, self.leave)
-        if len(there) < len(sampled):
-            sampled[:] = there
-            stragglers[:] = [p for p in stragglers if p in there]
-        return super().plan(state, r, sampled, stragglers)
 
     def communication_rounds(self) -> int:
         return self.cfg.num_rounds * (self.cfg.inner_rounds + self.N + 1)
