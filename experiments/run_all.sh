@@ -256,6 +256,7 @@ if want afbo; then
   to docs/results/afbo/regularization/share.md python experiments/afbo_share.py docs/results/afbo/regularization/summary.json
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
+  run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
