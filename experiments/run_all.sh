@@ -254,6 +254,14 @@ if want afbo; then
   run python -m zofl.compare experiments/afbo_regularization_stragglers.toml --out "$afbo/reg-stragglers" --via inprocess --parallel 2
   run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95
   to docs/results/afbo/regularization/share.md python experiments/afbo_share.py docs/results/afbo/regularization/summary.json
+  # communication latency (comm-s 0, c, 10c) and anarchic clients, with stragglers (issue 31): docs/results/afbo/comm
+  for g in latency0 latency1c latency10c anarchic; do
+    run python -m zofl.compare experiments/afbo_comm_$g.toml --out "$afbo/comm-$g" --via inprocess --parallel 2
+    run python experiments/afbo_plot.py figures "$afbo/comm-$g" --out docs/results/afbo/comm/$g --thresholds 0.9,0.93 --records
+    to docs/results/afbo/comm/$g/share.md python experiments/afbo_share.py docs/results/afbo/comm/$g/summary.json
+    to docs/results/afbo/comm/$g/time_to_loss.md python docs/results/afbo/comm/time_to_loss.py docs/results/afbo/comm/$g/rounds.csv.gz
+  done
+  run python docs/results/afbo/comm/gaps_vs_latency.py
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
   run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml

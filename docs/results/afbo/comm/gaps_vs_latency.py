@@ -1,0 +1,68 @@
+"""The AFBO - FedNest gap against the communication latency (issue 31, items 2, 5, 11): one figure,
+one panel per split, from the summary.json of each latency's study (afbo_plot.py figures) through
+experiments/afbo_share.py's split: method gap, the outer-lr = 0 controls' gap (asynchrony alone), and
+the bilevel part (their difference), test loss at each study's budget T, mean and 95% t interval over
+the seeds (paired by seed).
+
+    python docs/results/afbo/comm/gaps_vs_latency.py --out docs/results/afbo/comm/fig_gaps_vs_latency.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3] / "experiments"))
+from afbo_share import AFBO, CONTROL, FEDNEST, gaps  # noqa: E402
+
+from zofl.stats import interval  # noqa: E402
+
+STUDIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=HERE / "fig_gaps_vs_latency.png")
+    args = ap.parse_args(argv)
+    data: dict[str, list] = {}
+    for folder, label in STUDIES:
+        path = HERE / folder / "summary.json"
+        if not path.exists():
+            continue
+        for key, setting in json.loads(path.read_text()).items():
+            if AFBO + CONTROL not in setting["methods"] or FEDNEST + CONTROL not in setting["methods"]:
+                continue
+            split = "IID (alpha=1000)" if "_iid_" in key else "non-IID (Dirichlet alpha=0.5)"
+            g = gaps(setting["methods"], "loss")
+            data.setdefault(split, []).append((label, setting["time_budget_s"], {k: interval(v) for k, v in g.items()}))
+    fig, axes = plt.subplots(1, len(data), figsize=(6 * len(data), 4.3), squeeze=False)
+    series = [("method", "AFBO - FedNest", "k", "o"), ("control", "their outer-lr = 0 controls' gap (asynchrony)",
+              "tab:green", "s"), ("bilevel", "bilevel part (method gap - controls' gap)", "tab:purple", "^")]
+    for ax, (split, rows) in zip(axes[0], sorted(data.items())):
+        for j, (key, label, col, mk) in enumerate(series):
+            xs = [i + (j - 1) * 0.12 for i in range(len(rows))]
+            ys = [r[2][key][0] for r in rows]
+            es = [r[2][key][1] for r in rows]
+            ax.errorbar(xs, ys, yerr=es, fmt=mk, color=col, capsize=3, label=label)
+        ax.axhline(0, color="gray", lw=0.8)
+        ax.set_xticks(range(len(rows)), [f"comm-s {r[0]}\n(T = {r[1]:.0f} s)" for r in rows])
+        ax.set_ylabel("difference in test loss at T (< 0: AFBO ahead)")
+        ax.set_title(f"{split}; stragglers 0-4, factor 5", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle("AFBO - FedNest in test loss at the budget T, split into asynchrony and the bilevel part; "
+                 "mean and 95% t interval over seeds (paired)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
