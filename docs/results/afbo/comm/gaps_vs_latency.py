@@ -19,7 +19,9 @@ from afbo_share import AFBO, CONTROL, FEDNEST, gaps  # noqa: E402
 
 from zofl.stats import interval  # noqa: E402
 
-STUDIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+STUDIES = [(pre + f, label, strag) for pre, strag in (("", "stragglers 0-4, factor 5"), ("nostragglers_", "no stragglers"))
+           for f, label in LATENCIES]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=HERE / "fig_gaps_vs_latency.png")
     args = ap.parse_args(argv)
     data: dict[str, list] = {}
-    for folder, label in STUDIES:
+    for folder, label, strag in STUDIES:
         path = HERE / folder / "summary.json"
         if not path.exists():
             continue
@@ -41,11 +43,15 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             split = "IID (alpha=1000)" if "_iid_" in key else "non-IID (Dirichlet alpha=0.5)"
             g = gaps(setting["methods"], "loss")
-            data.setdefault(split, []).append((label, setting["time_budget_s"], {k: interval(v) for k, v in g.items()}))
-    fig, axes = plt.subplots(1, len(data), figsize=(6 * len(data), 4.3), squeeze=False)
+            data.setdefault((strag, split), []).append((label, setting["time_budget_s"], {k: interval(v) for k, v in g.items()}))
+    keys = sorted(data, key=lambda k: (k[0] != "no stragglers", k[1]))
+    ncol = 2
+    nrow = (len(keys) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6 * ncol, 4.3 * nrow), squeeze=False)
     series = [("method", "AFBO - FedNest", "k", "o"), ("control", "their outer-lr = 0 controls' gap (asynchrony)",
               "tab:green", "s"), ("bilevel", "bilevel part (method gap - controls' gap)", "tab:purple", "^")]
-    for ax, (split, rows) in zip(axes[0], sorted(data.items())):
+    for ax, (strag, split) in zip(axes.flat, keys):
+        rows = data[(strag, split)]
         for j, (key, label, col, mk) in enumerate(series):
             xs = [i + (j - 1) * 0.12 for i in range(len(rows))]
             ys = [r[2][key][0] for r in rows]
@@ -54,9 +60,9 @@ def main(argv: list[str] | None = None) -> None:
         ax.axhline(0, color="gray", lw=0.8)
         ax.set_xticks(range(len(rows)), [f"comm-s {r[0]}\n(T = {r[1]:.0f} s)" for r in rows])
         ax.set_ylabel("difference in test loss at T (< 0: AFBO ahead)")
-        ax.set_title(f"{split}; stragglers 0-4, factor 5", fontsize=9)
+        ax.set_title(f"{split}; {strag}", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
+    axes.flat[0].legend(fontsize=7)
     fig.suptitle("AFBO - FedNest in test loss at the budget T, split into asynchrony and the bilevel part; "
                  "mean and 95% t interval over seeds (paired)", fontsize=9)
     fig.tight_layout()
