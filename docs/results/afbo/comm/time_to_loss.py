@@ -3,7 +3,8 @@
 committed file alone.
 
 Per setting (as afbo_plot.py groups them) the budget T is the smallest final clock of its cells (the
-same cut as the figures). Per cell: the first simulated time (clock_s) at which a record has
+same cut as the figures). Also the mean test loss at 0.5T, 0.8T and T (is a method past its
+transient?). Per cell: the first simulated time (clock_s) at which a record has
 test_loss <= threshold and clock_s <= T (not reached: no value). Per method: mean +- 95% t interval
 over the seeds that reached it (and how many did); AFBO - FedNest and each method - its outer-lr = 0
 control paired by seed over the seeds where both reached it.
@@ -41,6 +42,11 @@ def first_time(recs: list[tuple[float, float]], thr: float, T: float) -> float:
     return next((t for t, loss in recs if loss <= thr and t <= T), math.nan)
 
 
+def hold(recs: list[tuple[float, float]], t: float) -> float:
+    """Test loss of the last record with clock_s <= t (the figures' zero-order hold)."""
+    return next(loss for c, loss in reversed(recs) if c <= t) if recs[0][0] <= t else recs[0][1]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("records", nargs="+", type=Path)
@@ -64,6 +70,13 @@ def main(argv: list[str] | None = None) -> None:
                     cells.append(f"{fmt_interval(interval(reached), digits=2) or 'not reached'} "
                                  f"[{len(reached)}/{len(v)} seeds]")
                 print(f"| {m} | " + " | ".join(cells) + " |")
+            print("\nPast the transient? Test loss (mean over seeds, zero-order hold) at 0.5T, 0.8T and T, and its "
+                  "relative fall over the last fifth [0.8T, T]:\n")
+            print("| method | loss at 0.5T | at 0.8T | at T | fall over [0.8T, T] |")
+            print("|---|---|---|---|---|")
+            for m in sorted(methods, key=lambda m: (m.endswith(CONTROL), m)):
+                at = [sum(hold(r, f * T) for r in methods[m].values()) / len(methods[m]) for f in (0.5, 0.8, 1.0)]
+                print(f"| {m} | {at[0]:.4f} | {at[1]:.4f} | {at[2]:.4f} | {100 * (at[1] - at[2]) / at[1]:.1f}% |")
             pairs = [(AFBO, FEDNEST), (AFBO, AFBO + CONTROL), (FEDNEST, FEDNEST + CONTROL),
                      (AFBO + CONTROL, FEDNEST + CONTROL)]
             print()

@@ -1,0 +1,88 @@
+"""How much each method loses to the stragglers, at each communication latency (issue 31, item 11:
+"synchronous methods are significantly affected by stragglers while AFBO suffers slightly").
+
+From two studies' per-round records (rounds.csv.gz of afbo_plot.py --records) at the same comm-s, one
+with the stragglers (clients 0-4, straggler-factor 5) and one without, per split:
+  T*       = the smaller of the two studies' budgets (each the smallest final clock of its setting)
+  penalty  = test loss at T* with stragglers - without (zero-order hold), per method and seed (same
+             seed = same split and draws of everything but the stragglers), mean +- 95% t interval
+  claim    = FedNest's penalty - AFBO's (> 0: FedNest suffers more), paired by seed
+  controls = the same for the outer-lr = 0 controls (asynchrony alone, x frozen)
+
+    python docs/results/afbo/comm/straggler_penalty.py
+
+It also prints the same table for the anarchic clients (anarchic/ against latency1c/, IID).
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+from zofl.stats import fmt_interval, interval
+
+HERE = Path(__file__).resolve().parent
+AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
+CONTROL = ", x fixed (outer-lr=0: control)"
+LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+
+
+def read(path: Path) -> dict:
+    """split -> method -> seed -> [(clock_s, test_loss)]"""
+    out: dict = {}
+    with gzip.open(path, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            split = "IID (alpha=1000)" if "_iid_" in r["setting"] else "non-IID (Dirichlet alpha=0.5)"
+            out.setdefault(split, {}).setdefault(r["method"], {}).setdefault(int(r["seed"]), []).append(
+                (float(r["clock_s"] or 0.0), float(r["test_loss"]))
+            )
+    return out
+
+
+def hold(recs: list[tuple[float, float]], t: float) -> float:
+    return next(loss for c, loss in reversed(recs) if c <= t) if recs[0][0] <= t else recs[0][1]
+
+
+def rows(s_path: Path, n_path: Path, label: str) -> list[str]:
+    S, N = read(s_path), read(n_path)
+    out = []
+    for split in sorted(set(S) & set(N)):
+        T = min(min(r[-1][0] for ms in D[split].values() for r in ms.values()) for D in (S, N))
+
+        def pen(m: str) -> dict[int, float]:
+            seeds = sorted(set(S[split][m]) & set(N[split][m]))
+            return {sd: hold(S[split][m][sd], T) - hold(N[split][m][sd], T) for sd in seeds}
+
+        a, f, ac, fc = pen(AFBO), pen(FEDNEST), pen(AFBO + CONTROL), pen(FEDNEST + CONTROL)
+        seeds = sorted(set(a) & set(f) & set(ac) & set(fc))
+        claim = [f[s] - a[s] for s in seeds]
+        ctrl = [fc[s] - ac[s] for s in seeds]
+        out.append(f"| {label} | {split} | {T:.1f} | {fmt_interval(interval(a.values()), digits=3)} | "
+                   f"{fmt_interval(interval(f.values()), digits=3)} | {fmt_interval(interval(claim), digits=3)} | "
+                   f"{fmt_interval(interval(ctrl), digits=3)} | "
+                   f"{fmt_interval(interval(x - y for x, y in zip(claim, ctrl)), digits=3)} |")
+    return out
+
+
+HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNest's - AFBO's (> 0: FedNest "
+        "suffers more) | the same for the outer-lr = 0 controls (asynchrony alone) | bilevel part of it |\n"
+        "|---|---|---|---|---|---|---|---|")
+
+
+def main() -> None:
+    print("Stragglers' penalty (test loss at T* with the stragglers - without), mean +- 95% t interval over "
+          "seeds, paired by seed:\n")
+    print(HEAD.format(what="comm-s"))
+    for folder, label in LATENCIES:
+        s_path, n_path = HERE / folder / "rounds.csv.gz", HERE / f"nostragglers_{folder}" / "rounds.csv.gz"
+        if s_path.exists() and n_path.exists():
+            print("\n".join(rows(s_path, n_path, label)))
+    a_path, b_path = HERE / "anarchic" / "rounds.csv.gz", HERE / "latency1c" / "rounds.csv.gz"
+    if a_path.exists() and b_path.exists():
+        print("\nAnarchic clients' penalty (test loss at T* in anarchic/ - in latency1c/: the same comm-s = c and "
+              "stragglers, plus availability, leave and, for AFBO only, heterogeneous E_i and N_i):\n")
+        print(HEAD.format(what="comm-s"))
+        print("\n".join(rows(a_path, b_path, "c = 0.05 s")))
+
+if __name__ == "__main__":
+    main()
