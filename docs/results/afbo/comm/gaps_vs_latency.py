@@ -19,7 +19,8 @@ from afbo_share import AFBO, CONTROL, FEDNEST, gaps  # noqa: E402
 
 from zofl.stats import interval  # noqa: E402
 
-LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+LATENCIES = [("latency0", "0"), ("latency02c", "0.2c = 0.01 s"), ("latency1c", "c = 0.05 s"),
+             ("latency10c", "10c = 0.5 s")]
 STUDIES = [(pre + f, label, strag) for pre, strag in (("", "stragglers 0-4, factor 5"), ("nostragglers_", "no stragglers"))
            for f, label in LATENCIES]
 
