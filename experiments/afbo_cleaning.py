@@ -237,13 +237,18 @@ def cmd_snr(a):
         qs = np.array(qs)
         touched = (qs != 0).mean()
         mean_q = qs.mean(axis=0)
-        noise = qs.std(axis=0).mean()
+        signal = float(np.sqrt(np.mean(q_exact ** 2)))  # RMS of the exact per-example hyper-gradient
+        noise = float(np.sqrt(np.mean(qs.var(axis=0, ddof=1))))  # RMS over examples of one estimate's std
         out[f"B={B}"] = {"fraction of examples touched per outer step": float(touched),
-                         "per-coordinate |mean| (signal, exact)": float(np.abs(q_exact).mean()),
-                         "per-coordinate std of one estimate (noise)": float(noise),
-                         "signal/noise per step": float(np.abs(q_exact).mean() / noise),
+                         "RMS of the exact q_j (signal)": signal,
+                         "RMS std of one estimate of q_j (noise)": noise,
+                         "signal/noise per outer step": signal / noise,
+                         "sqrt(B/n_i) (the coverage bound)": float(np.sqrt(min(B, o[0].n_lower) / o[0].n_lower)),
                          f"corr(mean of {a.reps} estimates, q_exact)": float(np.corrcoef(mean_q, q_exact)[0, 1]),
-                         "corr(one estimate, q_exact)": float(np.corrcoef(qs[0], q_exact)[0, 1])}
+                         "corr(one estimate, q_exact)": float(np.corrcoef(qs[0], q_exact)[0, 1]),
+                         "auc(-one estimate)": auc(-qs[0], c.corrupted),
+                         "corr(one estimate, exact, on the touched)": float(np.corrcoef(qs[0][qs[0] != 0],
+                                                                                       q_exact[qs[0] != 0])[0, 1])}
     print(json.dumps(out, indent=1))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"snr_{a.experiment}.json").write_text(json.dumps(out, indent=1) + "\n")
@@ -269,6 +274,12 @@ def cmd_auc(a):
                      "batch": rc.get("batch-size", 32), "test_acc": ev["test_acc"], "auc": auc(_sigmoid(x), m),
                      "w_corrupted": ev["weight_corrupted"], "w_clean": ev["weight_clean"], "run": d.name,
                      "note": a.note})
+        if a.resolve:  # is x good and y just not converged? accuracy of y*(x) (L-BFGS from the run's y)
+            c = Central(cfg, spec)
+            ys = c.solve(x, y, a.resolve)
+            rows.append({**rows[-1], "method": rc["strategy"] + f" x + y*(x) by lbfgs{a.resolve}",
+                         "test_acc": task.evaluate(cfg, spec, x, ys)["test_acc"], "val_loss": c.val_loss(ys),
+                         "kind": "federated-x-resolved"})
         print(rows[-1], flush=True)
     append_rows(rows)
 
@@ -278,6 +289,48 @@ ALL_CENTRAL = [  # the centralised experiments of the README, as run
      "1e6"],
     ["snr", "--experiment", "E2", "--batches", "32", "512", "100000", "--reps", "10", "--cg", "30"],
 ]
+
+
+def ci(vals):
+    """(mean, half-width of the 95% t interval, n); n = 1: no interval."""
+    from scipy.stats import t as student
+    v = np.asarray(vals, dtype=float)
+    if len(v) < 2:
+        return float(v.mean()), float("nan"), len(v)
+    return float(v.mean()), float(student.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))), len(v)
+
+
+def fmt(m, h, n, scale=1.0, digits=1):
+    return f"{m * scale:.{digits}f}" + ("" if n < 2 else f" +- {h * scale:.{digits}f}") + f" (n={n})"
+
+
+def cmd_table(a):
+    """table.md from results.csv: per (experiment, method, outer-lr) the final test accuracy and AUC over
+    seeds, and per method the paired difference outer-lr > 0 minus its outer-lr = 0 control (same seed)."""
+    rows = list(csv.DictReader(open(OUT / "results.csv")))
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["experiment"], r["method"], r["batch"], r["outer_lr"]), []).append(r)
+    lines = ["| experiment | method | batch | outer-lr | test acc. (%) | AUC | weight corrupted / clean |",
+             "|---|---|---|---|---|---|---|"]
+    for (e, m, b, lr), rs in groups.items():
+        acc = ci([float(r["test_acc"]) for r in rs])
+        au = ci([float(r["auc"]) for r in rs])
+        wc, wk = np.mean([float(r["w_corrupted"]) for r in rs]), np.mean([float(r["w_clean"]) for r in rs])
+        lines.append(f"| {e} | {m} | {b} | {float(lr):g} | {fmt(*acc, scale=100)} | {fmt(*au, digits=3)} "
+                     f"| {wc:.3f} / {wk:.3f} |")
+    lines += ["", "Paired: outer-lr > 0 minus the outer-lr = 0 control of the same experiment, method and seed "
+              "(test accuracy, percentage points):", "", "| experiment | method | outer-lr | difference |",
+              "|---|---|---|---|"]
+    for (e, m, b, lr), rs in groups.items():
+        if float(lr) == 0 or not rs[0]["kind"] == "federated":
+            continue
+        ctrl = {r["seed"]: float(r["test_acc"]) for r in groups.get((e, m, b, "0.0"), [])}
+        d = [float(r["test_acc"]) - ctrl[r["seed"]] for r in rs if r["seed"] in ctrl]
+        if d:
+            lines.append(f"| {e} | {m} | {float(lr):g} | {fmt(*ci(d), scale=100, digits=2)} |")
+    (OUT / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def cmd_all(a):
@@ -292,6 +345,7 @@ def cmd_all(a):
         subprocess.run([sys.executable, "-m", "zofl.compare", grid, "--out", str(out), "--via", "inprocess",
                         "--parallel", "2", "--set", f'data-dir="{a.data_dir}"'], check=True)
         main(["auc", "--experiment", Path(grid).stem, *sorted(str(p) for p in (out / "cells").iterdir())])
+    main(["table"])
 
 
 def main(argv=None):
@@ -322,14 +376,17 @@ def main(argv=None):
     p = sub.add_parser("auc")
     p.add_argument("--experiment", required=True)
     p.add_argument("--note", default="")
+    p.add_argument("--resolve", type=int, default=0, help="also: test accuracy of y*(x_final) by this many "
+                   "L-BFGS iterations from the run's y")
     p.add_argument("runs", nargs="+")
+    sub.add_parser("table")
     p = sub.add_parser("all")
     p.add_argument("--runs", required=True, help="where the grids' run folders go")
     p.add_argument("--data-dir", default="/tmp/zofl-data")
     p.add_argument("--out", default=str(OUT), help="fixed: docs/results/afbo_cleaning")
     p.add_argument("grids", nargs="+")
     a = ap.parse_args(argv)
-    {"central": cmd_central, "snr": cmd_snr, "auc": cmd_auc, "all": cmd_all}[a.cmd](a)
+    {"central": cmd_central, "snr": cmd_snr, "auc": cmd_auc, "all": cmd_all, "table": cmd_table}[a.cmd](a)
 
 
 if __name__ == "__main__":
