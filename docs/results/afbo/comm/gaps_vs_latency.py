@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> None:
             es = [r[2][key][1] for r in rows]
             ax.errorbar(xs, ys, yerr=es, fmt=mk, color=col, capsize=3, label=label)
         ax.axhline(0, color="gray", lw=0.8)
-        ax.set_xticks(range(len(rows)), [f"comm-s {r[0]}\n(T = {r[1]:.0f} s)" for r in rows])
+        ax.set_xticks(range(len(rows)), [f"{r[0]}\n(T = {r[1]:.0f} s, n = {r[2]['method'][2]})" for r in rows],
+                      fontsize=8)
+        ax.set_xlabel("comm-s: mean of each exponential message delay (c = 0.05 s, one task's compute)")
         ax.set_ylabel("difference in test loss at T (< 0: AFBO ahead)")
         ax.set_title(f"{split}; {strag}", fontsize=9)
         ax.grid(alpha=0.3)
