@@ -288,6 +288,8 @@ ALL_CENTRAL = [  # the centralised experiments of the README, as run
     ["central", "--experiment", "E1-central", "--steps", "20", "--every", "5", "--cg", "20", "--outer-lr", "0", "1e5",
      "1e6"],
     ["snr", "--experiment", "E2", "--batches", "32", "512", "100000", "--reps", "10", "--cg", "30"],
+    ["central", "--experiment", "E4-central-neumann5", "--neumann", "5", "--steps", "10", "--every", "5",
+     "--outer-lr", "1e5"],
 ]
 
 
@@ -323,7 +325,7 @@ def cmd_table(a):
               "(test accuracy, percentage points):", "", "| experiment | method | outer-lr | difference |",
               "|---|---|---|---|"]
     for (e, m, b, lr), rs in groups.items():
-        if float(lr) == 0 or not rs[0]["kind"] == "federated":
+        if float(lr) == 0 or not rs[0]["kind"].startswith("federated"):
             continue
         ctrl = {r["seed"]: float(r["test_acc"]) for r in groups.get((e, m, b, "0.0"), [])}
         d = [float(r["test_acc"]) - ctrl[r["seed"]] for r in rs if r["seed"] in ctrl]
@@ -344,7 +346,8 @@ def cmd_all(a):
         out = Path(a.runs) / Path(grid).stem
         subprocess.run([sys.executable, "-m", "zofl.compare", grid, "--out", str(out), "--via", "inprocess",
                         "--parallel", "2", "--set", f'data-dir="{a.data_dir}"'], check=True)
-        main(["auc", "--experiment", Path(grid).stem, *sorted(str(p) for p in (out / "cells").iterdir())])
+        resolve = ["--resolve", "300"] if Path(grid).stem == "afbo_cleaning_batch" else []
+        main(["auc", "--experiment", Path(grid).stem, *resolve, *sorted(str(p) for p in (out / "cells").iterdir())])
     main(["table"])
 
 
