@@ -346,7 +346,7 @@ def cmd_all(a):
         out = Path(a.runs) / Path(grid).stem
         subprocess.run([sys.executable, "-m", "zofl.compare", grid, "--out", str(out), "--via", "inprocess",
                         "--parallel", "2", "--set", f'data-dir="{a.data_dir}"'], check=True)
-        resolve = ["--resolve", "300"] if Path(grid).stem == "afbo_cleaning_batch" else []
+        resolve = ["--resolve", "300"] if Path(grid).stem != "afbo_cleaning_old" else []
         main(["auc", "--experiment", Path(grid).stem, *resolve, *sorted(str(p) for p in (out / "cells").iterdir())])
     main(["table"])
 
