@@ -264,7 +264,7 @@ if want afbo; then
   run python docs/results/afbo/comm/gaps_vs_latency.py
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
-  run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml experiments/afbo_cleaning_lower.toml
+  run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml experiments/afbo_cleaning_lower.toml experiments/afbo_cleaning_innerlr.toml
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
