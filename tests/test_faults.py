@@ -14,7 +14,7 @@ import pytest
 from zofl.core.checks import reply_problem
 from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
-from zofl.launch import flwr_run_command, local_superlink
+from zofl.launch import descendants, flwr_run_command, local_superlink
 from zofl.results import read_rounds
 
 
@@ -116,23 +116,6 @@ def test_sigkill_and_resume_give_the_uninterrupted_run(tmp_path, strategy):
     assert summary["final_test_loss"] == ref[-1]["test_loss"]
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(p.name))
-    out, stack = [], [pid]
-    while stack:
-        kids = children.get(stack.pop(), [])
-        out += kids
-        stack += kids
-    return out
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -153,7 +136,7 @@ def test_sigkill_of_the_flower_simulation_and_resume(tmp_path):
         cmd = flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 client-resources-num-cpus=1")
         proc = _start(cmd, sl.env)
         assert _wait_for_round(rounds_file, k, proc), f"the run ended before round {k}"
-        sims = [p for p in _descendants(sl.proc.pid) if "flwr-simulation" in _cmdline(p)]
+        sims = [p for p in descendants(sl.proc.pid) if "flwr-simulation" in _cmdline(p)]
         assert len(sims) == 1, sims
         os.kill(sims[0], signal.SIGKILL)
         proc.wait(120)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from zofl.inprocess import run_inprocess
-from zofl.launch import descendants, local_superlink
+from zofl.launch import descendants, local_superlink, start_time
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -194,15 +194,6 @@ def _lock_free(path: Path) -> bool:
         os.close(fd)
 
 
-def _start_time(pid: int):
-    """A live process's start time (None once it is gone, or a zombie: dead, waiting to be reaped)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return None if fields[0] == "Z" else fields[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
@@ -245,7 +236,7 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         while proc.poll() is None and time.monotonic() < end and last_round() < target:
             time.sleep(0.05)
         assert proc.poll() is None, f"the run ended before round {target} (seed {seed}): {proc.communicate()}"
-        started = {p: _start_time(p) for p in descendants(proc.pid)}  # what zofl run started (Ray's agents too)
+        started = descendants(proc.pid)  # {pid: start time}  # what zofl run started (Ray's agents too)
         t0 = time.monotonic()
         if how == "SIGINT":
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
@@ -260,7 +251,7 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         if how == "SIGINT":
             assert "the run was stopped (flwr stop)" in err, err[-3000:]
         def alive():
-            return [p for p, t in started.items() if _start_time(p) == t]
+            return [p for p, t in started.items() if start_time(p) == t]
 
         end = time.monotonic() + 60  # SIGKILL: the watchdog's turn (one second's poll + SIGTERM's grace)
         while (left_behind() or alive() or not _lock_free(folder / ".lock")) and time.monotonic() < end:

@@ -30,6 +30,7 @@ from typing import Any
 import tomllib
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+CLI_LOCK = ".cli.lock"  # held by a zofl run for its run folder (``_hold_run_name``)
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
@@ -150,26 +151,21 @@ def _outcome(out: Path, before: dict[str, Any]) -> tuple[dict[str, Any] | None, 
 
 
 def _hold_run_name(out: Path) -> int:
-    """Hold ``out/.cli.lock`` (flock) for this ``zofl run``: a second ``zofl run`` of the same run-name
-    is refused at once, before its ServerApp could be refused after Ray's start-up. (The ServerApp
-    takes the folder's own ``.lock`` when it starts; this one covers the time before.)"""
-    import fcntl
+    """Hold ``out/.cli.lock`` for this ``zofl run`` (``zofl.results.lock_folder``): a second ``zofl run`` of
+    the same run-name is refused at once, before its ServerApp could be refused after Ray's start-up.
+    (The ServerApp takes the folder's own ``.lock`` when it starts; this one covers the time before.)"""
+    from .results import FolderBusy, lock_folder
 
-    fd = os.open(out / ".cli.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise ValueError(f"run-config key 'run-name': {out} is in use by another zofl run (pid {holder}); wait for "
-                         f"it to end, stop it, or choose another run-name") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd
+        return lock_folder(out, CLI_LOCK)
+    except FolderBusy as exc:
+        raise ValueError(f"run-config key 'run-name': {out} is in use by another zofl run (pid {exc.holder}); wait "
+                         f"for it to end, stop it, or choose another run-name") from None
 
 
 def cmd_run(args) -> int:
     from .config import ConfigError
+    from .results import unlock_folder
 
     try:
         run_config = _run_config(args)
@@ -182,7 +178,7 @@ def cmd_run(args) -> int:
         run_config["run-name"] = run_name
         return _run(args, cfg, run_config, out)
     finally:
-        os.close(lock)
+        unlock_folder(lock)
 
 
 def _run(args, cfg, run_config: dict[str, Any], out: Path) -> int:

@@ -155,13 +155,20 @@ def terminate(pids: list[int], grace: float = STOP_GRACE_S) -> None:
             return
 
 
-def _stat(pid: int | str) -> tuple[int, int] | None:
-    """(parent pid, start time in clock ticks) of a process, from /proc (None if it is gone)."""
+def _stat(pid: int | str) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time in clock ticks) of a process, from /proc (None if it is gone)."""
     try:
         fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1]), int(fields[19])
+        return fields[0], int(fields[1]), int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def start_time(pid: int | str) -> int | None:
+    """A live process's start time in clock ticks: with its pid, what names it (a pid may be reused);
+    None once it is gone or a zombie (dead, waiting to be reaped: its descriptors and locks are gone)."""
+    st = _stat(pid)
+    return None if st is None or st[0] == "Z" else st[2]
 
 
 def descendants(root: int) -> dict[int, int]:
@@ -170,7 +177,7 @@ def descendants(root: int) -> dict[int, int]:
     for entry in Path("/proc").glob("[0-9]*"):
         st = _stat(entry.name)
         if st is not None:
-            children.setdefault(st[0], []).append((int(entry.name), st[1]))
+            children.setdefault(st[1], []).append((int(entry.name), st[2]))
     out, todo = {}, [root]
     while todo:
         for pid, start in children.get(todo.pop(), []):
@@ -201,8 +208,8 @@ def watchdog(parent: int, home: str, remove: str | None) -> None:
             if not data:
                 break  # end-of-file without DONE: the parent died
         seen.update(descendants(parent))
-        seen = {p: t for p, t in seen.items() if p != me and _stat(p) is not None}
-    ours = [p for p, t in seen.items() if p != me and (_stat(p) or (0, None))[1] == t]
+        seen = {p: t for p, t in seen.items() if p != me and start_time(p) is not None}
+    ours = [p for p, t in seen.items() if p != me and start_time(p) == t]
     terminate(sorted(set(ours) | set(processes_with_env("FLWR_HOME", home)) - {me}))
     if remove:
         shutil.rmtree(remove, ignore_errors=True)
@@ -263,11 +270,7 @@ class Watchdog:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return False
+    return start_time(pid) is not None
 
 
 def toml_value(v: Any) -> str:
