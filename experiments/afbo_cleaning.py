@@ -34,13 +34,12 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.stats import rankdata
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from zofl.setup import prepare  # noqa: E402
-from zofl.tasks.hypergrad import (_cleaning_arrays, _offsets, _probs, _residual, _sigmoid,  # noqa: E402
-                                  ce_loss, HyperCleaningTask)
+from zofl.tasks.hypergrad import (_cleaning_arrays, _offsets, _probs, _residual, _sigmoid, corrupted_mask,  # noqa: E402
+                                  roc_auc, ce_loss, HyperCleaningTask)
 
 OUT = ROOT / "docs" / "results" / "afbo_cleaning"
 FIELDS = ["experiment", "kind", "method", "seed", "dataset", "corruption", "lower_l2", "holdout", "outer_lr",
@@ -49,12 +48,8 @@ FIELDS = ["experiment", "kind", "method", "seed", "dataset", "corruption", "lowe
 
 
 def auc(score_clean_high: np.ndarray, corrupted: np.ndarray) -> float:
-    """P(score of a clean example > score of a corrupted one), ties 1/2 (Mann-Whitney)."""
-    r = rankdata(score_clean_high)
-    n_c, n_k = int(corrupted.sum()), int((~corrupted).sum())
-    if n_c == 0 or n_k == 0:
-        return float("nan")
-    return float((r[~corrupted].sum() - n_k * (n_k + 1) / 2) / (n_c * n_k))
+    """P(score of a clean example > score of a corrupted one), ties 1/2 (Mann-Whitney): the task's roc_auc."""
+    return roc_auc(score_clean_high, ~np.asarray(corrupted, dtype=bool))
 
 
 def setup(a, seed: int, num_clients: int | None = None):
@@ -80,8 +75,7 @@ def pooled(cfg, spec):
 
 
 def mask(cfg, spec) -> np.ndarray:
-    return np.concatenate([p[1] != p[2] for p in (_cleaning_arrays(spec, i, cfg.holdout_fraction, cfg.corruption)
-                                                  for i in range(spec.num_clients))])
+    return corrupted_mask(spec, cfg.holdout_fraction, cfg.corruption)
 
 
 class Central:

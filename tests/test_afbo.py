@@ -166,6 +166,31 @@ def test_hyper_cleaning_runs_and_learns(tmp_path, strategy):
     rec = read_rounds(d)
     assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.3 and np.isfinite(x).all()
     assert all(np.isfinite(r["weight_clean"]) for r in rec)
+    assert rec[0]["weight_auc"] == 0.5 and 0.0 <= rec[-1]["weight_auc"] <= 1.0
+
+
+def test_roc_auc_is_the_share_of_clean_corrupted_pairs_ordered_right():
+    """roc_auc against a brute-force count over every (kept, corrupted) pair, ties 1/2, with and without ties;
+    and hyper-cleaning's evaluate reports 1 / 0 / 0.5 for weights that order the pairs right / wrong / not at all."""
+    from zofl.tasks.hypergrad import HyperCleaningTask, roc_auc
+
+    rng = np.random.default_rng(0)
+    for t in range(100):
+        n = int(rng.integers(2, 40))
+        score = rng.integers(0, 4, n).astype(float) if t % 2 else rng.normal(size=n)
+        pos = rng.random(n) < 0.5
+        if pos.all() or not pos.any():
+            assert np.isnan(roc_auc(score, pos))
+            continue
+        brute = np.mean([[1.0 if a > b else 0.5 if a == b else 0.0 for b in score[~pos]] for a in score[pos]])
+        assert roc_auc(score, pos) == pytest.approx(brute, abs=1e-12)
+    cfg = parse_config({"strategy": "fednest", "task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0})
+    task, spec = HyperCleaningTask(), prepare(dict(cfg))[2]
+    corrupted, y = task.corrupted(cfg, spec), task.init_y(cfg, spec)
+    assert len(corrupted) == task.dims(cfg, spec)[0] and 0.3 < corrupted.mean() < 0.6
+    for x, want in ((np.where(corrupted, -1.0, 1.0), 1.0), (np.where(corrupted, 1.0, -1.0), 0.0),
+                    (task.init_x(cfg, spec), 0.5)):
+        assert task.evaluate(cfg, spec, x, y)["weight_auc"] == want
 
 
 def test_bilevel_methods_need_a_hypergradient_task():

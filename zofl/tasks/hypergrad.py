@@ -123,6 +123,30 @@ def _cleaning_arrays(spec: DataSpec, pid: int, fraction: float, corruption: floa
     return u[lo], noisy, labels[lo], u[up], labels[up], data.num_classes
 
 
+def roc_auc(score: np.ndarray, positive: np.ndarray) -> float:
+    """P(score of a positive > score of a negative), ties counted 1/2 (the Mann-Whitney U statistic over
+    n_pos n_neg); nan when either class is empty. For hyper-cleaning: score = sigma(x_j), positive = the
+    example's label was kept, so 1 = every clean example weighs more than every corrupted one, 0.5 = chance."""
+    score, positive = np.asarray(score, dtype=np.float64), np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based ranks, ties averaged
+    ranks = average_rank[inverse]
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+@functools.lru_cache(maxsize=4)
+def corrupted_mask(spec: DataSpec, fraction: float, corruption: float) -> np.ndarray:
+    """True where a training example's noisy label differs from its true one, in x's order (client by client).
+    (A label redrawn uniformly can land on the true class: at corruption 0.5 with 10 classes 45% are corrupted.)"""
+    mask = np.concatenate([noisy != true for _, noisy, true, _, _, _ in
+                           (_cleaning_arrays(spec, i, fraction, corruption) for i in range(spec.num_clients))])
+    mask.setflags(write=False)
+    return mask
+
+
 @functools.lru_cache(maxsize=4)
 def _offsets(spec: DataSpec, fraction: float) -> tuple[int, ...]:
     """Where each client's slice of x starts (x: one weight per training example of every client)."""
@@ -184,19 +208,19 @@ class HyperCleaningTask(SplitTask):
         test = self.test_data(spec)
         u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
         W = y.reshape(u.shape[1], test.num_classes)
-        # how well x tells corrupted from clean training examples: mean weight of each kind
-        flipped, kept = [], []
-        for i in range(spec.num_clients):
-            _, noisy, true, _, _, _ = _cleaning_arrays(spec, i, cfg.holdout_fraction, cfg.corruption)
-            lo, hi = _offsets(spec, cfg.holdout_fraction)[i:i + 2]
-            w = _sigmoid(x[lo:hi])
-            flipped.append(w[noisy != true])
-            kept.append(w[noisy == true])
-        flipped, kept = np.concatenate(flipped), np.concatenate(kept)
+        # how well x tells corrupted from clean training examples: mean weight of each kind, and the ROC AUC
+        # of sigma(x_j) for "label kept" (0.5 = no separation)
+        w = _sigmoid(x)
+        corrupted = self.corrupted(cfg, spec)
         return {"test_loss": float(np.mean(ce_loss(W, u, test.y))),
                 "test_acc": float(np.mean(np.argmax(u @ W, axis=1) == test.y)),
-                "weight_corrupted": float(flipped.mean()) if len(flipped) else float("nan"),
-                "weight_clean": float(kept.mean()) if len(kept) else float("nan")}
+                "weight_corrupted": float(w[corrupted].mean()) if corrupted.any() else float("nan"),
+                "weight_clean": float(w[~corrupted].mean()) if not corrupted.all() else float("nan"),
+                "weight_auc": roc_auc(w, ~corrupted)}
+
+    def corrupted(self, cfg, spec: DataSpec) -> np.ndarray:
+        """Which training examples had their label changed (bool, x's order): the truth cleaning should find."""
+        return corrupted_mask(spec, cfg.holdout_fraction, cfg.corruption)
 
 
 @functools.lru_cache(maxsize=None)
