@@ -354,6 +354,11 @@ KEYS: tuple[Key, ...] = (
         "ours", _pos),
     Key("dual-reg", float, 0.0, "a number >= 0", "ADBO: c1 = c2, the regularization of the duals in L", "ours",
         _nonneg),
+    Key("cut-gradient", str, "full", "'full' or 'code'",
+        "ADBO: the cutting plane's a = grad_v phi. full (ours): the v-gradient through the K coupled lower "
+        "rounds (the workers' y_j steps, the master's z_k and phi_j), by K reverse rounds; code (the authors' "
+        "public code): y_j's own K steps only, phi_j and z_k held fixed, z^K's term dropped (its fixed point is "
+        "biased, docs/afbo.md \"ADBO\")", "ours", _choice("full", "code")),
     Key("corruption", float, 0.5, "a number in [0, 1]",
         "hyper-cleaning: probability that a training label is replaced by a random class", "ours",
         lambda v: 0 <= v <= 1),
@@ -399,7 +404,7 @@ READ_BY: dict[str, frozenset[str]] = {
     "stored-average": frozenset({"afbo", "afbo-global"}),
     "delay-bound": frozenset({"adbo"}),
     **{k: _DBO for k in ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
-                         "cut-warm-start", "dual-lr", "dual-reg")},
+                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient")},
     "staleness-exponent": frozenset({"fedbuff"}),
 }
 

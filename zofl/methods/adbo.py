@@ -16,8 +16,9 @@ of the engine:
   (mu/2)||y - z_k||^2, mu = ``cut-penalty``; the master updates z_k, phi_j), each one version; then K
   reverse rounds (phase 2, k = K-1 .. 0: the master sends u_j, the worker returns its adjoint and term of
   grad_v phi, ``adjoint_*``), giving the FULL grad_v phi through the coupled rounds (ours: the code holds
-  phi_j, z_k fixed and so converges to a biased point, docs/afbo.md "Cause"); the master then adds the
-  cut (``new_cut``) with dual ``cut-dual-init``.
+  phi_j, z_k fixed and so converges to a biased point, docs/afbo.md "Cause"; ``cut-gradient`` = "code"
+  gives the code's gradient from the same rounds); the master then adds the cut (``new_cut``) with dual
+  ``cut-dual-init``.
 
 Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
 and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
@@ -128,7 +129,11 @@ class ADBO(Method):
         return Work(pid, task, 1, arrays, {"phase": CUT, "k": k, "cut": cuts, "last": int(k == self.K - 1)})
 
     def _u(self, s: State) -> np.ndarray:
-        """The adjoints u_j of y_j^{k+1} that reverse round k sends (``adjoint_u``)."""
+        """The adjoints u_j of y_j^{k+1} that reverse round k sends (``adjoint_u``). With ``cut-gradient`` =
+        "code" (the authors' gradient, ``unrolled_grad_v``: phi_j and z_k held fixed, z^K's term dropped) u_j is
+        y_j's own adjoint alone: the same rounds then sum the code's gradient."""
+        if self.cfg.cut_gradient == "code":
+            return s["yb"]
         return adjoint_u(s["yb"], s["zb"], s["pb"], self.cfg.cut_penalty, self.cfg.inner_lr, self.cfg.dual_lr)
 
     def task_steps(self, work: Work) -> int:
