@@ -60,7 +60,7 @@ def read_cells(dirs: list[Path]) -> list[dict]:
             cfg = json.loads((d / "config.json").read_text())
             recs = [json.loads(line) for line in (d / "rounds.jsonl").read_text().splitlines() if line.strip()]
             m = cfg["num-clients"]
-            clock, comm, acc, loss, steps, wc, wk = [], [], [], [], [], [], []
+            clock, comm, acc, loss, steps, wc, wk, auc = [], [], [], [], [], [], [], []
             replies = 0
             for r in recs:
                 replies += r.get("participants", 0) or 0
@@ -71,6 +71,7 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                 steps.append(int(r["round"]))
                 wc.append(float(r.get("weight_corrupted", r.get("mean_log_coef", np.nan))))
                 wk.append(float(r.get("weight_clean", r.get("spread_log_coef", np.nan))))
+                auc.append(float(r.get("weight_auc", np.nan)))  # hyper-cleaning only
             cells.append(
                 {
                     "dir": str(d),
@@ -82,6 +83,7 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                     "steps": np.array(steps),
                     "w_corrupt": np.array(wc),
                     "w_clean": np.array(wk),
+                    "auc": np.array(auc),
                 }
             )
     return cells
@@ -91,18 +93,36 @@ def is_reg(cfg: dict) -> bool:
     return cfg.get("task") == "regularization"
 
 
+def has_stragglers(cfg: dict) -> bool:
+    """Slow clients named, and slower than the others: by speed-param < 1 (fixed compute slowdown) or by
+    straggler-factor > 1 (drawn per task, communication included); speed-param 1 alone is a label only."""
+    named = cfg.get("speed-profile") == "slow" and bool(cfg.get("slow-clients"))
+    return named and (float(cfg.get("speed-param", 0.2)) < 1 or float(cfg.get("straggler-factor", 1.0)) > 1)
+
+
 def setting_of(cfg: dict) -> str:
     split = "iid" if cfg["alpha"] >= 100 else f"noniid-alpha{cfg['alpha']:g}"
-    strag = "stragglers" if cfg.get("speed-profile") == "slow" and cfg.get("slow-clients") else "nostragglers"
-    return f"{'reg-' + cfg['dataset'] + '_' if is_reg(cfg) else ''}{split}_{strag}"
+    strag = "stragglers" if has_stragglers(cfg) else "nostragglers"
+    comm = f"_comm{float(cfg['comm-s']):g}" if float(cfg.get("comm-s", 0.0)) > 0 else ""
+    return f"{'reg-' + cfg['dataset'] + '_' if is_reg(cfg) else ''}{split}_{strag}{comm}"
 
 
-def setting_title(s: str) -> str:
-    *task, split, strag = s.split("_")
+def setting_title(s: str, cfg: dict | None = None) -> str:
+    """The setting's name in words; with a cell's config, the stragglers and communication as configured."""
+    parts = s.split("_")
+    comm = parts.pop() if parts[-1].startswith("comm") else ""
+    *task, split, strag = parts
     split = "IID (alpha=1000)" if split == "iid" else f"non-IID (Dirichlet alpha={split.split('alpha')[1]})"
-    strag = "5 of 10 clients 5x slower" if strag == "stragglers" else "no stragglers"
-    what = f"{task[0][4:]} regularization coefficients" if task else "MNIST hyper-cleaning"
-    return f"{what}, {split}, {strag}"
+    if strag == "stragglers" and cfg is not None:
+        n = len(str(cfg.get("slow-clients", "")).split(","))
+        f = float(cfg.get("straggler-factor", 1.0))
+        strag = (f"{n} of {cfg['num-clients']} clients stragglers (mean time x{f:g}, drawn per task)" if f > 1
+                 else f"{n} of {cfg['num-clients']} clients {1 / float(cfg['speed-param']):g}x slower")
+    else:
+        strag = "5 of 10 clients 5x slower" if strag == "stragglers" else "no stragglers"
+    dataset = (cfg or {}).get("dataset", "mnist").upper()
+    what = f"{task[0][4:]} regularization coefficients" if task else f"{dataset} hyper-cleaning"
+    return f"{what}, {split}, {strag}" + (f", comm-s {comm[4:]} s" if comm else "")
 
 
 STEP_KEYS = ("outer-lr", "inner-lr", "lower-lr", "buffer-size", "beta", "lipschitz-g", "neumann-steps", "batch-size")
@@ -156,8 +176,11 @@ def band(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, stats.t.ppf(0.975, n - 1) * mat.std(axis=0, ddof=1) / np.sqrt(n)
 
 
-def first_reach(c: dict, thr: float, budget: float) -> float:
-    ok = np.nonzero((c["acc"] >= thr) & (c["clock"] <= budget))[0]
+AUC_TARGET = 0.9  # hyper-cleaning: time until sigma(x) ranks clean above corrupted examples with AUC 0.9
+
+
+def first_reach(c: dict, thr: float, budget: float, what: str = "acc") -> float:
+    ok = np.nonzero((c[what] >= thr) & (c["clock"] <= budget))[0]
     return float(c["clock"][ok[0]]) if len(ok) else np.nan
 
 
@@ -281,7 +304,7 @@ def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path) -> Pa
     import io
 
     reg = any(is_reg(c["cfg"]) for c in cells)
-    wnames = ("mean_log_coef", "spread_log_coef") if reg else ("weight_corrupted", "weight_clean")
+    wnames = ("mean_log_coef", "spread_log_coef") if reg else ("weight_corrupted", "weight_clean", "weight_auc")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(RECORD_COLUMNS + wnames)
@@ -298,7 +321,8 @@ def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path) -> Pa
                 repr(float(cfg.get("straggler-factor", 1.0))), repr(float(cfg.get("outer-lr", np.nan)))]
         for i in range(len(c["steps"])):
             w.writerow(head + [int(c["steps"][i]), num(c["clock"][i]), num(c["comm"][i]), num(c["acc"][i]),
-                               num(c["loss"][i]), num(c["w_corrupt"][i]), num(c["w_clean"][i])])
+                               num(c["loss"][i]), num(c["w_corrupt"][i]), num(c["w_clean"][i]),
+                               *([] if reg else [num(c["auc"][i])])])
     path = out / "rounds.csv.gz"
     with open(path, "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh, mtime=0) as gz:
         gz.write(buf.getvalue().encode())
@@ -318,6 +342,16 @@ def paired(a: dict, b: dict, key: str, at: float, what: str = "acc") -> tuple[fl
             for sd in common
         ]
     )
+
+
+def bilevel_part(A: dict, F: dict, A0: dict, F0: dict, at: float, what: str) -> tuple[float, float, int]:
+    """(AFBO - FedNest) - (AFBO control - FedNest control) at clock ``at``, per seed, mean and 95% interval: the
+    part of the methods' gap that their outer-lr = 0 controls (same engines, lower level alone) do not have."""
+    common = sorted(set(A) & set(F) & set(A0) & set(F0))
+    at_ = np.array([at])
+    return ci([float(hold(A[sd]["clock"], A[sd][what], at_)[0] - hold(F[sd]["clock"], F[sd][what], at_)[0]
+                     - hold(A0[sd]["clock"], A0[sd][what], at_)[0] + hold(F0[sd]["clock"], F0[sd][what], at_)[0])
+               for sd in common])
 
 
 def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, records: bool = False) -> None:
@@ -350,7 +384,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs)
         Cm = min(float(c["comm"][-1]) for cs in methods.values() for c in cs)
         tgrid, cgrid = np.linspace(0, T, GRID_POINTS), np.linspace(0, Cm, GRID_POINTS)
-        panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + ([("clock", tgrid, "loss")] if reg else [])
+        panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + [("clock", tgrid, "loss" if reg else "auc")]
         fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.3))
         srow = {}
         seeds_by_method = {}
@@ -364,6 +398,9 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                 mean, half = band(mat)
                 scale = 100 if what == "acc" else 1
                 ax.plot(grid, scale * mean, color=col, ls=ls, label=f"{name} (n={len(cs)} seeds)")
+                if what == "auc":  # and every seed's own curve, thin
+                    for row in mat:
+                        ax.plot(grid, row, color=col, ls=ls, lw=0.5, alpha=0.5)
                 ax.fill_between(
                     grid,
                     scale * (mean - half),
@@ -381,6 +418,8 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
             comm_T = [float(hold(c["clock"], c["comm"], np.array([T]))[0]) for c in cs]
             steps_T = [float(hold(c["clock"], c["steps"].astype(float), np.array([T]))[0]) for c in cs]
             reach = {thr: [first_reach(c, thr, T) for c in cs] for thr in thresholds}
+            aucT = [float(hold(c["clock"], c["auc"], np.array([T]))[0]) for c in cs]
+            auc_reach = [first_reach(c, AUC_TARGET, T, "auc") for c in cs]
             srow[name] = {
                 "seeds": [c["cfg"]["seed"] for c in cs],
                 "acc0": float(cs[0]["acc"][0]),
@@ -400,6 +439,9 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                     }
                     for t, v in reach.items()
                 },
+                "auc_at_T": ci(aucT) if not reg else (np.nan, np.nan, 0),
+                "reach_auc": {"target": AUC_TARGET, "reached": int(np.sum(~np.isnan(auc_reach))), "n": len(cs),
+                              "time": ci([x for x in auc_reach if not np.isnan(x)])},
                 "per_seed_acc_at_T": atT,
                 "per_seed_loss_at_T": lossT,
                 "config": {
@@ -458,7 +500,8 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         }
         for ax, (key, _, what) in zip(axes, panels):
             ax.set_xlabel(xlabels[key])
-            ax.set_ylabel("test accuracy (%)" if what == "acc" else "test loss (cross-entropy)")
+            ax.set_ylabel({"acc": "test accuracy (%)", "loss": "test loss (cross-entropy)",
+                           "auc": "ROC AUC of sigma(x_j): clean vs corrupted (thin: each seed)"}[what])
             ax.grid(alpha=0.3)
         accs = [float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 1.0 for cs in methods.values() for c in cs]
         lo = min(100 * min(accs), 100 * rr.get("noisy", 1.0)) - 3
@@ -474,6 +517,9 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         for ax, (_, _, what) in zip(axes, panels):
             if what == "acc":
                 ax.set_ylim(max(lo, 80.0 if reg else 50.0), min(hi, 100.5))
+            elif what == "auc":
+                ax.axhline(0.5, color="gray", ls=":", lw=1, label="0.5: no separation")
+                ax.set_ylim(0.45, 1.0)
             else:
                 losses = [float(np.nanmin(c["loss"])) for cs in methods.values() for c in cs]
                 ax.set_ylim(0.9 * min(losses + [rr.get("central_loss", np.inf)]), 3 * max(losses))
@@ -481,7 +527,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         axes[-1].legend(fontsize=7, loc="upper right" if reg else "lower right")
         below = 100 * acc0 < axes[0].get_ylim()[0]
         fig.suptitle(
-            f"{setting_title(s)}; mean and 95% interval over seeds"
+            f"{setting_title(s, next(iter(methods.values()))[0]['cfg'])}; mean and 95% interval over seeds"
             + (f" (round-0 accuracy {100 * acc0:.1f}%, below the y-range)" if below else ""),
             fontsize=9,
         )
@@ -500,6 +546,13 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                 "acc_at_comm_budget": paired(A, F, "comm", Cm),
                 "loss_at_T": paired(A, F, "clock", T, "loss"),
             }
+            ctl = {st: [n for n in methods if is_control(methods[n][0]["cfg"])
+                        and methods[n][0]["cfg"]["strategy"] == st] for st in ("afbo", "fednest")}
+            if len(ctl["afbo"]) == 1 and len(ctl["fednest"]) == 1:  # item 5: how much of the gap is asynchrony
+                A0, F0 = seeds_by_method[ctl["afbo"][0]], seeds_by_method[ctl["fednest"][0]]
+                diff["controls_afbo_minus_fednest"] = {"acc_at_T": paired(A0, F0, "clock", T),
+                                                       "loss_at_T": paired(A0, F0, "clock", T, "loss")}
+                diff["bilevel_part"] = {w: bilevel_part(A, F, A0, F0, T, w) for w in ("acc", "loss")}
         for n in main:
             ctrl = [
                 m
@@ -514,7 +567,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                     "loss_at_T": paired(M, K, "clock", T, "loss"),
                 }
         summary[s] = {
-            "title": setting_title(s),
+            "title": setting_title(s, next(iter(methods.values()))[0]["cfg"]),
             "time_budget_s": T,
             "comm_budget": Cm,
             "methods": srow,
@@ -538,9 +591,15 @@ def pm(t: tuple, scale: float = 100.0, digits: int = 1) -> str:
     return f"{scale * mean:.{digits}f} +- {scale * half:.{digits}f}"
 
 
+def reach_txt(q: dict) -> str:
+    txt = pm(q["time"], 1.0, 2) if q["reached"] else "not reached"
+    return txt + (f" ({q['reached']}/{q['n']} seeds)" if 0 < q["reached"] < q["n"] else "")
+
+
 def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> list[str]:
     T, Cm = S["time_budget_s"], S["comm_budget"]
-    extra = "mean / spread of log coefficients at T" if reg else "weight corrupted / clean at T"
+    extra = "mean / spread of log coefficients at T" if reg else "weight corrupted / clean at T | AUC at T | " \
+        f"time to AUC {AUC_TARGET:g} (s)"
     out = [
         f"### {S['title']}",
         "",
@@ -551,7 +610,7 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
         "| method | seeds | acc. at T (%) | test loss at T | mean acc. over [0.8T, T] (%) | acc. at comm. budget (%) | "
         + " | ".join(f"time to {100 * t:g}% (s)" for t in thresholds)
         + f" | replies/client by T | server steps by T | {extra} |",
-        "|---|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|",
+        "|---|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|" + ("" if reg else "---|---|"),
     ]
     for name, r in S["methods"].items():
         reach = []
@@ -567,6 +626,7 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
             + " | ".join(reach)
             + f" | {pm(r['comm_at_T'], 1.0, 0)} | {pm(r['server_steps_at_T'], 1.0, 0)} | "
             f"{pm(r['w_corrupted_at_T'], 1.0, 3)} / {pm(r['w_clean_at_T'], 1.0, 3)} |"
+            + ("" if reg else f" {pm(r['auc_at_T'], 1.0, 3)} | {reach_txt(r['reach_auc'])} |")
         )
     d = S["paired_differences"]
     if "afbo_minus_fednest" in d:
@@ -576,6 +636,15 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
             "Paired difference AFBO - FedNest (same seed: same split and corruption): accuracy at T "
             f"{pm(q['acc_at_T'], 100, 2)} points; at the communication budget {pm(q['acc_at_comm_budget'], 100, 2)} "
             f"points; test loss at T {pm(q['loss_at_T'], 1.0, 4)}.",
+        ]
+    if "bilevel_part" in d:
+        q, b = d["controls_afbo_minus_fednest"], d["bilevel_part"]
+        out += [
+            "",
+            "The same gap between the outer-lr = 0 controls (asynchrony and the lower level alone): accuracy at T "
+            f"{pm(q['acc_at_T'], 100, 2)} points, test loss {pm(q['loss_at_T'], 1.0, 4)}; the bilevel part "
+            "(AFBO - FedNest minus the controls' gap, per seed): accuracy "
+            f"{pm(b['acc'], 100, 2)} points, test loss {pm(b['loss'], 1.0, 4)}.",
         ]
     for k, q in d.items():
         if k.endswith("minus control"):
