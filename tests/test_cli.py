@@ -1,6 +1,7 @@
 """The zofl command without Flower runs: data conversion, plot, argument errors (the Flower runs of
 ``zofl run`` are in test_flower_e2e.py)."""
 import gzip
+import os
 import pickle
 
 import numpy as np
@@ -112,6 +113,27 @@ def test_cpus_per_client_below_one_is_refused_by_the_parser(capsys):
                                                        r"integer in \[1, \d+\]")
     _refused(capsys, ["run", "--cpus-per-client", "100000"], "this machine's CPUs")
     _refused(capsys, ["run", "--rounds", "many"], "^zofl run: error: argument --rounds: invalid int value")
+
+
+def test_ray_cpus_reaches_flower_as_init_args_and_is_checked_first(tmp_path, monkeypatch, capsys):
+    """--ray-cpus N: Ray's CPU count (Flower's init-args-num-cpus) in the federation config, so that N /
+    cpus-per-client ClientApps run at once; bad values, or fewer than one client's CPUs, exit 2 at once."""
+    _refused(capsys, ["run", "--ray-cpus", "0"], r"^zofl run: error: argument --ray-cpus: expected an integer in "
+                                                 r"\[1, 1024\]")
+    _refused(capsys, ["run", "--ray-cpus", "x"], "argument --ray-cpus")
+    _refused(capsys, ["run", "--ray-cpus", "1", "--cpus-per-client", "2"] if os.cpu_count() >= 2 else
+             ["run", "--ray-cpus", "2000"], "more than --ray-cpus 1|expected an integer")
+    seen = []
+    _fake_flower(monkeypatch, ACCEPT + "; raise SystemExit(3)")
+    import zofl.launch
+
+    real = zofl.launch.flwr_run_command
+    monkeypatch.setattr(zofl.launch, "flwr_run_command", lambda *a, **k: seen.append(k) or real(*a, **k))
+    main(["run", "--quiet", "--ray-cpus", "10", "--set", f'output-dir="{tmp_path}"', "num-clients=3", "num-rounds=1"])
+    assert seen and seen[0]["federation_config"].split() == ["num-supernodes=3", "client-resources-num-cpus=1",
+                                                             "init-args-num-cpus=10"]
+    main(["run", "--quiet", "--set", f'output-dir="{tmp_path}"', 'run-name="b"', "num-clients=3", "num-rounds=1"])
+    assert "init-args" not in seen[1]["federation_config"]  # default: Ray counts the machine's CPUs
 
 
 def test_a_set_value_of_several_toml_lines_is_refused(capsys):

@@ -138,6 +138,7 @@ def _run_config_cases(tmp_path: Path) -> list[tuple[str, list[str]]]:
     for item in ("seed", "=1", "seed=1\nnum-rounds = 3", "seed=[1,", "seed={", "seed=\"\"\"", "seed= "):
         cases.append((repr(item), ["run", "--set", out, item]))
     for flag, values in (("--cpus-per-client", ["0", "-1", "x", "1.5", "", "1e3", "99999999999999999999"]),
+                         ("--ray-cpus", ["0", "-1", "x", "1.5", "", "1025", "99999999999999999999"]),
                          ("--rounds", ["-1", "x", "1.5", "100001", ""]), ("--clients", ["0", "-3", "two"]),
                          ("--strategy", ["fedfoo", "", "zohfl "])):
         cases += [(f"{flag} {v!r}", ["run", flag, v, "--set", out]) for v in values]

@@ -30,6 +30,7 @@ from typing import Any
 import tomllib
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+MAX_RAY_CPUS = 1024  # --ray-cpus: a bound on Ray's CPU count (each concurrent ClientApp is a process)
 CLI_LOCK = ".cli.lock"  # held by a zofl run for its run folder (``_hold_run_name``)
 
 
@@ -167,6 +168,10 @@ def cmd_run(args) -> int:
     from .config import ConfigError
     from .results import unlock_folder
 
+    if args.ray_cpus is not None and args.cpus_per_client > args.ray_cpus:
+        print(f"zofl run: error: --cpus-per-client {args.cpus_per_client} is more than --ray-cpus {args.ray_cpus}: "
+              f"Ray could place no ClientApp", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         run_config = _run_config(args)
         cfg, run_name, out = check_locally(run_config)
@@ -193,6 +198,8 @@ def _run(args, cfg, run_config: dict[str, Any], out: Path) -> int:
     try:
         with local_superlink() as link:
             federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
+            if args.ray_cpus:  # Ray's own count of CPUs (init-args-num-cpus): how many ClientApps run at once
+                federation += f" init-args-num-cpus={args.ray_cpus}"
             proc = link.popen(flwr_run_command("zofl", run_config, federation_config=federation),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             reader = threading.Thread(target=lambda: log_lines.extend(proc.stdout), daemon=True)
@@ -335,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def cpus(text: str) -> int:
         """--cpus-per-client: Ray cannot place a ClientApp that needs 0 CPUs or more than this machine has
-        (Flower would fail, or wait forever, after its start-up)."""
+        (Flower would fail, or wait forever, after its start-up); with --ray-cpus, more than that is checked
+        in cmd_run."""
         try:
             n = int(text)
         except ValueError:
@@ -343,6 +351,16 @@ def build_parser() -> argparse.ArgumentParser:
         if not 1 <= n <= (os.cpu_count() or 1):
             raise argparse.ArgumentTypeError(f"expected an integer in [1, {os.cpu_count() or 1}] (this machine's "
                                              f"CPUs), got {text!r}")
+        return n
+
+    def ray_cpus(text: str) -> int:
+        """--ray-cpus: Ray's count of CPUs (Flower's init-args-num-cpus, an integer)."""
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= MAX_RAY_CPUS:
+            raise argparse.ArgumentTypeError(f"expected an integer in [1, {MAX_RAY_CPUS}], got {text!r}")
         return n
 
     def one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -361,6 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                      help="run-config keys (README: 'Run-config keys'), e.g. --set dataset=\"mnist\" alpha=0.1")
     run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
+    run.add_argument("--ray-cpus", type=ray_cpus, default=None,
+                     help="CPUs Ray may hand out (default: this machine's). Ray runs at most ray-cpus / "
+                          "cpus-per-client ClientApps at once; set it to the number of clients so that every client "
+                          "is its own device, e.g. for clock = \"wall\" with step-time-s, where clients mostly sleep")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)

@@ -1,0 +1,259 @@
+"""One real-time check of the simulated clock (issue 31, item 6).
+
+The asynchronous engine orders replies by a *simulated* device clock (a task takes local steps x
+sim-step-s / device speed, plus communication delays): runs are reproducible and cheap, but is the
+time it predicts what a real deployment sees? Here the same setting runs on the Ray simulation
+(`zofl run`, one SuperNode per client) twice per seed:
+
+* ``afbo-simulated``: clock = "simulated" (the engine computes device time, nobody sleeps);
+* ``afbo-wall``: clock = "wall": every client really sleeps its device time (step-time-s per local
+  step / its speed, on top of its real compute, zofl.faults.slowdown_s) and the server takes replies in
+  real arrival order; the records' clock is real seconds since the engine started;
+
+and FedNest once (the synchronous engine sleeps the same device time for real in every run and
+records the simulated clock next to each round's real duration, so one run gives both).
+step-time-s = sim-step-s, so the two clocks charge the same device time per step; what the
+simulated clock leaves out is everything else: real compute, Ray's and Flower's message passing,
+the server's own work, and the machine's load.
+
+    python experiments/afbo_wallclock.py run --out /tmp/afbo-wall [--seeds 0 1 2] [--steps 400]
+    python experiments/afbo_wallclock.py report /tmp/afbo-wall --out docs/results/afbo_wallclock
+
+``report`` writes results.csv (one row per run), rounds.csv.gz (every record: run, round, the
+simulated or real clock, cumulative real time, test accuracy and loss), table.md and fig.png (test
+accuracy against time; mean and 95% t band over seeds). The pure compute (the clients' summed
+compute seconds, from the summaries) is given next to every wall time as the physical floor.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+# The setting: experiments/afbo_regularization_stragglers.toml (digits regularization, IID, clients 0-4 at
+# speed 0.2), AFBO with its picked steps, device time per step 0.2 s (20x the studies' 0.01 s, so that
+# device time dominates the few milliseconds a digits step computes).
+SETTING = {"task": "regularization", "dataset": "digits", "server-fraction": 0.0, "num-clients": 10,
+           "alpha": 1000.0, "local-steps": 5, "inner-rounds": 5, "neumann-steps": "5", "lipschitz-g": 20.0,
+           "lower-lr": 0.5, "outer-lr": 10000.0, "speed-profile": "slow", "slow-clients": "0,1,2,3,4",
+           "speed-param": 0.2}
+STEP_S = 0.2
+ARMS = {  # name: (extra run-config)
+    "afbo-simulated": {"strategy": "afbo", "engine": "async", "inner-lr": 0.5, "buffer-size": 2,
+                       "clock": "simulated", "sim-step-s": STEP_S},
+    "afbo-wall": {"strategy": "afbo", "engine": "async", "inner-lr": 0.5, "buffer-size": 2, "clock": "wall",
+                  "sim-step-s": STEP_S, "step-time-s": STEP_S},
+    "fednest": {"strategy": "fednest", "beta": 1.0, "sim-step-s": STEP_S, "step-time-s": STEP_S},
+}
+TARGETS = (0.8, 0.9)  # test accuracy (digits: 180 test images, steps of 0.56 points)
+
+
+def toml_value(v) -> str:
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
+def cmd_run(a) -> None:
+    out = a.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in a.seeds:
+        for arm, extra in ARMS.items():
+            name = f"{arm}-s{seed}"
+            if (out / name / "summary.json").exists():
+                print(f"{name}: finished earlier, kept")
+                continue
+            rounds = a.steps if extra["strategy"] == "afbo" else a.fednest_rounds
+            cfg = {**SETTING, **extra, "seed": seed, "num-rounds": rounds, "output-dir": str(out), "run-name": name}
+            sets = [f"{k}={toml_value(v)}" for k, v in cfg.items()]
+            cmd = ["zofl", "run", "--quiet", "--ray-cpus", str(a.ray_cpus), "--set", *sets]
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            took = time.perf_counter() - t0
+            if res.returncode != 0:
+                sys.exit(f"{name} failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+            (out / name / "machine.json").write_text(json.dumps(
+                {"command_s": took, "load_before": load, "load_after": os.getloadavg()[0], "cpus": os.cpu_count(),
+                 "ray_cpus": a.ray_cpus}) + "\n")
+            print(f"{name}: {took:.0f} s (load {load:.1f})", flush=True)
+
+
+def read_run(d: Path) -> dict:
+    cfg = json.loads((d / "config.json").read_text())
+    cfg = cfg.get("run_config", cfg)
+    recs = [json.loads(line) for line in (d / "rounds.jsonl").read_text().splitlines() if line.strip()]
+    summary = json.loads((d / "summary.json").read_text())
+    machine = json.loads((d / "machine.json").read_text()) if (d / "machine.json").exists() else {}
+    clock = np.array([float(r.get("clock_s") or 0.0) for r in recs])
+    real = np.cumsum([float(r.get("wall_s") or 0.0) for r in recs])  # each record's real duration, summed
+    return {"name": d.name, "arm": d.name.rsplit("-s", 1)[0], "seed": int(cfg["seed"]), "cfg": cfg,
+            "round": np.array([int(r["round"]) for r in recs]), "clock": clock, "real": real,
+            "acc": np.array([float(r["test_acc"]) for r in recs]),
+            "loss": np.array([float(r.get("test_loss", np.nan)) for r in recs]), "summary": summary,
+            "machine": machine}
+
+
+def first(t: np.ndarray, acc: np.ndarray, target: float) -> float:
+    ok = np.nonzero(acc >= target)[0]
+    return float(t[ok[0]]) if len(ok) else float("nan")
+
+
+def ci(vals) -> tuple[float, float, int]:
+    v = np.asarray([x for x in vals if np.isfinite(x)], dtype=float)
+    n = len(v)
+    if n < 2:
+        return (float(v.mean()) if n else float("nan")), float("nan"), n
+    return float(v.mean()), float(stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / np.sqrt(n)), n
+
+
+def pm(t, digits=2) -> str:
+    m, h, n = t
+    if n == 0:
+        return "-"
+    return f"{m:.{digits}f} (n=1)" if n == 1 else f"{m:.{digits}f} +- {h:.{digits}f}"
+
+
+def timelines(r: dict) -> dict[str, np.ndarray]:
+    """The time axes one run offers: the simulated clock (afbo-simulated, fednest) and real time."""
+    if r["arm"] == "afbo-wall":
+        return {"wall": r["clock"]}  # the engine's clock is real time since it started
+    if r["arm"] == "afbo-simulated":
+        return {"simulated": r["clock"]}
+    return {"simulated": r["clock"], "wall": r["real"]}  # fednest: both in one run
+
+
+def cmd_report(a) -> None:
+    runs = [read_run(d) for d in sorted(a.runs.iterdir()) if (d / "summary.json").exists()]
+    if not runs:
+        sys.exit(f"no finished runs in {a.runs}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        row = {"run": r["name"], "arm": r["arm"], "seed": r["seed"], "rounds": int(r["round"][-1]),
+               "final_acc": float(r["acc"][-1]), "final_loss": float(r["loss"][-1]),
+               "client_compute_s": float(s.get("total_client_compute_s", np.nan)),
+               "total_wall_s": float(s.get("total_wall_s", np.nan)),
+               "command_s": r["machine"].get("command_s", np.nan), "load_before": r["machine"].get("load_before")}
+        for axis, t in timelines(r).items():
+            row[f"end_{axis}_s"] = float(t[-1])
+            for target in TARGETS:
+                row[f"to{target:g}_{axis}_s"] = first(t, r["acc"], target)
+        rows.append(row)
+    fields = sorted({k for row in rows for k in row}, key=lambda k: (k not in ("run", "arm", "seed"), k))
+    with open(a.out / "results.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["run", "arm", "seed", "round", "clock_s", "real_s", "test_acc", "test_loss"])
+    for r in runs:
+        for i in range(len(r["round"])):
+            w.writerow([r["name"], r["arm"], r["seed"], int(r["round"][i]), repr(float(r["clock"][i])),
+                        repr(float(r["real"][i])), repr(float(r["acc"][i])), repr(float(r["loss"][i]))])
+    with open(a.out / "rounds.csv.gz", "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh,
+                                                                   mtime=0) as gz:
+        gz.write(buf.getvalue().encode())
+    # table: per method, time to each target on each clock, and the ratio real / simulated paired by seed
+    by = {}
+    for row in rows:
+        by.setdefault(row["arm"], {})[row["seed"]] = row
+    lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in TARGETS)
+             + " | end of run (s) | clients' compute (s, summed) |", "|---|---|---|" + "---|" * len(TARGETS) + "---|---|"]
+    spec = [("AFBO", "simulated", "afbo-simulated", "simulated"), ("AFBO", "wall (real sleeps, real arrival order)",
+                                                                    "afbo-wall", "wall"),
+            ("FedNest", "simulated", "fednest", "simulated"), ("FedNest", "wall (same run)", "fednest", "wall")]
+    for method, label, arm, axis in spec:
+        rs = list(by.get(arm, {}).values())
+        if not rs:
+            continue
+        lines.append(f"| {method} | {label} | {','.join(str(r['seed']) for r in rs)} | "
+                     + " | ".join(pm(ci([r[f'to{t:g}_{axis}_s'] for r in rs]))
+                                  + (f" ({sum(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs)}/{len(rs)} reached)"
+                                     if not all(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs) else "")
+                                  for t in TARGETS)
+                     + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]))} | {pm(ci([r['client_compute_s'] for r in rs]))} |")
+    ratios = ["", "Real time over the simulated clock's prediction, per seed then mean +- 95% interval:", ""]
+    for method, (sim_arm, wall_arm) in (("AFBO", ("afbo-simulated", "afbo-wall")), ("FedNest", ("fednest", "fednest"))):
+        seeds = sorted(set(by.get(sim_arm, {})) & set(by.get(wall_arm, {})))
+        for t in TARGETS:
+            v = [by[wall_arm][sd][f"to{t:g}_wall_s"] / by[sim_arm][sd][f"to{t:g}_simulated_s"] for sd in seeds]
+            ratios.append(f"- {method}, time to {100 * t:g}%: {pm(ci(v))} (n = {sum(np.isfinite(v))} seeds reaching it "
+                          "on both clocks)")
+        v = [by[wall_arm][sd]["end_wall_s"] / by[sim_arm][sd]["end_simulated_s"] for sd in seeds]
+        ratios.append(f"- {method}, whole run (same number of server steps or rounds): {pm(ci(v))}")
+    loads = [r["load_before"] for r in rows if r.get("load_before") is not None]
+    head = [f"Setting: {json.dumps(SETTING)}; device time per local step {STEP_S} s (sim-step-s = step-time-s); "
+            f"`zofl run` on the Ray simulation, --ray-cpus {runs[0]['machine'].get('ray_cpus', '?')} "
+            f"on {os.cpu_count()} cores; 1-minute load before the runs {min(loads):.1f}-{max(loads):.1f}." if loads
+            else "", ""]
+    (a.out / "table.md").write_text("\n".join(head + lines + ratios) + "\n")
+    print("\n".join(head + lines + ratios))
+    figure(runs, a.out)
+
+
+def figure(runs: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.3))
+    style = {("afbo-simulated", "simulated"): ("tab:blue", "--", "AFBO, simulated clock"),
+             ("afbo-wall", "wall"): ("tab:blue", "-", "AFBO, real time (wall clock)"),
+             ("fednest", "simulated"): ("tab:orange", "--", "FedNest, simulated clock"),
+             ("fednest", "wall"): ("tab:orange", "-", "FedNest, real time (same runs)")}
+    T = max(float(t[-1]) for r in runs for t in timelines(r).values())
+    grid = np.linspace(0, T, 300)
+    for (arm, axis), (col, ls, label) in style.items():
+        rs = [r for r in runs if r["arm"] == arm]
+        if not rs:
+            continue
+        ends = min(float(timelines(r)[axis][-1]) for r in rs)
+        g = grid[grid <= ends]
+        mat = np.array([100 * r["acc"][np.clip(np.searchsorted(timelines(r)[axis], g, side="right") - 1, 0, None)]
+                        for r in rs])
+        mean = mat.mean(axis=0)
+        half = stats.t.ppf(0.975, len(rs) - 1) * mat.std(axis=0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else 0 * mean
+        ax.plot(g, mean, color=col, ls=ls, label=f"{label} (n={len(rs)})")
+        ax.fill_between(g, mean - half, mean + half, color=col, alpha=0.15, lw=0)
+    ax.set_xlabel("time (s): simulated device time, or real seconds")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(50, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("digits regularization, 5 of 10 clients 5x slower; mean and 95% interval over seeds", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "fig.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=120, help="AFBO server steps")
+    p.add_argument("--fednest-rounds", type=int, default=2, help="FedNest outer rounds")
+    p.add_argument("--ray-cpus", type=int, default=10,
+                   help="zofl run --ray-cpus: 10 (one per client) lets all 10 clients run (mostly sleep) at once")
+    p = sub.add_parser("report")
+    p.add_argument("runs", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    {"run": cmd_run, "report": cmd_report}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
