@@ -145,6 +145,82 @@ def test_the_reverse_pass_gives_the_full_v_gradient_of_phi_through_the_coupled_l
     assert np.linalg.norm(code - grad) > 0.1 * np.linalg.norm(grad)
 
 
+def test_the_start_point_adjoints_complete_the_cut_to_phi_s_gradient():
+    # The K rounds start from the point itself (y_j^0 = y_j, z^0 = z), so phi(v, {y_j}, z) depends on y_j and z
+    # also through y^K, z^K: its gradient is b_j = 2 (y_j - y_j^K) + (adjoint of y_j^0), c = 2 (z - z^K) + (adjoint
+    # of z^0), the adjoints the reverse rounds end with (cut-start-gradient). The code's b_j, c omit them.
+    rng = np.random.default_rng(2)
+    m, p, q, K, mu, lr_y, lr_z, lr_phi = 3, 2, 4, 5, 0.8, 0.2, 0.15, 0.3
+    As = [Qm @ Qm.T / q + np.eye(q) for Qm in rng.normal(size=(m, q, q))]
+    Bs, es = rng.normal(size=(m, q, p)), rng.normal(size=(m, q))
+    v, ys, z = rng.normal(size=p), rng.normal(size=(m, q)), rng.normal(size=q)
+
+    def forward(ys, z):  # phi_j starts at 0, as in the Method
+        y, zk, phi = ys.copy(), z.copy(), np.zeros((m, q))
+        for _ in range(K):
+            y = np.array([lower_worker_step(As[j] @ y[j] - Bs[j] @ v - es[j], y[j], phi[j], zk, mu, lr_y)
+                          for j in range(m)])
+            zk, phi = lower_master_step(zk, y, phi, mu, lr_z, lr_phi)
+        return y, zk
+
+    def phi(ys, z):
+        yK, zK = forward(ys, z)
+        return np.sum((ys - yK) ** 2) + np.sum((z - zK) ** 2)
+
+    yK, zK = forward(ys, z)
+    yb, zb, pb = adjoint_seed(ys, yK, z, zK)
+    for k in reversed(range(K)):
+        u = adjoint_u(yb, zb, pb, mu, lr_z, lr_phi)
+        zb, pb = adjoint_master(zb, pb, u, mu, lr_y, lr_z, lr_phi)
+        yb = np.array([adjoint_worker(u[j], As[j] @ u[j], -Bs[j].T @ u[j], mu, lr_y)[0] for j in range(m)])
+    _, b, c, _ = new_cut(np.zeros(p), v, ys, yK, z, zK, yb, zb)
+    h, E = 1e-6, np.eye(m * q).reshape(m * q, m, q)
+    fd_b = np.array([(phi(ys + h * d, z) - phi(ys - h * d, z)) / (2 * h) for d in E]).reshape(m, q)
+    fd_c = np.array([(phi(ys, z + h * d) - phi(ys, z - h * d)) / (2 * h) for d in np.eye(q)])
+    np.testing.assert_allclose(b, fd_b, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(c, fd_c, rtol=1e-6, atol=1e-8)
+    _, b_code, c_code, _ = new_cut(np.zeros(p), v, ys, yK, z, zK)
+    assert np.linalg.norm(b_code - fd_b) > 0.05 * np.linalg.norm(fd_b)
+
+
+def _k_round_maps(K: int):
+    """The K coupled lower rounds on QuadraticHypergrad (STEPS, mu = 1, phi_j from 0) as the affine map
+    u^K = T u^0 + H v + h of u = (y_1..y_m, z)."""
+    cfg, task, spec = prepare({"task": TOY, "strategy": "sdbo", "num-clients": 4, "beta": 1.0})
+    A, Bs, cs, es = task._data(spec)
+    m, q = len(Bs), len(A)
+
+    def rounds(v, u):
+        y, z, phi = u[:m * q].reshape(m, q), u[m * q:], np.zeros((m, q))
+        for _ in range(K):
+            y = np.array([lower_worker_step(A @ y[j] - Bs[j] @ v - es[j], y[j], phi[j], z, 1.0, 0.2) for j in range(m)])
+            z, phi = lower_master_step(z, y, phi, 1.0, 0.2, 0.2)
+        return np.concatenate([y.ravel(), z])
+
+    N = (m + 1) * q
+    h = rounds(np.zeros(q), np.zeros(N))
+    T = np.stack([rounds(np.zeros(q), e) - h for e in np.eye(N)], axis=1)
+    H = np.stack([rounds(d, np.zeros(N)) - h for d in np.eye(q)], axis=1)
+    return task, spec, cs, T, H, h
+
+
+def test_the_code_s_cut_normal_biases_the_fixed_point_by_the_start_dependence():
+    # Near the set phi = 0 (the fixed points u = (I - T)^{-1} (H v + h) of the K rounds) the cuts' normals are
+    # (-2 H^T r, 2 r) with the code's b_j, c, but (-2 H^T r, 2 (I - T)^T r) for phi's gradient. KKT with the former
+    # reads grad_v f + H^T grad_u f = 0 (the sensitivity of one pass of K rounds), with the latter grad_v f + P^T
+    # grad_u f = 0, P = (I - T)^{-1} H = du/dv: the hyper-gradient, zero at x* (the fixed points' y_j differ from
+    # y*(v) by offsets that sum to 0). Measured: K = 20 (STEPS) 0.00165 ||x*|| from x* (above 1e-3), K = 30 1.6e-4
+    for K, err in ((20, 0.00165), (30, 0.00016)):
+        task, spec, cs, T, H, h = _k_round_maps(K)
+        x_star, m, q = task.solution(spec)[0], len(cs), len(cs[0])
+        P, u0 = np.linalg.solve(np.eye(len(T)) - T, H), np.linalg.solve(np.eye(len(T)) - T, h)
+        S = np.diag(np.r_[np.ones(m * q), np.zeros(q)])  # f's u-gradient: y_j - c_j, and 0 for z
+        target = np.r_[cs.ravel(), np.zeros(q)]
+        for D, want in ((H, err), (P, 0.0)):  # m lam v + D^T S (P v + u0 - target) = 0
+            v = np.linalg.solve(m * task.lam * np.eye(q) + D.T @ S @ P, -D.T @ S @ (u0 - target))
+            assert abs(np.linalg.norm(v - x_star) / np.linalg.norm(x_star) - want) < 0.05 * err
+
+
 def _sdbo(rounds: int, **keys):
     """SDBO's rounds by hand: every worker's task, its reply, the master's update (no engine)."""
     cfg, task, spec = prepare({"task": TOY, "strategy": "sdbo", "num-clients": 4, "beta": 1.0, **STEPS, **keys})
@@ -210,6 +286,40 @@ def test_sdbo_and_adbo_approach_the_closed_form_solution(tmp_path):
     rec = read_rounds(d)[1:]
     assert any(r["step"] == "adjoint" for r in rec) and any(s > 0 for r in rec for s in r["staleness"])
     assert all(r["active"] >= 3 for r in rec if r["step"] == "outer")
+
+
+def test_the_method_s_cut_with_the_start_gradient_is_phi_s_first_order_expansion():
+    # SDBO's first cut (after outer step 0 and the 2K rounds) against phi written with the K rounds' affine map:
+    # phi(v, u) = ||r||^2, r = u - (T u + H v + h), u = (y_1..y_m, z): a = -2 H^T r, (b, c) = 2 (I - T)^T r
+    state, _ = _sdbo(1 + 2 * STEPS["cut-steps"], **{"cut-start-gradient": True})
+    assert int(state["counters"][3]) == 1 and state["on"][0]
+    _, _, cs, T, H, h = _k_round_maps(STEPS["cut-steps"])
+    u = np.r_[state["ys"].ravel(), state["y"]]
+    r = u - (T @ u + H @ state["x"] + h)
+    np.testing.assert_allclose(state["a"][0], -2 * H.T @ r, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.r_[state["b"][0].ravel(), state["c"][0]], 2 * (np.eye(len(T)) - T).T @ r,
+                               rtol=1e-9, atol=1e-12)
+    value = cut_values(state["a"][:1], state["b"][:1], state["c"][:1], state["kappa"][:1], state["x"], state["ys"],
+                       state["y"])
+    np.testing.assert_allclose(value, [r @ r], rtol=1e-12)
+
+
+def test_sdbo_with_unit_cuts_their_full_gradient_and_kept_slots_gets_within_2e_3_of_x_star():
+    # The three changes of docs/afbo.md "ADBO" (each alone leaves SDBO at 0.004-0.013 after 20000 rounds; all off,
+    # the defaults: 0.0156): cut-start-gradient (no O(||T||) bias: 0.00165 at K = 20), cut-normalize (the duals no
+    # longer have to grow as the planes' gradients vanish), drop-inactive-cuts false with 50 slots (planes stay).
+    # Measured: 0.0013 after 20000 rounds, 0.0002-0.0008 from 24000 to 80000 (experiments/adbo_quadratic.py)
+    keys = {"cut-start-gradient": True, "cut-normalize": True, "drop-inactive-cuts": False, "max-cuts": 50}
+    state, x_star = _sdbo(20000, **keys)
+    assert np.linalg.norm(state["x"] - x_star) < 2e-3 * np.linalg.norm(x_star)
+    assert state["on"].all() and np.isfinite(state["lam"]).all()
+    on = state["on"]
+    norms = np.sqrt(np.sum(state["a"][on] ** 2, axis=1) + np.sum(state["b"][on] ** 2, axis=(1, 2))
+                    + np.sum(state["c"][on] ** 2, axis=1))
+    np.testing.assert_allclose(norms, 1.0)
+    with pytest.raises(ConfigError, match="'cut-start-gradient' = true needs 'cut-gradient' = 'full'"):
+        prepare_and_check({"task": TOY, "strategy": "sdbo", "beta": 1.0, "cut-start-gradient": True,
+                           "cut-gradient": "code"})
 
 
 def test_resume_equals_the_uninterrupted_run_bit_for_bit(tmp_path):

@@ -359,6 +359,15 @@ KEYS: tuple[Key, ...] = (
         "rounds (the workers' y_j steps, the master's z_k and phi_j), by K reverse rounds; code (the authors' "
         "public code): y_j's own K steps only, phi_j and z_k held fixed, z^K's term dropped (its fixed point is "
         "biased, docs/afbo.md \"ADBO\")", "ours", _choice("full", "code")),
+    Key("cut-start-gradient", bool, False, "true or false (true needs cut-gradient = 'full')",
+        "ADBO: the cutting plane's b_j, c also carry phi's gradient through the start point (y_j, z) of the K "
+        "lower rounds (the adjoints the reverse rounds end with; ours: then the plane is phi's full first-order "
+        "expansion); false: b_j = 2 (y_j - y_j^K), c = 2 (z - z^K), as the authors' code, whose fixed point is "
+        "biased by O(||d(y^K, z^K)/d(y_j, z)||)", "ours"),
+    Key("cut-normalize", bool, False, "true or false",
+        "ADBO: store each cutting plane divided by the norm of its normal (a, b_j, c): the same half-space, "
+        "but its dual no longer has to grow as the plane's gradient 2 (y_j - y_j^K) -> 0 (ours; false: as the "
+        "authors' code)", "ours"),
     Key("corruption", float, 0.5, "a number in [0, 1]",
         "hyper-cleaning: probability that a training label is replaced by a random class", "ours",
         lambda v: 0 <= v <= 1),
@@ -404,7 +413,7 @@ READ_BY: dict[str, frozenset[str]] = {
     "stored-average": frozenset({"afbo", "afbo-global"}),
     "delay-bound": frozenset({"adbo"}),
     **{k: _DBO for k in ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
-                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient")},
+                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient", "cut-normalize")},
     "staleness-exponent": frozenset({"fedbuff"}),
 }
 

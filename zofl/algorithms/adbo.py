@@ -148,14 +148,24 @@ def adjoint_master(zbar: Vec, phibar: np.ndarray, u: np.ndarray, mu: float, lr_y
     return zb, phibar + lr_z * zbar - lr_y * u
 
 
-def new_cut(grad_v: Vec, v: Vec, ys: np.ndarray, ys_K: np.ndarray, z: Vec, z_K: Vec) -> tuple[Vec, np.ndarray, Vec,
-                                                                                              float]:
+def new_cut(grad_v: Vec, v: Vec, ys: np.ndarray, ys_K: np.ndarray, z: Vec, z_K: Vec, grad_y0: np.ndarray | None = None,
+            grad_z0: Vec | None = None) -> tuple[Vec, np.ndarray, Vec, float]:
     """The cutting plane at the current point: phi's first-order expansion,
-    a = grad_v phi (the workers' ``unrolled_grad_v``, summed), b_j = 2 (y_j - y_j^K), c = 2 (z - z^K),
+    a = grad_v phi (the reverse rounds' sum), b_j = 2 (y_j - y_j^K), c = 2 (z - z^K),
     kappa = phi(current) - a^T v - sum_j b_j^T y_j - c^T z; so the cut reads phi(current) + grad phi^T
-    (point - current) <= 0 (no epsilon: the code has none)."""
+    (point - current) <= 0 (no epsilon: the code has none).
+
+    b_j and c are the code's: they hold y^K, z^K fixed, though the K rounds start from (y_j, z) themselves.
+    ``grad_y0``, ``grad_z0`` (ours, ``cut-start-gradient``): the adjoints of the start point y_j^0 = y_j, z^0 = z
+    that the reverse rounds end with (seeded by ``adjoint_seed``), added to b_j and c: then (a, b, c) is phi's
+    full gradient. Without them the cut's normal misses the factor (I - T)^T, T = d(y^K, z^K)/d(y^0, z^0), and
+    the method's fixed point is biased by O(||T||) (docs/afbo.md, "ADBO")."""
     b, c = 2.0 * (ys - ys_K), 2.0 * (z - z_K)
     phi = float(np.sum((ys - ys_K) ** 2) + np.sum((z - z_K) ** 2))
+    if grad_y0 is not None:
+        b = b + grad_y0
+    if grad_z0 is not None:
+        c = c + grad_z0
     kappa = phi - float(grad_v @ v) - float(np.sum(b * ys)) - float(c @ z)
     return grad_v, b, c, kappa
 

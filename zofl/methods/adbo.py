@@ -18,7 +18,8 @@ of the engine:
   grad_v phi, ``adjoint_*``), giving the FULL grad_v phi through the coupled rounds (ours: the code holds
   phi_j, z_k fixed and so converges to a biased point, docs/afbo.md "Cause"; ``cut-gradient`` = "code"
   gives the code's gradient from the same rounds); the master then adds the cut (``new_cut``) with dual
-  ``cut-dual-init``.
+  ``cut-dual-init``; with ``cut-start-gradient`` (ours) its b_j, c also carry phi's gradient through the start
+  point (y_j, z) of the K rounds, the adjoints the reverse rounds end with.
 
 Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
 and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
@@ -80,6 +81,7 @@ class ADBO(Method):
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:
+        _check_cut_keys(cfg)
         if cfg.buffer_size > cfg.num_clients:
             raise ConfigError(f"run-config key 'buffer-size' (ADBO's S) = {cfg.buffer_size} is more than "
                               f"num-clients = {cfg.num_clients}: the active set could never be full")
@@ -263,7 +265,12 @@ class ADBO(Method):
         if k > 0:
             s["counters"] = np.array([t, 2, k - 1, cuts])
             return s, fields
-        a, b, c, kappa = new_cut(s["vb"], s["x"], s["ys"], s["yK"], s["y"], s["zk"])
+        start = (s["yb"], s["zb"]) if cfg.cut_start_gradient else (None, None)  # the adjoints of y_j^0, z^0
+        a, b, c, kappa = new_cut(s["vb"], s["x"], s["ys"], s["yK"], s["y"], s["zk"], *start)
+        if cfg.cut_normalize:  # the same half-space with a unit normal (ours; the duals then are forces)
+            scale = float(np.sqrt(a @ a + np.sum(b * b) + c @ c))
+            if scale > 0:
+                a, b, c, kappa = a / scale, b / scale, c / scale, kappa / scale
         slot = free_slot(s["lam"], s["on"])
         for key, val in (("a", a), ("b", b), ("c", c)):
             s[key] = s[key].copy()
@@ -272,7 +279,8 @@ class ADBO(Method):
         s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, cfg.cut_dual_init, True
         s["delay"], s["fresh"] = np.ones(self.m, np.int64), np.zeros(self.m, bool)  # the code: taus = 1
         s["counters"] = np.array([t, 0, 0, cuts + 1])
-        return s, {**fields, "cuts": int(s["on"].sum()), "phi_at_cut": float(np.sum(b ** 2) + np.sum(c ** 2)) / 4}
+        phi = float(np.sum((s["ys"] - s["yK"]) ** 2) + np.sum((s["y"] - s["zk"]) ** 2))
+        return s, {**fields, "cuts": int(s["on"].sum()), "phi_at_cut": phi}
 
     def metrics(self, state: State) -> dict[str, Any]:
         return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
@@ -287,6 +295,7 @@ class SDBO(ADBO):
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:
+        _check_cut_keys(cfg)
         if cfg.beta != 1:
             raise ConfigError(f"run-config key 'beta' must be 1 for strategy 'sdbo' (every worker in every "
                               f"round), got {cfg.beta}")
@@ -309,6 +318,13 @@ class SDBO(ADBO):
         for rep in replies:
             state = self.receive(state, rep, 0)
         return self.update_async(state, r, replies, [0] * len(replies))
+
+
+def _check_cut_keys(cfg) -> None:
+    if cfg.cut_start_gradient and cfg.cut_gradient != "full":
+        raise ConfigError("run-config key 'cut-start-gradient' = true needs 'cut-gradient' = 'full' (the start "
+                          f"point's adjoints come from the reverse rounds through the coupled lower rounds), got "
+                          f"{cfg.cut_gradient!r}")
 
 
 # -- the client half ---------------------------------------------------------------------------------
