@@ -76,6 +76,7 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                 {
                     "dir": str(d),
                     "cfg": cfg,
+                    "summary": json.loads((d / "summary.json").read_text()),
                     "clock": np.array(clock),
                     "comm": np.array(comm),
                     "acc": np.array(acc),
@@ -125,7 +126,8 @@ def setting_title(s: str, cfg: dict | None = None) -> str:
     return f"{what}, {split}, {strag}" + (f", comm-s {comm[4:]} s" if comm else "")
 
 
-STEP_KEYS = ("outer-lr", "inner-lr", "lower-lr", "buffer-size", "beta", "lipschitz-g", "neumann-steps", "batch-size")
+STEP_KEYS = ("outer-lr", "inner-lr", "inner-rounds", "lower-lr", "buffer-size", "beta", "lipschitz-g", "neumann-steps",
+             "batch-size")
 
 
 def is_control(cfg: dict) -> bool:
@@ -134,9 +136,11 @@ def is_control(cfg: dict) -> bool:
 
 def method_of(cfg: dict, vary: dict[str, set[str]]) -> str:
     name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)"}.get(cfg["strategy"], cfg["strategy"])
-    if is_control(cfg):
-        return name + ", x fixed (outer-lr=0: control)"
     keys = [k for k in STEP_KEYS if k in vary.get(cfg["strategy"], set())]
+    if is_control(cfg):  # labelled by the lower-level keys that vary between the strategy's cells, if any
+        lower = [k for k in keys if k != "outer-lr" and k in cfg]
+        return name + ", x fixed (outer-lr=0: control)" + "".join(
+            f", {k}={cfg[k]:g}" if isinstance(cfg[k], float) else f", {k}={cfg[k]}" for k in lower)
     return name + (
         " " + ", ".join(f"{k}={cfg[k]:g}" if isinstance(cfg[k], float) else f"{k}={cfg[k]}" for k in keys)
         if keys
@@ -524,7 +528,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                 losses = [float(np.nanmin(c["loss"])) for cs in methods.values() for c in cs]
                 ax.set_ylim(0.9 * min(losses + [rr.get("central_loss", np.inf)]), 3 * max(losses))
                 ax.set_yscale("log")
-        axes[-1].legend(fontsize=7, loc="upper right" if reg else "lower right")
+        (axes[-1] if reg else axes[0]).legend(fontsize=7, loc="upper right" if reg else "lower right")
         below = 100 * acc0 < axes[0].get_ylim()[0]
         fig.suptitle(
             f"{setting_title(s, next(iter(methods.values()))[0]['cfg'])}; mean and 95% interval over seeds"
@@ -678,39 +682,38 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
 def tuning(dirs: list[Path], out: Path) -> None:
     cells = read_cells(dirs)
     vary = varying_step_keys(cells)
-    # a cell whose clock stopped well short of its strategy's others diverged (its rounds failed):
-    # it is listed, but does not set the common budget
-    longest = {
-        c["cfg"]["strategy"]: max(float(d["clock"][-1]) for d in cells if d["cfg"]["strategy"] == c["cfg"]["strategy"])
-        for c in cells
-    }
-    diverged = [c for c in cells if float(c["clock"][-1]) < 0.9 * longest[c["cfg"]["strategy"]]]
+    # a cell that failed (its rounds failed: not finite, rejected) diverged: it is listed, but does not set the
+    # common budget; a finished cell whose clock is shorter (fewer device seconds per step) does
+    diverged = [c for c in cells if c["summary"].get("status", "ok") != "ok" or c["summary"].get("failed_rounds", 0)]
     T = min(float(c["clock"][-1]) for c in cells if not any(c is d for d in diverged))
     rows = []
-    for c in sorted(cells, key=lambda c: (c["cfg"]["strategy"], method_of(c["cfg"], vary))):
+    c0 = cells[0]["cfg"]
+    auc = not is_reg(c0)  # hyper-cleaning: also the weights' AUC
+    for c in sorted(cells, key=lambda c: (c["cfg"]["strategy"], method_of(c["cfg"], vary), c["cfg"]["seed"])):
+        head = f"| {method_of(c['cfg'], vary)} | {c['cfg']['seed']} |"
         if any(c is d for d in diverged):
-            rows.append(
-                f"| {method_of(c['cfg'], vary)} | diverged: its rounds failed from clock {c['clock'][-1]:.2f} s "
-                f"(not finite) | | | | | {c['clock'][-1]:.2f} |"
-            )
+            rows.append(f"{head} diverged: its rounds failed from clock {c['clock'][-1]:.2f} s (not finite) | | | | | "
+                        + ("| " if auc else "") + f"{c['clock'][-1]:.2f} |")
             continue
         grid = np.linspace(0, T, GRID_POINTS)
         accs = hold(c["clock"], c["acc"], grid)
         rows.append(
-            f"| {method_of(c['cfg'], vary)} | {100 * accs[-1]:.1f} | {100 * accs[grid >= 0.5 * T].mean():.1f} | "
-            f"{100 * c['acc'].max():.1f} | {float(hold(c['clock'], c['loss'], np.array([T]))[0]):.4f} | "
+            f"{head} {100 * accs[-1]:.2f} | {100 * accs[grid >= 0.5 * T].mean():.2f} | "
+            f"{100 * c['acc'].max():.2f} | {float(hold(c['clock'], c['loss'], np.array([T]))[0]):.4f} | "
             f"{float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
-            f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | {c['clock'][-1]:.2f} |"
+            f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | "
+            + (f"{float(hold(c['clock'], c['auc'], np.array([T]))[0]):.3f} | " if auc else "")
+            + f"{c['clock'][-1]:.2f} |"
         )
-    c0 = cells[0]["cfg"]
     extra = "mean / spread of log coefficients" if is_reg(c0) else "weight corrupted / clean"
+    seeds = ", ".join(str(s) for s in sorted({c["cfg"]["seed"] for c in cells}))
     text = [
-        f"Step-size pilot: seed {c0['seed']}, IID (alpha={c0['alpha']:g}), no stragglers; every number at the "
-        f"common simulated budget T = {T:.2f} s (the smallest final clock of the runs that did not diverge).",
+        f"Step-size pilot: seed(s) {seeds}, IID (alpha={c0['alpha']:g}), no stragglers; every number at the common "
+        f"simulated budget T = {T:.2f} s (the smallest final clock of the runs that did not diverge).",
         "",
-        "| method, steps | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | test loss at T "
-        f"| {extra} at T | final clock (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| method, steps | seed | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | test loss at T "
+        f"| {extra} at T | " + ("AUC at T | " if auc else "") + "final clock (s) |",
+        "|---|---|---|---|---|---|---|---|" + ("---|" if auc else ""),
         *rows,
     ]
     out.mkdir(parents=True, exist_ok=True)

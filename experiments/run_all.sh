@@ -265,6 +265,19 @@ if want afbo; then
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
   run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml experiments/afbo_cleaning_lower.toml experiments/afbo_cleaning_innerlr.toml
+  # the hyper-cleaning study (issue 31): the pilot (seed 0), the study (seeds 3-5, IID and non-IID), its centralised reference
+  run python -m zofl.compare experiments/afbo_cleaning_pilot.toml --out "$afbo/cleaning-pilot" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/cleaning-pilot" --out docs/results/afbo_cleaning/pilot
+  run python experiments/afbo_plot.py figures "$afbo/cleaning-pilot" --out docs/results/afbo_cleaning/pilot --no-references --records --thresholds 0.88,0.89
+  run python -m zofl.compare experiments/afbo_cleaning_study.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
+  run python experiments/afbo_cleaning.py central --experiment E8-central --seeds 3 4 5 --alpha 1000 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
+  # the simulated clock against real time (Ray simulation through zofl run): docs/results/afbo_wallclock
+  run python experiments/afbo_wallclock.py run --out "$afbo/wallclock"
+  run python experiments/afbo_wallclock.py report "$afbo/wallclock" --out docs/results/afbo_wallclock
+  # regularization coefficients on MNIST (784 features): the step-size pilot (docs/results/afbo_reg_mnist)
+  run python -m zofl.compare experiments/afbo_reg_mnist_tuning.toml --out "$afbo/reg-mnist-tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/reg-mnist-tuning" --out docs/results/afbo_reg_mnist
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
