@@ -192,6 +192,10 @@ def cmd_report(a) -> None:
                           "on both clocks)")
         v = [by[wall_arm][sd]["end_wall_s"] / by[sim_arm][sd]["end_simulated_s"] for sd in seeds]
         ratios.append(f"- {method}, whole run (same number of server steps or rounds): {pm(ci(v))}")
+        v = [(by[wall_arm][sd]["end_wall_s"] - by[sim_arm][sd]["end_simulated_s"]) / by[sim_arm][sd]["rounds"]
+             for sd in seeds]
+        ratios.append(f"- {method}, real seconds beyond the prediction per {'server step' if method == 'AFBO' else 'round'}"
+                      f": {pm(ci(v), 3)}")
     loads = [r["load_before"] for r in rows if r.get("load_before") is not None]
     head = [f"Setting: {json.dumps(SETTING)}; device time per local step {STEP_S} s (sim-step-s = step-time-s); "
             f"`zofl run` on the Ray simulation, --ray-cpus {runs[0]['machine'].get('ray_cpus', '?')} "

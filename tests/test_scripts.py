@@ -1,0 +1,67 @@
+"""The AFBO study scripts at their smallest setting, on tiny in-process runs, so that none breaks silently:
+experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report)."""
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zofl.inprocess import run_inprocess
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0, "local-steps": 2, "lower-lr": 0.5,
+        "inner-lr": 0.5, "inner-rounds": 2, "neumann-steps": "2", "lipschitz-g": 20.0, "checkpoint-every": 0}
+
+
+def _script(*args) -> str:
+    res = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def cleaning_runs(tmp_path_factory) -> Path:
+    """A compare-like folder (cells/) with AFBO and FedNest, each with its outer-lr = 0 control, seeds 0 and 1."""
+    root = tmp_path_factory.mktemp("study")
+    for seed in (0, 1):
+        for strategy, extra in (("afbo", {"engine": "async", "num-rounds": 9}), ("fednest", {"num-rounds": 2})):
+            for lr in (10.0, 0.0):
+                run_inprocess({**TINY, **extra, "strategy": strategy, "seed": seed, "outer-lr": lr,
+                               "output-dir": str(root / "cells"), "run-name": f"{strategy}-{seed}-{lr:g}"}, workers=0)
+    return root
+
+
+def test_afbo_plot_figures_tables_the_auc_the_bilevel_part_and_writes_the_records(cleaning_runs, tmp_path):
+    out = tmp_path / "fig"
+    _script("experiments/afbo_plot.py", "figures", cleaning_runs, "--out", out, "--no-references", "--records",
+            "--thresholds", "0.5,0.6")
+    table = (out / "table.md").read_text()
+    assert "| AUC at T | time to AUC 0.9 (s) |" in table and "the bilevel part" in table
+    summary = json.loads((out / "summary.json").read_text())
+    (setting,) = summary.values()
+    assert set(setting["paired_differences"]) >= {"afbo_minus_fednest", "controls_afbo_minus_fednest", "bilevel_part"}
+    assert setting["paired_differences"]["bilevel_part"]["acc"][2] == 2  # both seeds paired
+    rows = gzip.decompress((out / "rounds.csv.gz").read_bytes()).decode().splitlines()
+    assert rows[0].endswith("weight_corrupted,weight_clean,weight_auc") and len(rows) > 8
+    assert [f.stat().st_size > 10_000 for f in out.glob("fig_*.png")] == [True]
+    _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning")
+    assert "| seed | acc. at T (%)" in (tmp_path / "tuning" / "tuning.md").read_text()
+
+
+def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
+    """The report on run folders named as `afbo_wallclock.py run` names them (tiny in-process runs stand in for
+    the Ray runs: the report reads only their records and summaries)."""
+    runs = tmp_path / "runs"
+    cells = cleaning_runs / "cells"
+    for seed in (0, 1):
+        for arm, src in (("afbo-simulated", f"afbo-{seed}-10"), ("afbo-wall", f"afbo-{seed}-10"),
+                         ("fednest", f"fednest-{seed}-10")):
+            shutil.copytree(cells / src, runs / f"{arm}-s{seed}")
+    out = tmp_path / "report"
+    text = _script("experiments/afbo_wallclock.py", "report", runs, "--out", out)
+    assert "| AFBO | simulated | 0,1 |" in text and "real seconds beyond the prediction per server step" in text
+    assert (out / "results.csv").read_text().count("\n") == 7 and (out / "fig.png").exists()
+    assert (out / "rounds.csv.gz").exists()
