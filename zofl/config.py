@@ -413,7 +413,8 @@ READ_BY: dict[str, frozenset[str]] = {
     "stored-average": frozenset({"afbo", "afbo-global"}),
     "delay-bound": frozenset({"adbo"}),
     **{k: _DBO for k in ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
-                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient", "cut-normalize")},
+                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient",
+                         "cut-normalize")},
     "staleness-exponent": frozenset({"fedbuff"}),
 }
 

@@ -19,7 +19,8 @@ of the engine:
   phi_j, z_k fixed and so converges to a biased point, docs/afbo.md "Cause"; ``cut-gradient`` = "code"
   gives the code's gradient from the same rounds); the master then adds the cut (``new_cut``) with dual
   ``cut-dual-init``; with ``cut-start-gradient`` (ours) its b_j, c also carry phi's gradient through the start
-  point (y_j, z) of the K rounds, the adjoints the reverse rounds end with.
+  point (y_j, z) of the K rounds, the adjoints the reverse rounds end with; with ``cut-normalize`` (ours) it is
+  stored with a unit normal (the same half-space).
 
 Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
 and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
