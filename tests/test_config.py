@@ -168,6 +168,7 @@ OTHER_VALUE = {  # a valid value other than the default, for every key in READ_B
     "max-outer-delay": 3, "staleness-exponent": 1.0,
     "delay-bound": 2, "cut-every": 2, "cut-steps": 2, "cut-penalty": 0.5, "cut-dual-init": 0.2, "max-cuts": 3,
     "drop-inactive-cuts": False, "cut-warm-start": True, "dual-lr": 0.05, "dual-reg": 0.01,
+    "cut-gradient": "code", "cut-start-gradient": True, "cut-normalize": True,
 }
 
 
