@@ -58,10 +58,16 @@ def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
     cells = cleaning_runs / "cells"
     for seed in (0, 1):
         for arm, src in (("afbo-simulated", f"afbo-{seed}-10"), ("afbo-wall", f"afbo-{seed}-10"),
-                         ("fednest", f"fednest-{seed}-10")):
+                         ("fednest", f"fednest-{seed}-10"), ("afbo-simulated-lat", f"afbo-{seed}-10")):
             shutil.copytree(cells / src, runs / f"{arm}-s{seed}")
+        conf = runs / f"afbo-simulated-lat-s{seed}" / "config.json"
+        cfg = json.loads(conf.read_text())
+        (cfg.get("run_config", cfg))["latency-s"] = 0.6
+        conf.write_text(json.dumps(cfg))
     out = tmp_path / "report"
     text = _script("experiments/afbo_wallclock.py", "report", runs, "--out", out)
     assert "| AFBO | simulated | 0,1 |" in text and "real seconds beyond the prediction per server step" in text
-    assert (out / "results.csv").read_text().count("\n") == 7 and (out / "fig.png").exists()
+    assert "| AFBO | simulated, latency-s = 0.6 (calibrated) | 0,1 |" in text
+    assert "AFBO against the simulated clock with latency-s = 0.6, whole run" in text
+    assert (out / "results.csv").read_text().count("\n") == 9 and (out / "fig.png").exists()
     assert (out / "rounds.csv.gz").exists()
