@@ -259,9 +259,9 @@ if want afbo; then
     run python -m zofl.compare experiments/afbo_comm_$g.toml --out "$afbo/comm-$g" --via inprocess --parallel 2
     run python experiments/afbo_plot.py figures "$afbo/comm-$g" --out docs/results/afbo/comm/$g --thresholds 0.9,0.93 --records
     to docs/results/afbo/comm/$g/share.md python experiments/afbo_share.py docs/results/afbo/comm/$g/summary.json
-    to docs/results/afbo/comm/$g/time_to_loss.md python docs/results/afbo/comm/time_to_loss.py docs/results/afbo/comm/$g/rounds.csv.gz
+    to docs/results/afbo/comm/$g/time_to_loss.md python experiments/afbo_comm_time_to_loss.py docs/results/afbo/comm/$g/rounds.csv.gz
   done
-  run python docs/results/afbo/comm/gaps_vs_latency.py
+  run python experiments/afbo_comm_gaps_vs_latency.py
   # afbo-global (ours) next to AFBO and FedNest: writes docs/results/afbo_global
   run python experiments/afbo_global.py --runs "$afbo/global"
   run python experiments/afbo_cleaning.py all --runs "$afbo/cleaning" --data-dir "$data" --out docs/results/afbo_cleaning experiments/afbo_cleaning_old.toml experiments/afbo_cleaning_batch.toml experiments/afbo_cleaning_lower.toml experiments/afbo_cleaning_innerlr.toml
@@ -272,6 +272,7 @@ if want afbo; then
   run python -m zofl.compare experiments/afbo_cleaning_study.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
   run python experiments/afbo_cleaning.py central --experiment E8-central --seeds 3 4 5 --alpha 1000 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
+  run python experiments/afbo_cleaning.py central --experiment E8-central-noniid --seeds 3 4 5 --alpha 0.5 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
   # the simulated clock against real time (Ray simulation through zofl run): docs/results/afbo_wallclock
   run python experiments/afbo_wallclock.py run --out "$afbo/wallclock"
   run python experiments/afbo_wallclock.py report "$afbo/wallclock" --out docs/results/afbo_wallclock

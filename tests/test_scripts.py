@@ -71,3 +71,15 @@ def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
     assert "AFBO against the simulated clock with latency-s = 0.6, whole run" in text
     assert (out / "results.csv").read_text().count("\n") == 9 and (out / "fig.png").exists()
     assert (out / "rounds.csv.gz").exists()
+
+
+def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
+    """experiments/afbo_comm_*.py on docs/results/afbo/comm's committed records: the tables they print are the
+    committed ones, and the figure script runs."""
+    comm = ROOT / "docs" / "results" / "afbo" / "comm"
+    assert _script("experiments/afbo_comm_straggler_penalty.py") == (comm / "penalty.md").read_text()
+    for g in ("latency0", "nostragglers_latency10c"):
+        assert _script("experiments/afbo_comm_time_to_loss.py", comm / g / "rounds.csv.gz") == \
+            (comm / g / "time_to_loss.md").read_text()
+    _script("experiments/afbo_comm_gaps_vs_latency.py", "--out", tmp_path / "gaps.png")
+    assert (tmp_path / "gaps.png").stat().st_size > 10_000

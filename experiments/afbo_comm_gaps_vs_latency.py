@@ -4,7 +4,7 @@ experiments/afbo_share.py's split: method gap, the outer-lr = 0 controls' gap (a
 the bilevel part (their difference), test loss at each study's budget T, mean and 95% t interval over
 the seeds (paired by seed).
 
-    python docs/results/afbo/comm/gaps_vs_latency.py --out docs/results/afbo/comm/fig_gaps_vs_latency.png
+    python experiments/afbo_comm_gaps_vs_latency.py --out docs/results/afbo/comm/fig_gaps_vs_latency.png
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3] / "experiments"))
+HERE = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo" / "comm"  # the study folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from afbo_share import AFBO, CONTROL, FEDNEST, gaps  # noqa: E402
 
 from zofl.stats import interval  # noqa: E402

@@ -9,7 +9,7 @@ test_loss <= threshold and clock_s <= T (not reached: no value). Per method: mea
 over the seeds that reached it (and how many did); AFBO - FedNest and each method - its outer-lr = 0
 control paired by seed over the seeds where both reached it.
 
-    python docs/results/afbo/comm/time_to_loss.py docs/results/afbo/comm/latency0/rounds.csv.gz --thresholds 0.35,0.3
+    python experiments/afbo_comm_time_to_loss.py docs/results/afbo/comm/latency0/rounds.csv.gz --thresholds 0.35,0.3
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ with the stragglers (clients 0-4, straggler-factor 5) and one without, per split
   claim    = FedNest's penalty - AFBO's (> 0: FedNest suffers more), paired by seed
   controls = the same for the outer-lr = 0 controls (asynchrony alone, x frozen)
 
-    python docs/results/afbo/comm/straggler_penalty.py
+    python experiments/afbo_comm_straggler_penalty.py
 
 It also prints the same table for the anarchic clients (anarchic/ against latency1c/, IID).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zofl.stats import fmt_interval, interval
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo" / "comm"  # the study folder
 AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
 CONTROL = ", x fixed (outer-lr=0: control)"
 LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
