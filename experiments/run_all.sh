@@ -273,6 +273,9 @@ if want afbo; then
   run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
   run python -m zofl.compare experiments/afbo_cleaning_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-stragglers" --out docs/results/afbo_cleaning/stragglers --thresholds 0.88,0.89 --records
+  for f in study stragglers; do
+    to docs/results/afbo_cleaning/$f/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$f/rounds.csv.gz --target 0.88
+  done
   run python experiments/afbo_cleaning.py central --experiment E8-central --seeds 3 4 5 --alpha 1000 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
   run python experiments/afbo_cleaning.py central --experiment E8-central-noniid --seeds 3 4 5 --alpha 0.5 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
   # the simulated clock against real time (Ray simulation through zofl run): docs/results/afbo_wallclock

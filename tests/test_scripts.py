@@ -83,3 +83,12 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
             (comm / g / "time_to_loss.md").read_text()
     _script("experiments/afbo_comm_gaps_vs_latency.py", "--out", tmp_path / "gaps.png")
     assert (tmp_path / "gaps.png").stat().st_size > 10_000
+
+
+def test_time_to_target_reproduces_the_committed_tables():
+    """experiments/afbo_time_to_target.py on the hyper-cleaning study's committed records prints the committed
+    tables (times on each run's whole clock, paired ratios)."""
+    for study in ("study", "stragglers"):
+        folder = ROOT / "docs" / "results" / "afbo_cleaning" / study
+        assert _script("experiments/afbo_time_to_target.py", folder / "rounds.csv.gz", "--target", "0.88") == \
+            (folder / "time_to_88.md").read_text()

@@ -1,0 +1,50 @@
+"""Time to a target test accuracy on each run's whole simulated clock (not cut at a common budget), from an
+AFBO study's per-round records (afbo_plot.py --records), per method: mean +- 95% t interval over seeds,
+and the ratio of each method's time to the first method's, paired by seed.
+
+    python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/stragglers/rounds.csv.gz --target 0.88
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+
+import numpy as np
+from scipy import stats
+
+
+def ci(v) -> str:
+    v = np.asarray(v, float)
+    if len(v) < 2:
+        return f"{v.mean():.2f} (n={len(v)})" if len(v) else "-"
+    return f"{v.mean():.2f} +- {stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)):.2f} (n={len(v)})"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", help="rounds.csv.gz of afbo_plot.py figures --records")
+    ap.add_argument("--target", type=float, default=0.88)
+    a = ap.parse_args(argv)
+    first, seeds = {}, {}
+    with gzip.open(a.records, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            key = (r["setting"], r["method"], int(r["seed"]))
+            seeds.setdefault(r["setting"], {}).setdefault(r["method"], set()).add(int(r["seed"]))
+            if float(r["test_acc"]) >= a.target and key not in first:
+                first[key] = float(r["clock_s"])
+    for setting, methods in seeds.items():
+        print(f"### {setting}: time (simulated s) to test accuracy >= {a.target:g} on the run's whole clock\n")
+        print("| method | reached | time (s) | ratio to the first method (paired by seed) |\n|---|---|---|---|")
+        names = sorted(methods)
+        base = names[0]
+        for m in names:
+            t = [first[(setting, m, s)] for s in sorted(methods[m]) if (setting, m, s) in first]
+            both = [s for s in sorted(methods[m]) if (setting, m, s) in first and (setting, base, s) in first]
+            ratio = [first[(setting, m, s)] / first[(setting, base, s)] for s in both]
+            print(f"| {m} | {len(t)}/{len(methods[m])} | {ci(t)} | {ci(ratio) if m != base else '1'} |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
