@@ -252,7 +252,7 @@ if want afbo; then
   run python experiments/afbo_plot.py tuning "$afbo/reg-tuning" --out docs/results/afbo/regularization
   run python -m zofl.compare experiments/afbo_regularization.toml --out "$afbo/reg" --via inprocess --parallel 2
   run python -m zofl.compare experiments/afbo_regularization_stragglers.toml --out "$afbo/reg-stragglers" --via inprocess --parallel 2
-  run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95
+  run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95 --records
   to docs/results/afbo/regularization/share.md python experiments/afbo_share.py docs/results/afbo/regularization/summary.json
   # communication latency (comm-s 0, c, 10c) with and without stragglers, anarchic clients (issue 31): docs/results/afbo/comm
   for g in latency0 latency1c latency10c anarchic nostragglers_latency0 nostragglers_latency02c nostragglers_latency1c nostragglers_latency10c; do
