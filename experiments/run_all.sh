@@ -246,7 +246,7 @@ if want afbo; then
   run python experiments/afbo_plot.py tuning "$afbo/tuning" --out docs/results/afbo
   run python -m zofl.compare experiments/afbo_hypercleaning.toml --out "$afbo/main" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/afbo_stragglers.toml --out "$afbo/stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/afbo_plot.py figures "$afbo/main" "$afbo/stragglers" --out docs/results/afbo
+  run python experiments/afbo_plot.py figures "$afbo/main" "$afbo/stragglers" --out docs/results/afbo --records
   # regularization coefficients on digits (embedded: no data-dir): pilot, then the figure runs
   run python -m zofl.compare experiments/afbo_reg_tuning.toml --out "$afbo/reg-tuning" --via inprocess --parallel 2
   run python experiments/afbo_plot.py tuning "$afbo/reg-tuning" --out docs/results/afbo/regularization
