@@ -10,15 +10,11 @@ import argparse
 import csv
 import gzip
 
-import numpy as np
-from scipy import stats
+from zofl.stats import fmt_interval, interval
 
 
 def ci(v) -> str:
-    v = np.asarray(v, float)
-    if len(v) < 2:
-        return f"{v.mean():.2f} (n={len(v)})" if len(v) else "-"
-    return f"{v.mean():.2f} +- {stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)):.2f} (n={len(v)})"
+    return fmt_interval(interval(v)) or "-"
 
 
 def main(argv=None) -> None:

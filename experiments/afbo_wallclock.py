@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from zofl.stats import interval, t_quantile
 
 # The setting: experiments/afbo_regularization_stragglers.toml (digits regularization, IID, clients 0-4 at
 # speed 0.2), AFBO with its picked steps, device time per step 0.2 s (20x the studies' 0.01 s, so that
@@ -111,11 +112,7 @@ def first(t: np.ndarray, acc: np.ndarray, target: float) -> float:
 
 
 def ci(vals) -> tuple[float, float, int]:
-    v = np.asarray([x for x in vals if np.isfinite(x)], dtype=float)
-    n = len(v)
-    if n < 2:
-        return (float(v.mean()) if n else float("nan")), float("nan"), n
-    return float(v.mean()), float(stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / np.sqrt(n)), n
+    return interval(x for x in vals if np.isfinite(x))
 
 
 def pm(t, digits=2) -> str:
@@ -172,7 +169,8 @@ def cmd_report(a) -> None:
     for row in rows:
         by.setdefault(row["arm"], {})[row["seed"]] = row
     lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in TARGETS)
-             + " | end of run (s) | clients' compute (s, summed) |", "|---|---|---|" + "---|" * len(TARGETS) + "---|---|"]
+             + " | end of run (s) | clients' compute (s, summed) |",
+             "|---|---|---|" + "---|" * len(TARGETS) + "---|---|"]
     spec = [("AFBO", "simulated", "afbo-simulated", "simulated"), ("AFBO", "wall (real sleeps, real arrival order)",
                                                                     "afbo-wall", "wall"),
             ("FedNest", "simulated", "fednest", "simulated"), ("FedNest", "wall (same run)", "fednest", "wall")]
@@ -188,11 +186,13 @@ def cmd_report(a) -> None:
                                   + (f" ({sum(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs)}/{len(rs)} reached)"
                                      if not all(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs) else "")
                                   for t in TARGETS)
-                     + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]))} | {pm(ci([r['client_compute_s'] for r in rs]))} |")
+                     + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]))} | "
+                       f"{pm(ci([r['client_compute_s'] for r in rs]))} |")
     ratios = ["", "Real time over the simulated clock's prediction, per seed then mean +- 95% interval:", ""]
     pairs = [("AFBO", ("afbo-simulated", "afbo-wall")), ("FedNest", ("fednest", "fednest"))]
     if lat is not None:
-        pairs.insert(1, (f"AFBO against the simulated clock with latency-s = {lat:g}", ("afbo-simulated-lat", "afbo-wall")))
+        pairs.insert(1, (f"AFBO against the simulated clock with latency-s = {lat:g}",
+                         ("afbo-simulated-lat", "afbo-wall")))
     for method, (sim_arm, wall_arm) in pairs:
         seeds = sorted(set(by.get(sim_arm, {})) & set(by.get(wall_arm, {})))
         for t in TARGETS:
@@ -239,7 +239,7 @@ def figure(runs: list[dict], out: Path) -> None:
         mat = np.array([100 * r["acc"][np.clip(np.searchsorted(timelines(r)[axis], g, side="right") - 1, 0, None)]
                         for r in rs])
         mean = mat.mean(axis=0)
-        half = stats.t.ppf(0.975, len(rs) - 1) * mat.std(axis=0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else 0 * mean
+        half = t_quantile(len(rs)) * mat.std(axis=0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else 0 * mean
         ax.plot(g, mean, color=col, ls=ls, label=f"{label} (n={len(rs)})")
         ax.fill_between(g, mean - half, mean + half, color=col, alpha=0.15, lw=0)
     ax.set_xlabel("time (s): simulated device time, or real seconds")
