@@ -135,7 +135,8 @@ def is_control(cfg: dict) -> bool:
 
 
 def method_of(cfg: dict, vary: dict[str, set[str]]) -> str:
-    name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)"}.get(cfg["strategy"], cfg["strategy"])
+    name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)", "afbo-global": "afbo-global (ours, async)"}.get(
+        cfg["strategy"], cfg["strategy"])
     keys = [k for k in STEP_KEYS if k in vary.get(cfg["strategy"], set())]
     if is_control(cfg):  # labelled by the lower-level keys that vary between the strategy's cells, if any
         lower = [k for k in keys if k != "outer-lr" and k in cfg]
@@ -301,8 +302,8 @@ RECORD_COLUMNS = ("setting", "method", "strategy", "cell", "seed", "alpha", "com
                   "round", "clock_s", "comm", "test_acc", "test_loss")
 
 
-def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path) -> Path:
-    """Every cell's records as read for the figures, long format, into out/rounds.csv.gz (deterministic)."""
+def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path, name: str = "rounds.csv.gz") -> Path:
+    """Every cell's records as read for the figures, long format, into out/NAME (deterministic)."""
     import csv
     import gzip
     import io
@@ -327,14 +328,14 @@ def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path) -> Pa
             w.writerow(head + [int(c["steps"][i]), num(c["clock"][i]), num(c["comm"][i]), num(c["acc"][i]),
                                num(c["loss"][i]), num(c["w_corrupt"][i]), num(c["w_clean"][i]),
                                *([] if reg else [num(c["auc"][i])])])
-    path = out / "rounds.csv.gz"
+    path = out / name
     with open(path, "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh, mtime=0) as gz:
         gz.write(buf.getvalue().encode())
     return path
 
 
 # -- the figures -------------------------------------------------------------------------------
-COLORS = {"afbo": "tab:blue", "fednest": "tab:orange"}
+COLORS = {"afbo": "tab:blue", "fednest": "tab:orange", "afbo-global": "tab:green"}
 
 
 def paired(a: dict, b: dict, key: str, at: float, what: str = "acc") -> tuple[float, float, int]:
@@ -541,8 +542,14 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         # paired differences (same seed = same split and corruption)
         diff = {}
         main = [n for n in methods if not is_control(methods[n][0]["cfg"])]
-        a = [n for n in main if n.startswith("AFBO")]
-        f = [n for n in main if n.startswith("FedNest")]
+        of = lambda st: [n for n in main if methods[n][0]["cfg"]["strategy"] == st]
+        a, f, g = of("afbo"), of("fednest"), of("afbo-global")
+        if len(g) == 1:  # ours (item 8), next to each of the paper's two methods
+            for st, other in (("afbo", a), ("fednest", f)):
+                if len(other) == 1:
+                    G, O = seeds_by_method[g[0]], seeds_by_method[other[0]]
+                    diff[f"afbo-global_minus_{st}"] = {"acc_at_T": paired(G, O, "clock", T),
+                                                       "loss_at_T": paired(G, O, "clock", T, "loss")}
         if len(a) == 1 and len(f) == 1:
             A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
             diff["afbo_minus_fednest"] = {
@@ -650,6 +657,11 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
             "(AFBO - FedNest minus the controls' gap, per seed): accuracy "
             f"{pm(b['acc'], 100, 2)} points, test loss {pm(b['loss'], 1.0, 4)}.",
         ]
+    for st, label in (("afbo", "AFBO"), ("fednest", "FedNest")):
+        if f"afbo-global_minus_{st}" in d:
+            q = d[f"afbo-global_minus_{st}"]
+            out += ["", f"Paired difference afbo-global (ours) - {label}: accuracy at T {pm(q['acc_at_T'], 100, 2)} "
+                        f"points, test loss at T {pm(q['loss_at_T'], 1.0, 4)}."]
     for k, q in d.items():
         if k.endswith("minus control"):
             out += [
@@ -679,7 +691,7 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
 
 
 # -- the tuning table --------------------------------------------------------------------------
-def tuning(dirs: list[Path], out: Path) -> None:
+def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
     cells = read_cells(dirs)
     vary = varying_step_keys(cells)
     # a cell that failed (its rounds failed: not finite, rejected) diverged: it is listed, but does not set the
@@ -719,6 +731,8 @@ def tuning(dirs: list[Path], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tuning.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
+    if records:
+        print(f"wrote {write_records(cells, vary, out, 'tuning_rounds.csv.gz')}")
 
 
 def main() -> None:
@@ -729,10 +743,11 @@ def main() -> None:
     ap.add_argument("--thresholds", default="0.8,0.85", help="accuracies for the time-to-reach columns")
     ap.add_argument("--no-references", action="store_true", help="skip the SGD reference classifiers")
     ap.add_argument("--records", action="store_true",
-                    help="figures: also write every run's per-round records to OUT/rounds.csv.gz (long format)")
+                    help="also write every run's per-round records (long format) to OUT/rounds.csv.gz (figures) "
+                         "or OUT/tuning_rounds.csv.gz (tuning)")
     args = ap.parse_args()
     if args.mode == "tuning":
-        tuning(args.runs, args.out)
+        tuning(args.runs, args.out, args.records)
     else:
         figures(args.runs, args.out, [float(t) for t in args.thresholds.split(",")], not args.no_references,
                 args.records)

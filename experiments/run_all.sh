@@ -243,13 +243,13 @@ if want afbo; then
   # MNIST hyper-cleaning: step-size pilot (tuning.md), then the figure runs without and with stragglers
   run python -m zofl.compare experiments/afbo_tuning.toml --out "$afbo/tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/afbo_tuning2.toml --out "$afbo/tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/afbo_plot.py tuning "$afbo/tuning" --out docs/results/afbo
+  run python experiments/afbo_plot.py tuning "$afbo/tuning" --out docs/results/afbo --records
   run python -m zofl.compare experiments/afbo_hypercleaning.toml --out "$afbo/main" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/afbo_stragglers.toml --out "$afbo/stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/main" "$afbo/stragglers" --out docs/results/afbo --records
   # regularization coefficients on digits (embedded: no data-dir): pilot, then the figure runs
   run python -m zofl.compare experiments/afbo_reg_tuning.toml --out "$afbo/reg-tuning" --via inprocess --parallel 2
-  run python experiments/afbo_plot.py tuning "$afbo/reg-tuning" --out docs/results/afbo/regularization
+  run python experiments/afbo_plot.py tuning "$afbo/reg-tuning" --out docs/results/afbo/regularization --records
   run python -m zofl.compare experiments/afbo_regularization.toml --out "$afbo/reg" --via inprocess --parallel 2
   run python -m zofl.compare experiments/afbo_regularization_stragglers.toml --out "$afbo/reg-stragglers" --via inprocess --parallel 2
   run python experiments/afbo_plot.py figures "$afbo/reg" "$afbo/reg-stragglers" --out docs/results/afbo/regularization --thresholds 0.9,0.95 --records
@@ -271,8 +271,19 @@ if want afbo; then
   run python experiments/afbo_plot.py figures "$afbo/cleaning-pilot" --out docs/results/afbo_cleaning/pilot --no-references --records --thresholds 0.88,0.89
   run python -m zofl.compare experiments/afbo_cleaning_study.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
+  # afbo-global (ours) on the study's IID setting: its pilot (seed 0), then seeds 3-5 into the study's folder
+  run python -m zofl.compare experiments/afbo_cleaning_global_pilot.toml --out "$afbo/cleaning-global-pilot" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/cleaning-global-pilot" --out docs/results/afbo_cleaning/global_pilot --records
+  run python -m zofl.compare experiments/afbo_cleaning_global.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
   run python -m zofl.compare experiments/afbo_cleaning_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-stragglers" --out docs/results/afbo_cleaning/stragglers --thresholds 0.88,0.89 --records
+  # the latency sweep (comm-s 0, c, 10c with and without stragglers; E8 is no stragglers at 0, E9 stragglers at c)
+  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c; do
+    run python -m zofl.compare experiments/afbo_cleaning_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+    run python experiments/afbo_plot.py figures "$afbo/cleaning-$g" --out docs/results/afbo_cleaning/$g --thresholds 0.88,0.89 --records
+    to docs/results/afbo_cleaning/$g/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$g/rounds.csv.gz --target 0.88
+  done
   for f in study stragglers; do
     to docs/results/afbo_cleaning/$f/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$f/rounds.csv.gz --target 0.88
   done
@@ -283,7 +294,13 @@ if want afbo; then
   run python experiments/afbo_wallclock.py report "$afbo/wallclock" --out docs/results/afbo_wallclock
   # regularization coefficients on MNIST (784 features): the step-size pilot (docs/results/afbo_reg_mnist)
   run python -m zofl.compare experiments/afbo_reg_mnist_tuning.toml --out "$afbo/reg-mnist-tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/afbo_plot.py tuning "$afbo/reg-mnist-tuning" --out docs/results/afbo_reg_mnist
+  run python -m zofl.compare experiments/afbo_reg_mnist_tuning2.toml --out "$afbo/reg-mnist-tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/reg-mnist-tuning" --out docs/results/afbo_reg_mnist --records
+  # the study at the pick (outer-lr 1e5), seeds 0-2, IID, without and with stragglers + comm-s c
+  run python -m zofl.compare experiments/afbo_reg_mnist.toml --out "$afbo/reg-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py figures "$afbo/reg-mnist" --out docs/results/afbo_reg_mnist/study --thresholds 0.9,0.91 --records
+  run python -m zofl.compare experiments/afbo_reg_mnist_stragglers.toml --out "$afbo/reg-mnist-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py figures "$afbo/reg-mnist-stragglers" --out docs/results/afbo_reg_mnist/stragglers --thresholds 0.9,0.91 --records
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
