@@ -45,7 +45,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from zofl.stats import interval, t_quantile
 
 GRID_POINTS = 300
 
@@ -165,20 +166,16 @@ def hold(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return y[np.clip(idx, 0, len(y) - 1)]
 
 
-def ci(vals) -> tuple[float, float, int]:
-    v = np.asarray(vals, dtype=float)
-    n = len(v)
-    if n < 2:
-        return float(v.mean()) if n else np.nan, np.nan, n
-    return float(v.mean()), float(stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / np.sqrt(n)), n
+ci = interval  # mean, half-width of the 95% t interval, n (zofl.stats; NaN values are left out)
 
 
 def band(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and 95% t half-width per column (the seeds are the rows)."""
     n = mat.shape[0]
     mean = mat.mean(axis=0)
     if n < 2:
         return mean, np.zeros_like(mean)
-    return mean, stats.t.ppf(0.975, n - 1) * mat.std(axis=0, ddof=1) / np.sqrt(n)
+    return mean, t_quantile(n) * mat.std(axis=0, ddof=1) / np.sqrt(n)
 
 
 AUC_TARGET = 0.9  # hyper-cleaning: time until sigma(x) ranks clean above corrupted examples with AUC 0.9
