@@ -6,11 +6,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.procs import cmdline
 from zofl.core.checks import reply_problem
 from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
@@ -116,13 +116,6 @@ def test_sigkill_and_resume_give_the_uninterrupted_run(tmp_path, strategy):
     assert summary["final_test_loss"] == ref[-1]["test_loss"]
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 @pytest.mark.flower
 def test_sigkill_of_the_flower_simulation_and_resume(tmp_path):
     # The ServerApp runs in Flower's `flwr-simulation` process (with Ray); kill it at a random round,
@@ -136,7 +129,7 @@ def test_sigkill_of_the_flower_simulation_and_resume(tmp_path):
         cmd = flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 client-resources-num-cpus=1")
         proc = _start(cmd, sl.env)
         assert _wait_for_round(rounds_file, k, proc), f"the run ended before round {k}"
-        sims = [p for p in descendants(sl.proc.pid) if "flwr-simulation" in _cmdline(p)]
+        sims = [p for p in descendants(sl.proc.pid) if "flwr-simulation" in cmdline(p)]
         assert len(sims) == 1, sims
         os.kill(sims[0], signal.SIGKILL)
         proc.wait(120)

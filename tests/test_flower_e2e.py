@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import cmdline
 from zofl.inprocess import run_inprocess
 from zofl.launch import descendants, local_superlink, start_time
 from zofl.results import read_rounds
@@ -194,13 +195,6 @@ def _lock_free(path: Path) -> bool:
         os.close(fd)
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return ""
-
-
 def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path):
     """``zofl run`` stopped at random rounds by SIGKILL (nothing of it runs: its watchdog stops the rest),
     SIGTERM (within 5 s on an idle machine) and Ctrl-C (``flwr stop`` first, exit 130), each resumed:
@@ -257,7 +251,7 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         while (left_behind() or alive() or not _lock_free(folder / ".lock")) and time.monotonic() < end:
             time.sleep(0.5)
         assert not left_behind(), (how, seed)
-        assert not alive(), (how, seed, {p: _cmdline(p) for p in alive()})
+        assert not alive(), (how, seed, {p: cmdline(p, 200) for p in alive()})
         assert _lock_free(folder / ".lock") and _lock_free(folder / ".cli.lock"), (how, seed)
         assert not (folder / "summary.json").exists() and last_round() < 30, (how, seed)
     res = zofl_run(tmp_path, *args)
