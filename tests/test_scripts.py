@@ -47,8 +47,9 @@ def test_afbo_plot_figures_tables_the_auc_the_bilevel_part_and_writes_the_record
     rows = gzip.decompress((out / "rounds.csv.gz").read_bytes()).decode().splitlines()
     assert rows[0].endswith("weight_corrupted,weight_clean,weight_auc") and len(rows) > 8
     assert [f.stat().st_size > 10_000 for f in out.glob("fig_*.png")] == [True]
-    _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning")
+    _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning", "--records")
     assert "| seed | acc. at T (%)" in (tmp_path / "tuning" / "tuning.md").read_text()
+    assert gzip.decompress((tmp_path / "tuning" / "tuning_rounds.csv.gz").read_bytes()).decode() == "\n".join(rows) + "\n"
 
 
 def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
