@@ -19,6 +19,16 @@ the server's own work, and the machine's load.
     python experiments/afbo_wallclock.py run --out /tmp/afbo-wall [--seeds 0 1 2] [--steps 400]
     python experiments/afbo_wallclock.py report /tmp/afbo-wall --out docs/results/afbo_wallclock
 
+    python experiments/afbo_wallclock.py run --out /tmp/afbo-trace --seeds 0 --steps 30 --fednest-rounds 1 --trace
+    python experiments/afbo_wallclock.py trace /tmp/afbo-trace
+
+``--trace`` records, inside Flower's simulation process (a ``sitecustomize`` hook on the runs' PYTHONPATH;
+Flower and zofl unchanged), every message's life: pushed by the ServerApp, taken from the LinkState by the
+simulation engine, started and finished by one of its worker threads (the ClientApp on a Ray actor), pulled
+by the ServerApp. ``trace`` splits it into those parts and sets it against the simulated clock. ``--vce-workers
+N`` (an experiment, not the study: another --out) also gives the simulation engine's thread pool N workers
+instead of Python's default min(32, cores + 4), the cap on ClientApps in flight whatever --ray-cpus says.
+
 ``report`` writes results.csv (one row per run), rounds.csv.gz (every record: run, round, the
 simulated or real clock, cumulative real time, test accuracy and loss), table.md and fig.png (test
 accuracy against time; mean and 95% t band over seeds). The pure compute (the clients' summed
@@ -58,6 +68,77 @@ ARMS = {  # name: (extra run-config)
 }
 TARGETS = (0.8, 0.9)  # test accuracy (digits: 180 test images, steps of 0.56 points)
 
+# --trace / --vce-workers: a sitecustomize module on the runs' PYTHONPATH. It acts only in Flower's
+# simulation process (flwr-simulation: the ServerApp thread, the LinkState and the engine's worker threads)
+# and wraps, without changing what they do, the in-memory Grid's push_messages / pull_messages and the Ray
+# backend's process_message: one JSON line per event (message id, event, time.time(), details).
+HOOK = r'''
+import os, sys
+
+if os.path.basename(sys.argv[0] if sys.argv else "") == "flwr-simulation":
+    import json, threading, time
+    from datetime import datetime
+
+    _path = os.environ.get("AFBO_WALLCLOCK_TRACE")
+    _lock = threading.Lock()
+
+    def _log(**rec):
+        if _path:
+            with _lock, open(_path, "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    _workers = int(os.environ.get("AFBO_WALLCLOCK_VCE_WORKERS") or 0)
+    if _workers:  # the engine's ThreadPoolExecutor() (one worker thread per ClientApp in flight)
+        import functools
+        from concurrent.futures import ThreadPoolExecutor
+        vce_api.ThreadPoolExecutor = functools.partial(ThreadPoolExecutor, max_workers=_workers)
+    _log(id="", event="start", t=time.time(), vce_workers=_workers or min(32, (os.cpu_count() or 1) + 4),
+         cpus=os.cpu_count())
+
+    _push, _pull, _proc = InMemoryGrid.push_messages, InMemoryGrid.pull_messages, RayBackend.process_message
+
+    def push_messages(self, messages):
+        t = time.time()
+        messages = list(messages)
+        ids = list(_push(self, messages))
+        for mid, msg in zip(ids, messages):
+            _log(id=mid, event="push", t=t, type=msg.metadata.message_type)
+        return ids
+
+    def pull_messages(self, message_ids):
+        t = time.time()
+        out = list(_pull(self, message_ids))
+        for msg in out:
+            _log(id=msg.metadata.reply_to_message_id, event="pull", t=t)
+        return out
+
+    def process_message(self, message, context):
+        t = time.time()
+        out = None
+        try:
+            out = _proc(self, message, context)
+            return out
+        finally:
+            rec = dict(id=message.metadata.message_id, event="process", t=t, end=time.time(),
+                       delivered=datetime.fromisoformat(message.metadata.delivered_at).timestamp(),
+                       partition=int(context.node_config.get("partition-id", -1)))
+            try:
+                metrics = out[0].content.metric_records.get("metrics") if out else None
+                if metrics is not None:
+                    rec.update({k: float(metrics[k]) for k in ("steps", "speed", "wall_s", "handle_s")
+                                if k in metrics})
+            except Exception:
+                pass
+            _log(**rec)
+
+    InMemoryGrid.push_messages, InMemoryGrid.pull_messages = push_messages, pull_messages
+    RayBackend.process_message = process_message
+'''
+
 
 def toml_value(v) -> str:
     return json.dumps(v) if isinstance(v, str) else repr(v)
@@ -79,15 +160,25 @@ def cmd_run(a) -> None:
             cfg = {**SETTING, **extra, "seed": seed, "num-rounds": rounds, "output-dir": str(out), "run-name": name}
             sets = [f"{k}={toml_value(v)}" for k, v in cfg.items()]
             cmd = ["zofl", "run", "--quiet", "--ray-cpus", str(a.ray_cpus), "--set", *sets]
+            env = None
+            if a.trace or a.vce_workers:
+                hook = out / "_trace"
+                hook.mkdir(exist_ok=True)
+                (hook / "sitecustomize.py").write_text(HOOK)
+                (hook / f"{name}.jsonl").unlink(missing_ok=True)
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook),
+                                                                                 os.environ.get("PYTHONPATH")])),
+                       "AFBO_WALLCLOCK_TRACE": str(hook / f"{name}.jsonl"),
+                       "AFBO_WALLCLOCK_VCE_WORKERS": str(a.vce_workers or "")}
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
-            res = subprocess.run(cmd, capture_output=True, text=True)
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env)
             took = time.perf_counter() - t0
             if res.returncode != 0:
                 sys.exit(f"{name} failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
             (out / name / "machine.json").write_text(json.dumps(
                 {"command_s": took, "load_before": load, "load_after": os.getloadavg()[0], "cpus": os.cpu_count(),
-                 "ray_cpus": a.ray_cpus}) + "\n")
+                 "ray_cpus": a.ray_cpus, "vce_workers": a.vce_workers, "trace": a.trace}) + "\n")
             print(f"{name}: {took:.0f} s (load {load:.1f})", flush=True)
 
 
@@ -216,6 +307,104 @@ def cmd_report(a) -> None:
     figure(runs, a.out)
 
 
+def read_trace(path: Path) -> tuple[dict, list[dict]]:
+    """A --trace file: (its start event, one dict per train message with push, delivered, start, end,
+    pull, partition and the reply's steps / speed / wall_s)."""
+    start, msgs = {}, {}
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        if e["event"] == "start":
+            start = e
+        elif e["event"] == "push":
+            msgs.setdefault(e["id"], {})["push"], msgs[e["id"]]["type"] = e["t"], e["type"]
+        elif e["event"] == "pull":
+            msgs.setdefault(e["id"], {})["pull"] = e["t"]
+        elif e["event"] == "process":
+            msgs.setdefault(e["id"], {}).update({k: v for k, v in e.items() if k not in ("id", "event", "t")},
+                                                start=e["t"])
+    keep = [m for m in msgs.values() if str(m.get("type", "")).startswith("train")
+            and all(k in m for k in ("push", "delivered", "start", "end", "pull", "steps", "speed"))]
+    return start, sorted(keep, key=lambda m: m["push"])
+
+
+def in_flight(msgs: list[dict]) -> tuple[int, dict[int, float]]:
+    """The most ClientApps running at once, and the seconds spent with n running, from the trace."""
+    events = sorted([(m["start"], 1) for m in msgs] + [(m["end"], -1) for m in msgs])
+    n, most, spent = 0, 0, {}
+    for (t, d), (t_next, _) in zip(events, events[1:] + [events[-1]]):
+        n += d
+        most = max(most, n)
+        spent[n] = spent.get(n, 0.0) + t_next - t
+    return most, spent
+
+
+def cmd_trace(a) -> None:
+    """Per traced run: where a task's real life goes, against the device time the simulated clock charges."""
+    lines = []
+    for path in sorted((a.runs / "_trace").glob("*.jsonl")):
+        name = path.stem
+        if not (a.runs / name / "summary.json").exists():
+            continue
+        r = read_run(a.runs / name)
+        if r["arm"] not in ("afbo-wall", "fednest"):
+            continue  # the simulated clock: clients do not sleep, nothing to set against device time
+        start, msgs = read_trace(path)
+        step_s = float(r["cfg"].get("sim-step-s", STEP_S))
+        for m in msgs:
+            m["device"] = m["steps"] * step_s / m["speed"]
+        first_pull = min(m["pull"] for m in msgs)
+        # the first ClientApp an actor runs loads the package and the data (seconds): start-up, kept apart
+        cold = [m for m in msgs if m["end"] - m["start"] - m["device"] > 2.0]
+        warm = [m for m in msgs if m["push"] >= first_pull and m not in cold]
+        most, spent = in_flight(msgs)
+        total = sum(spent.values())
+        parts = [("pushed -> taken from the LinkState (engine polls every 0.1 s)", lambda m: m["delivered"] - m["push"]),
+                 ("taken -> a worker thread starts it (queue)", lambda m: m["start"] - m["delivered"]),
+                 ("worker: Ray + ClientApp, beyond the device time", lambda m: m["end"] - m["start"] - m["device"]),
+                 ("worker done -> ServerApp pulls the reply", lambda m: m["pull"] - m["end"]),
+                 ("whole life beyond the device time", lambda m: m["pull"] - m["push"] - m["device"])]
+        lines += [f"### {name} (engine worker threads: {start.get('vce_workers', '?')}, cores {start.get('cpus', '?')}; "
+                  f"1-minute load before {r['machine'].get('load_before', float('nan')):.1f})", "",
+                  f"{len(msgs)} train messages; {len(cold)} were an actor's first (start-up, "
+                  f"{np.mean([m['end'] - m['start'] - m['device'] for m in cold]) if cold else 0:.1f} s each beyond "
+                  f"the device time); {len(warm)} pushed after the first reply and warm, summarised below. "
+                  f"ClientApps running at once: at most {most}; share of the run with n running: "
+                  + ", ".join(f"{k}: {v / total:.0%}" for k, v in sorted(spent.items()) if v / total >= 0.01) + ".", "",
+                  "| part of a task's real life (s) | mean | max |", "|---|---|---|"]
+        for label, f in parts:
+            v = np.array([f(m) for m in warm])
+            lines.append(f"| {label} | {v.mean():.3f} | {v.max():.3f} |")
+        lines.append(f"| device time (steps x sim-step-s / speed: the simulated clock's charge) | "
+                     f"{np.mean([m['device'] for m in warm]):.3f} | {max(m['device'] for m in warm):.3f} |")
+        by_client = {}
+        for m in warm:
+            by_client.setdefault(m["partition"], []).append(m["start"] - m["delivered"])
+        lines.append("\nQueue (taken -> started), mean s by client: "
+                     + ", ".join(f"{p}: {np.mean(v):.2f}" for p, v in sorted(by_client.items())) + ".")
+        if r["arm"] == "afbo-wall":
+            sim = a.runs / name.replace("afbo-wall", "afbo-simulated")
+            per = (r["clock"][-1] - r["clock"][1]) / (len(r["clock"]) - 2)
+            line = (f"\nServer steps 2..{int(r['round'][-1])}: {per:.3f} real s per step (first step at "
+                    f"{r['clock'][1]:.1f} s: start-up)")
+            if (sim / "summary.json").exists():
+                s_ = read_run(sim)
+                sper = (s_["clock"][-1] - s_["clock"][1]) / (len(s_["clock"]) - 2)
+                line += f"; the simulated clock of {sim.name}: {sper:.3f} s per step (ratio {per / sper:.2f})"
+            lines.append(line + ".")
+        elif r["arm"] == "fednest":
+            real = np.diff(np.concatenate([[0.0], r["real"]]))[2:]
+            simd = np.diff(np.concatenate([[0.0], r["clock"]]))[2:]
+            lines.append(f"\nRounds 2..{int(r['round'][-1])}: {real.mean():.3f} real s per round against "
+                         f"{simd.mean():.3f} simulated (ratio {real.mean() / simd.mean():.3f}).")
+        lines.append("")
+    if not lines:
+        sys.exit(f"no traced runs in {a.runs} (run with --trace)")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        a.out.write_text(text + "\n")
+
+
 def figure(runs: list[dict], out: Path) -> None:
     import matplotlib
 
@@ -265,12 +454,20 @@ def main(argv=None) -> None:
                    help="run only AFBO on the simulated clock with this latency-s (e.g. FedNest's measured real "
                         "seconds per round beyond the prediction, from a first report): arm afbo-simulated-lat")
     p.add_argument("--ray-cpus", type=int, default=10,
-                   help="zofl run --ray-cpus: 10 (one per client) lets all 10 clients run (mostly sleep) at once")
+                   help="zofl run --ray-cpus: 10 Ray actors, one per client (but see --vce-workers)")
+    p.add_argument("--trace", action="store_true",
+                   help="record every message's life inside Flower's simulation process (out/_trace/; see `trace`)")
+    p.add_argument("--vce-workers", type=int, default=None,
+                   help="an experiment: give Flower's simulation engine N worker threads (its default, "
+                        "min(32, cores + 4), caps the ClientApps in flight); use another --out than the study's")
     p = sub.add_parser("report")
     p.add_argument("runs", type=Path)
     p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("trace", help="where the traced runs' tasks spend their real time (runs made with --trace)")
+    p.add_argument("runs", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="also write the summary (markdown) to this file")
     a = ap.parse_args(argv)
-    {"run": cmd_run, "report": cmd_report}[a.cmd](a)
+    {"run": cmd_run, "report": cmd_report, "trace": cmd_trace}[a.cmd](a)
 
 
 if __name__ == "__main__":

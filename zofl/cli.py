@@ -381,8 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
     run.add_argument("--ray-cpus", type=ray_cpus, default=None,
                      help="CPUs Ray may hand out (default: this machine's). Ray runs at most ray-cpus / "
-                          "cpus-per-client ClientApps at once; set it to the number of clients so that every client "
-                          "is its own device, e.g. for clock = \"wall\" with step-time-s, where clients mostly sleep")
+                          "cpus-per-client ClientApps at once, and Flower's simulation engine at most min(32, cores + "
+                          "4) (its worker threads: 6 on 2 cores), whatever this says; for clock = \"wall\" with "
+                          "step-time-s, every client is its own device only when both are >= num-clients "
+                          "(docs/results/afbo_wallclock)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
