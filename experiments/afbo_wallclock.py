@@ -302,6 +302,11 @@ def cmd_report(a) -> None:
             f"`zofl run` on the Ray simulation, --ray-cpus {runs[0]['machine'].get('ray_cpus', '?')} "
             f"on {os.cpu_count()} cores; 1-minute load before the runs {min(loads):.1f}-{max(loads):.1f}." if loads
             else "", ""]
+    workers = sorted({r["machine"].get("vce_workers") for r in runs
+                      if r["machine"].get("vce_workers") and r["arm"] in ("afbo-wall", "fednest")})
+    if workers:  # an experiment (--vce-workers), not Flower's default
+        head.insert(1, f"Flower's simulation engine given {', '.join(map(str, workers))} worker threads (--vce-workers; "
+                       f"its default is min(32, cores + 4)) in the runs that sleep for real.")
     (a.out / "table.md").write_text("\n".join(head + lines + ratios) + "\n")
     print("\n".join(head + lines + ratios))
     figure(runs, a.out)
@@ -381,6 +386,15 @@ def cmd_trace(a) -> None:
             by_client.setdefault(m["partition"], []).append(m["start"] - m["delivered"])
         lines.append("\nQueue (taken -> started), mean s by client: "
                      + ", ".join(f"{p}: {np.mean(v):.2f}" for p, v in sorted(by_client.items())) + ".")
+        slow = {int(c) for c in str(r["cfg"].get("slow-clients", "")).split(",") if c.strip()}
+        if slow:  # worker threads held on average (from the first reply on), by the slow clients and the others
+            grid = np.linspace(first_pull, max(m["end"] for m in msgs), 5000)
+            held = {True: np.zeros_like(grid), False: np.zeros_like(grid)}
+            for m in msgs:
+                held[m["partition"] in slow] += (grid >= m["start"]) & (grid < m["end"])
+            lines.append(f"Worker threads held on average from the first reply on: clients {sorted(slow)} (slow) "
+                         f"{held[True].mean():.2f}, the others {held[False].mean():.2f}; the slow clients hold 5 or "
+                         f"more {np.mean(held[True] >= 5):.0%} of that time.")
         if r["arm"] == "afbo-wall":
             sim = a.runs / name.replace("afbo-wall", "afbo-simulated")
             per = (r["clock"][-1] - r["clock"][1]) / (len(r["clock"]) - 2)
@@ -390,6 +404,17 @@ def cmd_trace(a) -> None:
                 s_ = read_run(sim)
                 sper = (s_["clock"][-1] - s_["clock"][1]) / (len(s_["clock"]) - 2)
                 line += f"; the simulated clock of {sim.name}: {sper:.3f} s per step (ratio {per / sper:.2f})"
+            lat = a.runs / name.replace("afbo-wall", "afbo-simulated-lat")
+            if (lat / "summary.json").exists():
+                l_ = read_run(lat)
+                lper = (l_["clock"][-1] - l_["clock"][1]) / (len(l_["clock"]) - 2)
+                line += (f"; with latency-s = {l_['cfg'].get('latency-s')} ({lat.name}): {lper:.3f} s per step "
+                         f"(ratio {per / lper:.2f})")
+            used = [u["client"] for rec in (json.loads(x) for x in (a.runs / name / "rounds.jsonl").read_text()
+                                           .splitlines() if x.strip()) for u in rec.get("used", [])]
+            if slow and used:
+                line += (f". Replies the server steps used: {len(used)}, "
+                         f"{np.mean([c not in slow for c in used]):.0%} from the clients not in slow-clients")
             lines.append(line + ".")
         elif r["arm"] == "fednest":
             real = np.diff(np.concatenate([[0.0], r["real"]]))[2:]
