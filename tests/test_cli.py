@@ -313,3 +313,18 @@ def test_a_tampered_resume_is_refused_before_anything_runs(tmp_path, monkeypatch
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("zofl run")]
     assert rc == 2 and len(err) == 1 and err[0].startswith("zofl run: error: ") and str(d) in err[0], err
     assert {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()} == before
+
+
+def test_zofl_run_warns_when_real_sleeps_meet_fewer_clientapps_at_once_than_clients():
+    """Flower's simulation engine runs at most min(32, cores + 4) ClientApps at once, Ray at most ray-cpus /
+    cpus-per-client: with real sleeps and fewer than num-clients at once, clients queue (the wall-clock study)."""
+    from zofl.cli import concurrency_warning
+    from zofl.config import parse_config
+
+    sleeps = parse_config({"num-clients": 10, "step-time-s": 0.2})
+    text = concurrency_warning(sleeps, 10, 1, cores=2)  # 6 engine threads on 2 cores
+    assert text and "at most 6 of the 10 ClientApps" in text
+    assert "at most 2 of the 10" in concurrency_warning(sleeps, None, 1, cores=2)  # Ray: the machine's 2 CPUs
+    assert "at most 5 of the 10" in concurrency_warning(sleeps, 10, 2, cores=8)  # Ray: 10 CPUs / 2 per client
+    assert concurrency_warning(sleeps, 10, 1, cores=6) is None  # 10 threads, 10 Ray CPUs
+    assert concurrency_warning(parse_config({"num-clients": 10}), 1, 1, cores=1) is None  # no real sleeps
