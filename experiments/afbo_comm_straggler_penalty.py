@@ -12,9 +12,15 @@ with the stragglers (clients 0-4, straggler-factor 5) and one without, per split
     python experiments/afbo_comm_straggler_penalty.py
 
 It also prints the same table for the anarchic clients (anarchic/ against latency1c/, IID).
+
+    python experiments/afbo_comm_straggler_penalty.py --task cleaning
+
+does the same for the hyper-cleaning latency sweep (docs/results/afbo_cleaning; IID, seeds 3-5) in test
+accuracy, points (< 0: the stragglers cost accuracy; FedNest's - AFBO's < 0: FedNest suffers more).
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 from pathlib import Path
@@ -25,16 +31,19 @@ HERE = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo" / "comm
 AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
 CONTROL = ", x fixed (outer-lr=0: control)"
 LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
+CLEANING = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo_cleaning"
+CLEANING_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
+                  ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]  # (with, without, comm-s)
 
 
-def read(path: Path) -> dict:
-    """split -> method -> seed -> [(clock_s, test_loss)]"""
+def read(path: Path, metric: str = "test_loss", scale: float = 1.0) -> dict:
+    """split -> method -> seed -> [(clock_s, scale x metric)]"""
     out: dict = {}
     with gzip.open(path, "rt", newline="") as fh:
         for r in csv.DictReader(fh):
-            split = "IID (alpha=1000)" if "_iid_" in r["setting"] else "non-IID (Dirichlet alpha=0.5)"
+            split = "IID (alpha=1000)" if "iid" in r["setting"].split("_") else "non-IID (Dirichlet alpha=0.5)"
             out.setdefault(split, {}).setdefault(r["method"], {}).setdefault(int(r["seed"]), []).append(
-                (float(r["clock_s"] or 0.0), float(r["test_loss"]))
+                (float(r["clock_s"] or 0.0), scale * float(r[metric]))
             )
     return out
 
@@ -43,8 +52,9 @@ def hold(recs: list[tuple[float, float]], t: float) -> float:
     return next(loss for c, loss in reversed(recs) if c <= t) if recs[0][0] <= t else recs[0][1]
 
 
-def rows(s_path: Path, n_path: Path, label: str) -> list[str]:
-    S, N = read(s_path), read(n_path)
+def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scale: float = 1.0,
+         digits: int = 3) -> list[str]:
+    S, N = read(s_path, metric, scale), read(n_path, metric, scale)
     out = []
     for split in sorted(set(S) & set(N)):
         T = min(min(r[-1][0] for ms in D[split].values() for r in ms.values()) for D in (S, N))
@@ -57,10 +67,11 @@ def rows(s_path: Path, n_path: Path, label: str) -> list[str]:
         seeds = sorted(set(a) & set(f) & set(ac) & set(fc))
         claim = [f[s] - a[s] for s in seeds]
         ctrl = [fc[s] - ac[s] for s in seeds]
-        out.append(f"| {label} | {split} | {T:.1f} | {fmt_interval(interval(a.values()), digits=3)} | "
-                   f"{fmt_interval(interval(f.values()), digits=3)} | {fmt_interval(interval(claim), digits=3)} | "
-                   f"{fmt_interval(interval(ctrl), digits=3)} | "
-                   f"{fmt_interval(interval(x - y for x, y in zip(claim, ctrl)), digits=3)} |")
+        d = digits
+        out.append(f"| {label} | {split} | {T:.1f} | {fmt_interval(interval(a.values()), digits=d)} | "
+                   f"{fmt_interval(interval(f.values()), digits=d)} | {fmt_interval(interval(claim), digits=d)} | "
+                   f"{fmt_interval(interval(ctrl), digits=d)} | "
+                   f"{fmt_interval(interval(x - y for x, y in zip(claim, ctrl)), digits=d)} |")
     return out
 
 
@@ -69,7 +80,18 @@ HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNes
         "|---|---|---|---|---|---|---|---|")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=("regularization", "cleaning"), default="regularization")
+    if ap.parse_args(argv).task == "cleaning":
+        print("Stragglers' penalty (test accuracy at T* with the stragglers - without, points), mean +- 95% t "
+              "interval over seeds, paired by seed:\n")
+        print(HEAD.format(what="comm-s").replace("> 0: FedNest suffers more", "< 0: FedNest suffers more"))
+        for with_, without, label in CLEANING_PAIRS:
+            s_path, n_path = CLEANING / with_ / "rounds.csv.gz", CLEANING / without / "rounds.csv.gz"
+            if s_path.exists() and n_path.exists():
+                print("\n".join(rows(s_path, n_path, label, "test_acc", 100.0, 2)))
+        return
     print("Stragglers' penalty (test loss at T* with the stragglers - without), mean +- 95% t interval over "
           "seeds, paired by seed:\n")
     print(HEAD.format(what="comm-s"))

@@ -87,6 +87,8 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     # the hyper-cleaning latency sweep: the committed table is what the script prints from the summaries
     text = _script("experiments/afbo_comm_gaps_vs_latency.py", "--task", "cleaning", "--out", tmp_path / "c.png")
     assert text.split("\nwrote ")[0] == (ROOT / "docs/results/afbo_cleaning/latency.md").read_text()
+    assert _script("experiments/afbo_comm_straggler_penalty.py", "--task", "cleaning") == \
+        (ROOT / "docs/results/afbo_cleaning/penalty.md").read_text()
 
 
 def test_time_to_target_reproduces_the_committed_tables():
