@@ -98,3 +98,25 @@ def test_time_to_target_reproduces_the_committed_tables():
         folder = ROOT / "docs" / "results" / "afbo_cleaning" / study
         assert _script("experiments/afbo_time_to_target.py", folder / "rounds.csv.gz", "--target", "0.88") == \
             (folder / "time_to_88.md").read_text()
+
+
+def test_afbo_wallclock_trace_splits_a_task_s_real_life(cleaning_runs, tmp_path):
+    """`afbo_wallclock.py trace` on a synthetic --trace file (the events the sitecustomize hook writes inside
+    Flower's simulation process): it names the queue wait and the most ClientApps running at once."""
+    runs = tmp_path / "runs"
+    shutil.copytree(cleaning_runs / "cells" / "afbo-0-10", runs / "afbo-wall-s0")
+    (runs / "afbo-wall-s0" / "machine.json").write_text(json.dumps({"load_before": 1.0, "cpus": 2}))
+    events = [{"id": "", "event": "start", "t": 0.0, "vce_workers": 2, "cpus": 2}]
+    for k in range(6):  # pushed in pairs; the second of a pair waits 0.1 s for a worker thread
+        t0 = 0.4 * (k // 2)
+        start = t0 + 0.05 + 0.1 * (k % 2)
+        events += [{"id": f"m{k}", "event": "push", "t": t0, "type": "train"},
+                   {"id": f"m{k}", "event": "process", "t": start, "end": start + 0.5, "delivered": t0 + 0.05,
+                    "partition": k % 3, "steps": 2.0, "speed": 1.0},
+                   {"id": f"m{k}", "event": "pull", "t": start + 0.6}]
+    (runs / "_trace").mkdir()
+    (runs / "_trace" / "afbo-wall-s0.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    text = _script("experiments/afbo_wallclock.py", "trace", runs, "--out", tmp_path / "trace.md")
+    assert "ClientApps running at once: at most 3" in text and "| taken -> a worker thread starts it (queue) | 0.050 |" \
+        in text
+    assert (tmp_path / "trace.md").read_text() == text
