@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     unit = "points" if scale == 100.0 else ""
-    print(f"Test {metric} at each study's budget T, AFBO - FedNest, paired by seed (mean +- 95% t interval){', ' + unit if unit else ''}\n")
+    print(f"Test {metric} at each study's budget T, AFBO - FedNest, paired by seed (mean +- 95% t interval)"
+          f"{', ' + unit if unit else ''}\n")
     print("| stragglers | split | comm-s | T (s) | n | AFBO - FedNest | controls' gap (asynchrony) | bilevel part |")
     print("|---|---|---|---|---|---|---|---|")
     digits = 2 if scale == 100.0 else 4

@@ -539,20 +539,24 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         # paired differences (same seed = same split and corruption)
         diff = {}
         main = [n for n in methods if not is_control(methods[n][0]["cfg"])]
-        of = lambda st: [n for n in main if methods[n][0]["cfg"]["strategy"] == st]
-        control_of = lambda st: [n for n in methods if is_control(methods[n][0]["cfg"])
-                                 and methods[n][0]["cfg"]["strategy"] == st]
+
+        def of(st: str) -> list[str]:
+            return [n for n in main if methods[n][0]["cfg"]["strategy"] == st]
+
+        def control_of(st: str) -> list[str]:
+            return [n for n in methods if is_control(methods[n][0]["cfg"]) and methods[n][0]["cfg"]["strategy"] == st]
+
         a, f, g = of("afbo"), of("fednest"), of("afbo-global")
         if len(g) == 1:  # ours (item 8), next to each of the paper's two methods
             for st, other in (("afbo", a), ("fednest", f)):
                 if len(other) == 1:
-                    G, O = seeds_by_method[g[0]], seeds_by_method[other[0]]
-                    q = diff[f"afbo-global_minus_{st}"] = {"acc_at_T": paired(G, O, "clock", T),
-                                                           "loss_at_T": paired(G, O, "clock", T, "loss")}
+                    G, B = seeds_by_method[g[0]], seeds_by_method[other[0]]
+                    q = diff[f"afbo-global_minus_{st}"] = {"acc_at_T": paired(G, B, "clock", T),
+                                                           "loss_at_T": paired(G, B, "clock", T, "loss")}
                     if len(control_of("afbo-global")) == 1 and len(control_of(st)) == 1:
-                        G0, O0 = seeds_by_method[control_of("afbo-global")[0]], seeds_by_method[control_of(st)[0]]
-                        q["controls_acc_at_T"] = paired(G0, O0, "clock", T)
-                        q["bilevel_part_acc"] = bilevel_part(G, O, G0, O0, T, "acc")
+                        G0, B0 = seeds_by_method[control_of("afbo-global")[0]], seeds_by_method[control_of(st)[0]]
+                        q["controls_acc_at_T"] = paired(G0, B0, "clock", T)
+                        q["bilevel_part_acc"] = bilevel_part(G, B, G0, B0, T, "acc")
         if len(a) == 1 and len(f) == 1:
             A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
             diff["afbo_minus_fednest"] = {

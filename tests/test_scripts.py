@@ -49,7 +49,8 @@ def test_afbo_plot_figures_tables_the_auc_the_bilevel_part_and_writes_the_record
     assert [f.stat().st_size > 10_000 for f in out.glob("fig_*.png")] == [True]
     _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning", "--records")
     assert "| seed | acc. at T (%)" in (tmp_path / "tuning" / "tuning.md").read_text()
-    assert gzip.decompress((tmp_path / "tuning" / "tuning_rounds.csv.gz").read_bytes()).decode() == "\n".join(rows) + "\n"
+    tuning_rows = gzip.decompress((tmp_path / "tuning" / "tuning_rounds.csv.gz").read_bytes()).decode()
+    assert tuning_rows == "\n".join(rows) + "\n"
 
 
 def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
@@ -117,6 +118,6 @@ def test_afbo_wallclock_trace_splits_a_task_s_real_life(cleaning_runs, tmp_path)
     (runs / "_trace").mkdir()
     (runs / "_trace" / "afbo-wall-s0.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n")
     text = _script("experiments/afbo_wallclock.py", "trace", runs, "--out", tmp_path / "trace.md")
-    assert "ClientApps running at once: at most 3" in text and "| taken -> a worker thread starts it (queue) | 0.050 |" \
-        in text
+    assert "ClientApps running at once: at most 3" in text
+    assert "| taken -> a worker thread starts it (queue) | 0.050 |" in text
     assert (tmp_path / "trace.md").read_text() == text
