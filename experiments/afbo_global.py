@@ -1,5 +1,6 @@
 """afbo-global (ours) next to AFBO and FedNest on digits hyper-cleaning: 3 seeds, about the same simulated
-time, simulated clock, in-process engine. Writes results.csv (one row per run), table.md (mean and 95% t
+time, simulated clock, in-process engine, each method also with its outer-lr = 0 control (x frozen: the
+noisy labels, the same lower-level work). Writes results.csv (one row per run), table.md (mean and 95% t
 interval per method) and rounds.json.gz (every run's per-round records, compressed). Runs go to --runs
 (outside git).
 
@@ -55,10 +56,13 @@ def main() -> None:
     ap.add_argument("--runs", default="/tmp/afbo-global-runs")
     args = ap.parse_args()
     rows, rounds = [], {}
+    arms = {**{n: (e, COMMON["outer-lr"]) for n, e in METHODS.items()},
+            **{f"{n} control": (e, 0.0) for n, e in METHODS.items()}}
     for seed in SEEDS:
-        for name, extra in METHODS.items():
-            cfg = {**COMMON, **extra, "seed": seed, "output-dir": args.runs, "run-name": f"{name}-s{seed}"}
-            total = extra["num-rounds"] * (11 if name == "fednest" else 1)
+        for name, (extra, lr) in arms.items():
+            cfg = {**COMMON, **extra, "outer-lr": lr, "seed": seed, "output-dir": args.runs,
+                   "run-name": f"{name.replace(' ', '-')}-s{seed}"}
+            total = extra["num-rounds"] * (11 if extra["strategy"] == "fednest" else 1)
             cfg["checkpoint-every"] = total  # one checkpoint, at the end: the final y for the upper objective
             t0 = time.perf_counter()
             d, _ = run_inprocess(cfg, workers=0)
@@ -66,11 +70,11 @@ def main() -> None:
             rec = read_rounds(d)
             y = load_checkpoint(Path(d))[2]["y"]
             last = rec[-1]
-            rows.append({"method": name, "seed": seed, "outer_rounds": OUTER[name], "clock_s": last["clock_s"],
+            rows.append({"method": name, "seed": seed, "outer_rounds": OUTER[extra["strategy"]], "clock_s": last["clock_s"],
                          "upper_objective": upper_objective(cfg, y), "test_loss": last["test_loss"],
                          "test_acc": last["test_acc"], "weight_clean": last["weight_clean"],
                          "weight_corrupted": last["weight_corrupted"], "wall_s": round(wall, 1)})
-            rounds[f"{name}-s{seed}"] = rec
+            rounds[f"{name.replace(' ', '-')}-s{seed}"] = rec
             print(rows[-1], flush=True)
     with open(HERE / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, FIELDS)
@@ -87,7 +91,7 @@ def main() -> None:
         half = stats.t.ppf(0.975, len(vals) - 1) * vals.std(ddof=1) / np.sqrt(len(vals))
         return f"{vals.mean():.4f} ± {half:.4f}"
 
-    for name in METHODS:
+    for name in arms:
         r = [row for row in rows if row["method"] == name]
         lines.append(f"| {name} | {ci([x['upper_objective'] for x in r])} | {ci([x['test_loss'] for x in r])} | "
                      f"{ci([x['test_acc'] for x in r])} | "
@@ -100,6 +104,13 @@ def main() -> None:
         o = {row["seed"]: row for row in rows if row["method"] == name}
         lines.append(f"| {name} | {ci([g[s]['upper_objective'] - o[s]['upper_objective'] for s in SEEDS])} | "
                      f"{ci([g[s]['test_acc'] - o[s]['test_acc'] for s in SEEDS])} |")
+    lines += ["", "| paired difference (method minus its outer-lr = 0 control) | upper objective F | test accuracy |",
+              "|---|---|---|"]
+    for name in METHODS:
+        m = {row["seed"]: row for row in rows if row["method"] == name}
+        c = {row["seed"]: row for row in rows if row["method"] == f"{name} control"}
+        lines.append(f"| {name} | {ci([m[s]['upper_objective'] - c[s]['upper_objective'] for s in SEEDS])} | "
+                     f"{ci([m[s]['test_acc'] - c[s]['test_acc'] for s in SEEDS])} |")
     (HERE / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
