@@ -32,7 +32,7 @@ STUDIES = [(pre + f, label, strag) for pre, strag in (("", "stragglers 0-4, fact
 STRAG, NOSTRAG = "stragglers 0-4, factor 5", "no stragglers"
 CLEANING = [("study", "0", NOSTRAG), ("nostragglers_comm1c", "c = 0.05 s", NOSTRAG),
             ("nostragglers_comm10c", "10c = 0.5 s", NOSTRAG), ("stragglers_comm0", "0", STRAG),
-            ("stragglers", "c = 0.05 s", STRAG),
+            ("stragglers", "c = 0.05 s", STRAG), ("stragglers_noniid", "c = 0.05 s", STRAG),
             ("stragglers_comm10c", "10c = 0.5 s", STRAG)]
 TASKS = {  # folder of the studies, the studies, the metric, its scale and unit
     "regularization": (HERE, STUDIES, "loss", 1.0, "difference in test loss at T (< 0: AFBO ahead)"),

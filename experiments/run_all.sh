@@ -280,7 +280,8 @@ if want afbo; then
   run python -m zofl.compare experiments/afbo_cleaning_global_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-stragglers" --out docs/results/afbo_cleaning/stragglers --thresholds 0.88,0.89 --records
   # the latency sweep (comm-s 0, c, 10c with and without stragglers; E8 is no stragglers at 0, E9 stragglers at c)
-  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c; do
+  # and E9 on the non-IID split (stragglers_noniid)
+  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c stragglers_noniid; do
     run python -m zofl.compare experiments/afbo_cleaning_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
     run python experiments/afbo_plot.py figures "$afbo/cleaning-$g" --out docs/results/afbo_cleaning/$g --thresholds 0.88,0.89 --records
     to docs/results/afbo_cleaning/$g/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$g/rounds.csv.gz --target 0.88

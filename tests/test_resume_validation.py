@@ -265,10 +265,13 @@ import multiprocessing as mp
 from zofl.results import ResultsWriter
 w = ResultsWriter(sys.argv[1], {})
 if sys.argv[2] == "fork":
+    r, ready = os.pipe()
     child = os.fork()
-    if child == 0:
+    if child == 0:  # the at-fork hooks have run when os.fork returns here: say so (a loaded machine may
+        os.write(ready, b"1")  # schedule the child long after the parent printed its pid)
         time.sleep(60)
         os._exit(0)
+    os.read(r, 1)
 else:  # an in-process worker pool, as zofl.inprocess forks it after the lock is taken
     pool = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
     child = pool.submit(os.getpid).result()
