@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from zofl.core.checkpoint import load_checkpoint
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
 from zofl.setup import prepare
+from zofl.stats import interval
 from zofl.tasks.hypergrad import _cleaning_arrays, ce_loss
 
 HERE = Path(__file__).resolve().parent.parent / "docs" / "results" / "afbo_global"  # where it writes
@@ -70,7 +70,8 @@ def main() -> None:
             rec = read_rounds(d)
             y = load_checkpoint(Path(d))[2]["y"]
             last = rec[-1]
-            rows.append({"method": name, "seed": seed, "outer_rounds": OUTER[extra["strategy"]], "clock_s": last["clock_s"],
+            rows.append({"method": name, "seed": seed, "outer_rounds": OUTER[extra["strategy"]],
+                         "clock_s": last["clock_s"],
                          "upper_objective": upper_objective(cfg, y), "test_loss": last["test_loss"],
                          "test_acc": last["test_acc"], "weight_clean": last["weight_clean"],
                          "weight_corrupted": last["weight_corrupted"], "wall_s": round(wall, 1)})
@@ -87,9 +88,8 @@ def main() -> None:
              "|---|---|---|---|---|---|"]
 
     def ci(vals):
-        vals = np.asarray(vals, float)
-        half = stats.t.ppf(0.975, len(vals) - 1) * vals.std(ddof=1) / np.sqrt(len(vals))
-        return f"{vals.mean():.4f} ± {half:.4f}"
+        mean, half, _ = interval(vals)
+        return f"{mean:.4f} ± {half:.4f}"
 
     for name in arms:
         r = [row for row in rows if row["method"] == name]

@@ -564,20 +564,14 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
                 "acc_at_comm_budget": paired(A, F, "comm", Cm),
                 "loss_at_T": paired(A, F, "clock", T, "loss"),
             }
-            ctl = {st: [n for n in methods if is_control(methods[n][0]["cfg"])
-                        and methods[n][0]["cfg"]["strategy"] == st] for st in ("afbo", "fednest")}
+            ctl = {st: control_of(st) for st in ("afbo", "fednest")}
             if len(ctl["afbo"]) == 1 and len(ctl["fednest"]) == 1:  # item 5: how much of the gap is asynchrony
                 A0, F0 = seeds_by_method[ctl["afbo"][0]], seeds_by_method[ctl["fednest"][0]]
                 diff["controls_afbo_minus_fednest"] = {"acc_at_T": paired(A0, F0, "clock", T),
                                                        "loss_at_T": paired(A0, F0, "clock", T, "loss")}
                 diff["bilevel_part"] = {w: bilevel_part(A, F, A0, F0, T, w) for w in ("acc", "loss")}
         for n in main:
-            ctrl = [
-                m
-                for m in methods
-                if is_control(methods[m][0]["cfg"])
-                and methods[m][0]["cfg"]["strategy"] == methods[n][0]["cfg"]["strategy"]
-            ]
+            ctrl = control_of(methods[n][0]["cfg"]["strategy"])
             if len(ctrl) == 1:
                 M, K = seeds_by_method[n], seeds_by_method[ctrl[0]]
                 diff[f"{n} minus control"] = {
