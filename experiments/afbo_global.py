@@ -5,6 +5,7 @@ interval per method) and rounds.json.gz (every run's per-round records, compress
 (outside git).
 
     python experiments/afbo_global.py --runs /tmp/afbo-global-runs
+    python experiments/afbo_global.py --runs /tmp/r --out /tmp/o --seeds 0 1 --outer-rounds 1   # the smoke test's
 """
 from __future__ import annotations
 
@@ -31,11 +32,17 @@ OUTER = {"afbo": 18, "afbo-global": 21, "fednest": 10}
 COMMON = {"task": "hyper-cleaning", "dataset": "digits", "num-clients": 10, "alpha": 0.5, "server-fraction": 0.0,
           "local-steps": 5, "lower-lr": 0.5, "inner-rounds": 5, "neumann-steps": "5", "lipschitz-g": 20.0,
           "outer-lr": 1e5, "inner-lr": 0.5, "buffer-size": 2}
-METHODS = {  # server steps (async) or communication rounds (fednest) for OUTER outer rounds
-    "afbo": {"strategy": "afbo", "engine": "async", "num-rounds": OUTER["afbo"] * (5 + 1)},
-    "afbo-global": {"strategy": "afbo-global", "engine": "async", "num-rounds": OUTER["afbo-global"] * (5 + 5 + 1)},
-    "fednest": {"strategy": "fednest", "beta": 1.0, "num-rounds": OUTER["fednest"]},
-}
+
+
+def methods(outer: dict[str, int]) -> dict[str, dict]:
+    """Each method's keys: server steps (async) or communication rounds (fednest) for its outer rounds."""
+    return {
+        "afbo": {"strategy": "afbo", "engine": "async", "num-rounds": outer["afbo"] * (5 + 1)},
+        "afbo-global": {"strategy": "afbo-global", "engine": "async", "num-rounds": outer["afbo-global"] * (5 + 5 + 1)},
+        "fednest": {"strategy": "fednest", "beta": 1.0, "num-rounds": outer["fednest"]},
+    }
+
+
 SEEDS = (0, 1, 2)
 FIELDS = ("method", "seed", "outer_rounds", "clock_s", "upper_objective", "test_loss", "test_acc", "weight_clean",
           "weight_corrupted", "wall_s")
@@ -54,11 +61,16 @@ def upper_objective(cfg: dict, y: np.ndarray) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", default="/tmp/afbo-global-runs")
+    ap.add_argument("--out", type=Path, default=HERE, help="where results.csv, rounds.json.gz, table.md go")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    ap.add_argument("--outer-rounds", type=int, default=0, help="> 0: every method's outer rounds (smoke runs)")
     args = ap.parse_args()
+    outer = {k: args.outer_rounds for k in OUTER} if args.outer_rounds > 0 else OUTER
+    seeds = tuple(args.seeds)
     rows, rounds = [], {}
-    arms = {**{n: (e, COMMON["outer-lr"]) for n, e in METHODS.items()},
-            **{f"{n} control": (e, 0.0) for n, e in METHODS.items()}}
-    for seed in SEEDS:
+    arms = {**{n: (e, COMMON["outer-lr"]) for n, e in methods(outer).items()},
+            **{f"{n} control": (e, 0.0) for n, e in methods(outer).items()}}
+    for seed in seeds:
         for name, (extra, lr) in arms.items():
             cfg = {**COMMON, **extra, "outer-lr": lr, "seed": seed, "output-dir": args.runs,
                    "run-name": f"{name.replace(' ', '-')}-s{seed}"}
@@ -70,20 +82,21 @@ def main() -> None:
             rec = read_rounds(d)
             y = load_checkpoint(Path(d))[2]["y"]
             last = rec[-1]
-            rows.append({"method": name, "seed": seed, "outer_rounds": OUTER[extra["strategy"]],
+            rows.append({"method": name, "seed": seed, "outer_rounds": outer[extra["strategy"]],
                          "clock_s": last["clock_s"],
                          "upper_objective": upper_objective(cfg, y), "test_loss": last["test_loss"],
                          "test_acc": last["test_acc"], "weight_clean": last["weight_clean"],
                          "weight_corrupted": last["weight_corrupted"], "wall_s": round(wall, 1)})
             rounds[f"{name.replace(' ', '-')}-s{seed}"] = rec
             print(rows[-1], flush=True)
-    with open(HERE / "results.csv", "w", newline="") as fh:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, FIELDS)
         w.writeheader()
         w.writerows(rows)
-    with gzip.open(HERE / "rounds.json.gz", "wt") as fh:
+    with gzip.open(args.out / "rounds.json.gz", "wt") as fh:
         json.dump(rounds, fh)
-    lines = [f"digits hyper-cleaning, m = 10, Dirichlet alpha = 0.5, seeds {SEEDS}; outer rounds {OUTER}", "",
+    lines = [f"digits hyper-cleaning, m = 10, Dirichlet alpha = 0.5, seeds {seeds}; outer rounds {outer}", "",
              "| method | upper objective F | test loss | test accuracy | weight clean - corrupted | simulated s |",
              "|---|---|---|---|---|---|"]
 
@@ -102,16 +115,16 @@ def main() -> None:
     g = {row["seed"]: row for row in rows if row["method"] == "afbo-global"}
     for name in ("afbo", "fednest"):
         o = {row["seed"]: row for row in rows if row["method"] == name}
-        lines.append(f"| {name} | {ci([g[s]['upper_objective'] - o[s]['upper_objective'] for s in SEEDS])} | "
-                     f"{ci([g[s]['test_acc'] - o[s]['test_acc'] for s in SEEDS])} |")
+        lines.append(f"| {name} | {ci([g[s]['upper_objective'] - o[s]['upper_objective'] for s in seeds])} | "
+                     f"{ci([g[s]['test_acc'] - o[s]['test_acc'] for s in seeds])} |")
     lines += ["", "| paired difference (method minus its outer-lr = 0 control) | upper objective F | test accuracy |",
               "|---|---|---|"]
-    for name in METHODS:
+    for name in OUTER:
         m = {row["seed"]: row for row in rows if row["method"] == name}
         c = {row["seed"]: row for row in rows if row["method"] == f"{name} control"}
-        lines.append(f"| {name} | {ci([m[s]['upper_objective'] - c[s]['upper_objective'] for s in SEEDS])} | "
-                     f"{ci([m[s]['test_acc'] - c[s]['test_acc'] for s in SEEDS])} |")
-    (HERE / "table.md").write_text("\n".join(lines) + "\n")
+        lines.append(f"| {name} | {ci([m[s]['upper_objective'] - c[s]['upper_objective'] for s in seeds])} | "
+                     f"{ci([m[s]['test_acc'] - c[s]['test_acc'] for s in seeds])} |")
+    (args.out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

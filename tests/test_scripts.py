@@ -121,3 +121,18 @@ def test_afbo_wallclock_trace_splits_a_task_s_real_life(cleaning_runs, tmp_path)
     assert "ClientApps running at once: at most 3" in text
     assert "| taken -> a worker thread starts it (queue) | 0.050 |" in text
     assert (tmp_path / "trace.md").read_text() == text
+
+
+def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
+    """experiments/afbo_global.py at its smallest setting (two seeds, one outer round each): every arm runs and
+    the table carries each paired difference (a broken arm or reader fails here, not in a 40 s study)."""
+    out = tmp_path / "out"
+    _script("experiments/afbo_global.py", "--runs", tmp_path / "runs", "--out", out, "--seeds", 0, 1,
+            "--outer-rounds", 1)
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 6
+    table = (out / "table.md").read_text()
+    for arm in ("afbo-global control", "fednest control", "| afbo |", "paired difference (afbo-global minus)"):
+        assert arm in table
+    with gzip.open(out / "rounds.json.gz", "rt") as fh:
+        assert set(json.load(fh)) >= {"afbo-s0", "afbo-global-control-s1", "fednest-s1"}
