@@ -128,7 +128,7 @@ def setting_title(s: str, cfg: dict | None = None) -> str:
 
 
 STEP_KEYS = ("outer-lr", "inner-lr", "inner-rounds", "lower-lr", "buffer-size", "beta", "lipschitz-g", "neumann-steps",
-             "batch-size")
+             "batch-size", "dual-lr", "cut-normalize")
 
 
 def is_control(cfg: dict) -> bool:
@@ -136,7 +136,8 @@ def is_control(cfg: dict) -> bool:
 
 
 def method_of(cfg: dict, vary: dict[str, set[str]]) -> str:
-    name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)", "afbo-global": "afbo-global (ours, async)"}.get(
+    name = {"afbo": "AFBO (async)", "fednest": "FedNest (sync)", "afbo-global": "afbo-global (ours, async)",
+            "adbo": "ADBO (async)"}.get(
         cfg["strategy"], cfg["strategy"])
     keys = [k for k in STEP_KEYS if k in vary.get(cfg["strategy"], set())]
     if is_control(cfg):  # labelled by the lower-level keys that vary between the strategy's cells, if any
@@ -332,7 +333,10 @@ def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path, name:
 
 
 # -- the figures -------------------------------------------------------------------------------
-COLORS = {"afbo": "tab:blue", "fednest": "tab:orange", "afbo-global": "tab:green"}
+COLORS = {"afbo": "tab:blue", "fednest": "tab:orange", "afbo-global": "tab:green", "adbo": "tab:red"}
+LABEL = {"afbo": "AFBO", "fednest": "FedNest", "afbo-global": "afbo-global (ours)", "adbo": "ADBO"}
+# the paired readings besides AFBO - FedNest: (A, B) gives A - B, the controls' gap and the bilevel part
+PAIRS = (("afbo-global", "afbo"), ("afbo-global", "fednest"), ("afbo", "adbo"), ("fednest", "adbo"))
 
 
 def paired(a: dict, b: dict, key: str, at: float, what: str = "acc") -> tuple[float, float, int]:
@@ -546,17 +550,16 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         def control_of(st: str) -> list[str]:
             return [n for n in methods if is_control(methods[n][0]["cfg"]) and methods[n][0]["cfg"]["strategy"] == st]
 
-        a, f, g = of("afbo"), of("fednest"), of("afbo-global")
-        if len(g) == 1:  # ours (item 8), next to each of the paper's two methods
-            for st, other in (("afbo", a), ("fednest", f)):
-                if len(other) == 1:
-                    G, B = seeds_by_method[g[0]], seeds_by_method[other[0]]
-                    q = diff[f"afbo-global_minus_{st}"] = {"acc_at_T": paired(G, B, "clock", T),
-                                                           "loss_at_T": paired(G, B, "clock", T, "loss")}
-                    if len(control_of("afbo-global")) == 1 and len(control_of(st)) == 1:
-                        G0, B0 = seeds_by_method[control_of("afbo-global")[0]], seeds_by_method[control_of(st)[0]]
-                        q["controls_acc_at_T"] = paired(G0, B0, "clock", T)
-                        q["bilevel_part_acc"] = bilevel_part(G, B, G0, B0, T, "acc")
+        a, f = of("afbo"), of("fednest")
+        for one, two in PAIRS:  # afbo-global (ours, item 8) and ADBO (item 4) next to the others
+            if len(of(one)) == 1 and len(of(two)) == 1:
+                G, B = seeds_by_method[of(one)[0]], seeds_by_method[of(two)[0]]
+                q = diff[f"{one}_minus_{two}"] = {"acc_at_T": paired(G, B, "clock", T),
+                                                  "loss_at_T": paired(G, B, "clock", T, "loss")}
+                if len(control_of(one)) == 1 and len(control_of(two)) == 1:
+                    G0, B0 = seeds_by_method[control_of(one)[0]], seeds_by_method[control_of(two)[0]]
+                    q["controls_acc_at_T"] = paired(G0, B0, "clock", T)
+                    q["bilevel_part_acc"] = bilevel_part(G, B, G0, B0, T, "acc")
         if len(a) == 1 and len(f) == 1:
             A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
             diff["afbo_minus_fednest"] = {
@@ -658,10 +661,10 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
             "(AFBO - FedNest minus the controls' gap, per seed): accuracy "
             f"{pm(b['acc'], 100, 2)} points, test loss {pm(b['loss'], 1.0, 4)}.",
         ]
-    for st, label in (("afbo", "AFBO"), ("fednest", "FedNest")):
-        if f"afbo-global_minus_{st}" in d:
-            q = d[f"afbo-global_minus_{st}"]
-            out += ["", f"Paired difference afbo-global (ours) - {label}: accuracy at T {pm(q['acc_at_T'], 100, 2)} "
+    for one, two in PAIRS:
+        if f"{one}_minus_{two}" in d:
+            q = d[f"{one}_minus_{two}"]
+            out += ["", f"Paired difference {LABEL[one]} - {LABEL[two]}: accuracy at T {pm(q['acc_at_T'], 100, 2)} "
                         f"points, test loss at T {pm(q['loss_at_T'], 1.0, 4)}"
                     + (f"; their controls' gap {pm(q['controls_acc_at_T'], 100, 2)} points, the bilevel part "
                        f"{pm(q['bilevel_part_acc'], 100, 2)} points." if "bilevel_part_acc" in q else ".")]
@@ -707,7 +710,8 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
     for c in sorted(cells, key=lambda c: (c["cfg"]["strategy"], method_of(c["cfg"], vary), c["cfg"]["seed"])):
         head = f"| {method_of(c['cfg'], vary)} | {c['cfg']['seed']} |"
         if any(c is d for d in diverged):
-            rows.append(f"{head} diverged: its rounds failed from clock {c['clock'][-1]:.2f} s (not finite) | | | | | "
+            rows.append(f"{head} diverged: its rounds failed from clock {c['clock'][-1]:.2f} s (replies not finite or "
+                        "beyond reply-max-abs) | | | | | "
                         + ("| " if auc else "") + f"{c['clock'][-1]:.2f} |")
             continue
         grid = np.linspace(0, T, GRID_POINTS)
