@@ -270,19 +270,26 @@ if want afbo; then
   run python experiments/afbo_plot.py tuning "$afbo/cleaning-pilot" --out docs/results/afbo_cleaning/pilot
   run python experiments/afbo_plot.py figures "$afbo/cleaning-pilot" --out docs/results/afbo_cleaning/pilot --no-references --records --thresholds 0.88,0.89
   run python -m zofl.compare experiments/afbo_cleaning_study.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
-  # afbo-global (ours) on the study's IID setting: its pilot (seed 0), then seeds 3-5 into the study's folder
+  # afbo-global (ours) on the study's IID setting: its pilot (seed 0), then seeds 3-7 into the study's folder
   run python -m zofl.compare experiments/afbo_cleaning_global_pilot.toml --out "$afbo/cleaning-global-pilot" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py tuning "$afbo/cleaning-global-pilot" --out docs/results/afbo_cleaning/global_pilot --records
   run python -m zofl.compare experiments/afbo_cleaning_global.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  # ADBO (E12): its pilot (seed 0), then seeds 3-5 into the study's, E9's and comm-s c's folders
+  run python -m zofl.compare experiments/adbo_cleaning_pilot.toml --out "$afbo/cleaning-adbo-pilot" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/cleaning-adbo-pilot" --out docs/results/afbo_cleaning/adbo_pilot --records
+  run python -m zofl.compare experiments/afbo_cleaning_adbo.toml --out "$afbo/cleaning-study" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-study" --out docs/results/afbo_cleaning/study --thresholds 0.88,0.89 --records
   run python -m zofl.compare experiments/afbo_cleaning_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/afbo_cleaning_global_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/afbo_cleaning_adbo_stragglers.toml --out "$afbo/cleaning-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/cleaning-stragglers" --out docs/results/afbo_cleaning/stragglers --thresholds 0.88,0.89 --records
   # the latency sweep (comm-s 0, c, 10c with and without stragglers; E8 is no stragglers at 0, E9 stragglers at c)
   # and E9 on the non-IID split (stragglers_noniid)
   for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c stragglers_noniid; do
     run python -m zofl.compare experiments/afbo_cleaning_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+    if [ -f experiments/afbo_cleaning_adbo_$g.toml ]; then  # ADBO (E12) where it was run
+      run python -m zofl.compare experiments/afbo_cleaning_adbo_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+    fi
     run python experiments/afbo_plot.py figures "$afbo/cleaning-$g" --out docs/results/afbo_cleaning/$g --thresholds 0.88,0.89 --records
     to docs/results/afbo_cleaning/$g/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$g/rounds.csv.gz --target 0.88
   done
