@@ -285,7 +285,8 @@ if want afbo; then
   run python experiments/afbo_plot.py figures "$afbo/cleaning-stragglers" --out docs/results/afbo_cleaning/stragglers --thresholds 0.88,0.89 --records
   # the latency sweep (comm-s 0, c, 10c with and without stragglers; E8 is no stragglers at 0, E9 stragglers at c)
   # and E9 on the non-IID split (stragglers_noniid)
-  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c stragglers_noniid; do
+  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c stragglers_noniid \
+      stragglers_noniid_comm0 stragglers_noniid_comm10c; do
     run python -m zofl.compare experiments/afbo_cleaning_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
     if [ -f experiments/afbo_cleaning_adbo_$g.toml ]; then  # ADBO (E12) where it was run
       run python -m zofl.compare experiments/afbo_cleaning_adbo_$g.toml --out "$afbo/cleaning-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
@@ -310,6 +311,11 @@ if want afbo; then
   run python experiments/afbo_plot.py figures "$afbo/reg-mnist" --out docs/results/afbo_reg_mnist/study --thresholds 0.9,0.91 --records
   run python -m zofl.compare experiments/afbo_reg_mnist_stragglers.toml --out "$afbo/reg-mnist-stragglers" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py figures "$afbo/reg-mnist-stragglers" --out docs/results/afbo_reg_mnist/stragglers --thresholds 0.9,0.91 --records
+  # its latency sweep (comm-s 0, c, 10c with and without the stragglers; the two above are no stragglers at 0 and stragglers at c)
+  for g in stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c; do
+    run python -m zofl.compare experiments/afbo_reg_mnist_$g.toml --out "$afbo/reg-mnist-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+    run python experiments/afbo_plot.py figures "$afbo/reg-mnist-$g" --out docs/results/afbo_reg_mnist/$g --thresholds 0.9,0.91 --records
+  done
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
