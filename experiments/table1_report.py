@@ -26,7 +26,8 @@ import tomllib
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zofl.config import KEY_BY_NAME, READ_BY, defaults  # noqa: E402
+from zofl.config import KEY_BY_NAME, defaults  # noqa: E402
+from zofl.methods import METHODS  # noqa: E402
 from zofl.stats import fmt_interval, interval, paired  # noqa: E402
 
 from table1_tuning_report import STEP_KEYS  # noqa: E402  (the keys the tuning grid varies)
@@ -46,8 +47,8 @@ PAPER = {  # method: {(alpha, beta): (MNIST, Fashion-MNIST, CIFAR-10)}
 DATASETS = ("mnist", "fashion_mnist", "cifar10")
 NAMES = {"zohfl": "ZO-HFL", "fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD"}
 SETTINGS = ((1000.0, 0.9), (1.0, 0.5), (0.1, 0.1))
-# The keys listed per method: those of its algorithm (zofl.config.READ_BY), then the data and start it shares.
-RELEVANT = {s: tuple(k for k, by in READ_BY.items() if s in by) + ("batch-size", "x0", "x0-epochs", "x0-lr")
+# The keys listed per method: those of its algorithm (its params), then the data and start it shares.
+RELEVANT = {s: METHODS[s].server.params + ("batch-size", "x0", "x0-epochs", "x0-lr")
             for s in ("zohfl", "fedavg", "fedprox", "scaffold")}
 
 

@@ -107,14 +107,33 @@ def test_unknown_task_and_missing_file_fail_in_prepare(tmp_path):
     assert str(tmp_path / "cifar10.npz") in str(e.value) and "'dataset'" in str(e.value)
 
 
-def test_config_knows_every_registered_strategy():
-    from zofl.config import ASYNC_STRATEGIES as async_names
-    from zofl.config import STRATEGIES as names
-    from zofl.methods import METHODS
-    from zofl.strategies import ASYNC_STRATEGIES, MESSAGE_STRATEGIES
+def test_every_registered_method_has_its_flower_strategy_and_engine():
+    from zofl.core.method import ASYNC
+    from zofl.methods import ASYNC_STRATEGIES, METHODS, STRATEGIES
+    from zofl.strategies import AsyncStrategy, FlowerFedAvg, LegacyStrategy, MessageStrategy, strategy_class
 
-    assert set(names) == set(METHODS) == set(MESSAGE_STRATEGIES) | set(ASYNC_STRATEGIES)
-    assert set(async_names) == set(ASYNC_STRATEGIES) == {n for n, e in METHODS.items() if e.server.asynchronous}
+    assert STRATEGIES == tuple(METHODS) and len(set(STRATEGIES)) == len(STRATEGIES)
+    assert set(ASYNC_STRATEGIES) == {"fedbuff", "afbo", "afbo-global", "adbo"}
+    for name, e in METHODS.items():
+        if e.server.kind == ASYNC:
+            assert issubclass(strategy_class("async", name), AsyncStrategy)
+            with pytest.raises(ConfigError, match="runs on engine = 'async'"):
+                parse_config({"strategy": name})
+        else:
+            base = FlowerFedAvg if name == "flwr-fedavg" else MessageStrategy
+            assert issubclass(strategy_class("sync", name), base)
+            assert strategy_class("legacy", name) is not None
+            with pytest.raises(ConfigError, match="runs on engine = 'sync' or 'legacy'"):
+                parse_config({"strategy": name, "engine": "async"})
+    assert strategy_class("legacy", "zohfl") is LegacyStrategy
+    assert strategy_class("sync", "afbo") is not strategy_class("sync", "fednest")
+    import zofl.strategies as strategies
+    assert strategies.ZOHFLStrategy.__name__ == "ZOHFLStrategy" and issubclass(strategies.AFBOStrategy, AsyncStrategy)
+
+
+def test_an_unknown_strategy_is_named_with_the_registered_ones():
+    with pytest.raises(ConfigError, match=r"'strategy' must be one of \('zohfl', .*got 'afob' \(did you mean 'afbo'\?\)"):
+        parse_config({"strategy": "afob"})
 
 
 def test_impossible_split_is_refused_before_round_one():
@@ -135,7 +154,7 @@ def test_runs_that_cannot_work_are_refused_before_they_start():
     parse_config({"strategy": "fedrzo-bl", "task": "hyper-logistic", "tau": 0.0})  # its Fig. 2 has H = 0
 
 
-# -- which keys a strategy reads (zofl.config.READ_BY; the runner compares only those) --------------
+# -- which keys a strategy reads (zofl.methods.READ_BY; the runner compares only those) --------------
 
 SMALL_RUN = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 3.0, "checkpoint-every": 0}
 TOY_BILEVEL = {"task": "zofl.tasks.hypergrad:QuadraticHypergrad", "num-clients": 4, "local-steps": 1,
@@ -173,7 +192,8 @@ OTHER_VALUE = {  # a valid value other than the default, for every key in READ_B
 
 
 def test_other_values_cover_the_method_keys():
-    from zofl.config import KEY_BY_NAME, READ_BY
+    from zofl.config import KEY_BY_NAME
+    from zofl.methods import READ_BY
     assert set(OTHER_VALUE) == set(READ_BY)
     for k, v in OTHER_VALUE.items():
         assert v != KEY_BY_NAME[k].default and parse_config({k: v})[k] == v
@@ -183,8 +203,8 @@ def test_other_values_cover_the_method_keys():
 def test_a_strategy_gives_the_same_numbers_whatever_the_keys_it_does_not_read(tmp_path, name):
     import numpy as np
 
-    from zofl.config import reads
     from zofl.inprocess import run_inprocess
+    from zofl.methods import reads
     from zofl.results import read_rounds
 
     cfg = RUNS[name]

@@ -3,6 +3,7 @@
     zofl run [--strategy S] [--rounds R] [--clients M] [--set KEY=VALUE ...]
     zofl compare GRID.toml --out DIR [...]          (python -m zofl.compare)
     zofl plot RUN_DIR [RUN_DIR ...] [--out PNG]
+    zofl keys                                       (every run-config key, docs/keys.md)
     zofl data get NAME [--data-dir D] [--from PATH]
     zofl deploy ...                                 (python -m zofl.deploy)
 
@@ -24,10 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 MAX_RAY_CPUS = 1024  # --ray-cpus: a bound on Ray's CPU count (each concurrent ClientApp is a process)
@@ -85,7 +85,9 @@ def concurrency_warning(cfg, ray_cpus: int | None, cpus_per_client: int, cores: 
 
 def _total_rounds(cfg) -> int | None:
     """Communication rounds the records will count (None where a method's phases make it vary)."""
-    return None if cfg.strategy in ("fednest", "fedrzo-bl") or cfg.engine == "async" else cfg.num_rounds
+    from .methods import METHODS
+
+    return None if METHODS[cfg.strategy].server.phased or cfg.engine == "async" else cfg.num_rounds
 
 
 class _Progress:
@@ -140,7 +142,38 @@ def _run_config(args) -> dict[str, Any]:
         if key in run_config and run_config[key] != value:
             raise ValueError(f"{flag} {value} and --set {key}={run_config[key]!r} disagree; give one of them")
         run_config[key] = value
-    return run_config
+    return with_method_defaults(run_config)
+
+
+def with_method_defaults(run_config: dict[str, Any]) -> dict[str, Any]:
+    """The run-config with the engine and task its method runs on by default, where the user named neither
+    (``zofl run --strategy afbo`` runs AFBO on the async engine and hyper-cleaning, instead of failing on
+    keys the user did not know it needed); an unknown strategy is left to the run-config's check."""
+    from .core.method import ASYNC, MODEL
+    from .methods import METHODS
+
+    name = run_config.get("strategy", "zohfl")
+    entry = METHODS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        return run_config
+    out = dict(run_config)
+    if "engine" not in out and entry.server.kind == ASYNC:
+        out["engine"] = "async"
+    if "task" not in out and entry.server.needs != MODEL:
+        out["task"] = entry.server.default_task
+    return out
+
+
+def methods_help() -> str:
+    """The methods, what each runs on and needs, for ``zofl run --help`` (from the registry)."""
+    from .core.method import ASYNC, MODEL
+    from .methods import METHODS
+
+    rows = [f"  {name:<12} {'async' if e.server.kind == ASYNC else 'sync, legacy':<13} "
+            f"{e.server.default_task if e.server.needs != MODEL else 'softmax (any model task)':<25} {e.server.title}"
+            for name, e in METHODS.items()]
+    return ("methods (--strategy NAME): name, engines, the task it runs unless --set task names another of its "
+            "kind, what it is\n" + "\n".join(rows))
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -306,6 +339,14 @@ def _error_lines(text: list[str]) -> list[str]:
 
 
 # -- zofl plot -------------------------------------------------------------------------------------
+def cmd_keys(args) -> int:
+    """Every run-config key (docs/keys.md is this output)."""
+    from .methods import key_table
+
+    sys.stdout.write(key_table())
+    return 0
+
+
 def cmd_plot(args) -> int:
     """Test accuracy and loss per round of run folders, one PNG (``zofl.plot``); a folder or output
     that is not usable is refused in one line naming the file (exit 2) before anything is drawn."""
@@ -393,12 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="zofl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run one simulation (Flower, Ray backend) on a private SuperLink")
+    run = sub.add_parser("run", help="run one simulation (Flower, Ray backend) on a private SuperLink",
+                         epilog=methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--strategy", help="shorthand for --set strategy=...")
     run.add_argument("--rounds", type=int, help="shorthand for --set num-rounds=...")
     run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                     help="run-config keys (README: 'Run-config keys'), e.g. --set dataset=\"mnist\" alpha=0.1")
+                     help="run-config keys (zofl keys, docs/keys.md), e.g. --set dataset=\"mnist\" alpha=0.1")
     run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
     run.add_argument("--ray-cpus", type=ray_cpus, default=None,
                      help="CPUs Ray may hand out (default: this machine's). Ray runs at most ray-cpus / "
@@ -407,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "step-time-s, every client is its own device only when both are >= num-clients "
                           "(docs/results/afbo_wallclock)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("keys", help="every run-config key: default, allowed values, which methods read it (markdown)")
     sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
     plot = sub.add_parser("plot", help="test accuracy and loss of one or several runs, one PNG")
@@ -438,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(deploy_main(argv[1:]) or 0)
     args = build_parser().parse_args(argv)
-    return {"run": cmd_run, "plot": cmd_plot, "data": cmd_data}[args.command](args)
+    return {"run": cmd_run, "plot": cmd_plot, "data": cmd_data, "keys": cmd_keys}[args.command](args)
 
 
 def entry() -> None:

@@ -20,7 +20,7 @@ GRID.toml:
 
 Every cell is one run; its folder DIR/cells/<id> (id = a hash of its run-config) holds the usual
 config.json, rounds.jsonl, summary.json. A cell with a summary.json whose config.json agrees with
-the cell on every key its strategy reads (zofl.config.READ_BY) is finished and skipped, so an
+the cell on every key its strategy reads (zofl.methods.READ_BY) is finished and skipped, so an
 interrupted grid continues where it stopped (an unfinished cell starts again; one runner per DIR at a
 time: a second is refused, since it would restart the cells the first is writing). After each cell
 DIR/results.csv (one row per cell: x_0's, the final, best and last-10%-mean test accuracy),
@@ -44,14 +44,13 @@ import shutil
 import sys
 import threading
 import time
+import tomllib
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
-from .config import KEY_BY_NAME, ConfigError, parse_config, reads
+from .config import KEY_BY_NAME, ConfigError, parse_config
 from .results import ROUND_FIELDS, FolderBusy, lock_folder, read_rounds, unlock_folder
 from .stats import fmt_interval, interval, paired, run_figures
 
@@ -200,8 +199,10 @@ def cell_id(cell: dict[str, Any]) -> str:
 
 def _same_settings(cell: dict[str, Any], stored: dict[str, Any]) -> bool:
     """Whether a finished run's stored config.json is this cell under today's defaults: every key the
-    cell's strategy reads (zofl.config.reads) agrees; a key the run did not know yet must be at its
+    cell's strategy reads (zofl.methods.reads) agrees; a key the run did not know yet must be at its
     default."""
+    from .methods import reads
+
     full = _full(cell)
     for k, v in full.items():
         if k in NOT_RESULTS or not reads(full["strategy"], k):

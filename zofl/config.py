@@ -14,10 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-STRATEGIES = ("zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn", "fedrzo-bl", "fedbuff", "afbo",
-              "afbo-global", "fednest", "adbo", "sdbo", "x0-only", "f1-only", "server-sgd", "centralised")
-CONTROLS = ("x0-only", "f1-only", "server-sgd", "centralised")  # server-only (zofl.methods.controls)
-ASYNC_STRATEGIES = ("fedbuff", "afbo", "afbo-global", "adbo")
 ENGINES = ("sync", "legacy", "async")
 MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
 INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
@@ -86,7 +82,8 @@ def _leave_list(v: str) -> bool:
 
 KEYS: tuple[Key, ...] = (
     # --- what runs -------------------------------------------------------------------------
-    Key("strategy", str, "zohfl", f"one of {STRATEGIES}", "the aggregation scheme", "run", _choice(*STRATEGIES)),
+    Key("strategy", str, "zohfl", "a method's name (zofl.methods.STRATEGIES; zofl run --help lists them)",
+        "the method: its server aggregation and client work", "run", lambda v: bool(v.strip())),
     Key("engine", str, "sync", f"one of {ENGINES}",
         "sync: Flower's Message API; legacy: Flower's legacy Strategy API (same numbers); async: updates "
         "applied as replies arrive (fedbuff)", "run", _choice(*ENGINES)),
@@ -379,51 +376,6 @@ KEYS: tuple[Key, ...] = (
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
-# Keys of one method's algorithm, and the strategies that read them; every other key is read by
-# every strategy (or describes the run, the data or the task). The runner (zofl.compare) compares
-# only the keys a strategy reads when it decides whether a finished run is today's cell, so a new
-# default of, say, local-lr does not make finished ZO-HFL runs count as unfinished.
-# tests/test_config.py runs every strategy with all the keys it does not read changed: same numbers.
-_BASELINES = frozenset({"fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedbuff"})
-_ZOHFL = frozenset({"zohfl"})
-_FEDRZO = frozenset({"fedrzo-nn", "fedrzo-bl"})
-_BILEVEL = frozenset({"afbo", "afbo-global", "fednest"})
-_DBO = frozenset({"adbo", "sdbo"})
-READ_BY: dict[str, frozenset[str]] = {
-    "local-lr": _BASELINES | {"server-sgd", "centralised"},
-    "local-lr-schedule": _BASELINES | {"server-sgd", "centralised"},
-    "server-lr": _BASELINES,
-    "prox-mu": frozenset({"fedprox"}),
-    "eta": _ZOHFL | _FEDRZO,
-    "gamma": _ZOHFL | {"f1-only"},
-    "server-batch-size": _ZOHFL | {"f1-only"},
-    **{k: _ZOHFL for k in ("client-lr", "client-lr-gamma", "lambda", "mu", "directions", "orthogonal-directions",
-                           "estimator", "uplink", "weighting", "ball-radius")},
-    "crn": _ZOHFL | {"fedrzo-bl"},
-    "zo-lr": _FEDRZO,
-    "local-sets": _FEDRZO,
-    **{k: frozenset({"fedrzo-nn"}) for k in ("loss-scale", "box-bound", "set-radius")},
-    **{k: frozenset({"fedrzo-bl"}) for k in ("lower-rounds", "lower-rounds-growth", "lower-local-steps",
-                                             "lower-warm-start", "upper-set")},
-    "lower-lr": frozenset({"fedrzo-bl"}) | _BILEVEL | _DBO,
-    "outer-lr": _BILEVEL | _DBO,
-    **{k: _BILEVEL for k in ("inner-rounds", "neumann-steps", "lipschitz-g")},
-    **{k: frozenset({"afbo"}) for k in ("aphe", "max-outer-delay")},
-    "inner-lr": frozenset({"afbo", "afbo-global"}) | _DBO,
-    "stored-average": frozenset({"afbo", "afbo-global"}),
-    "delay-bound": frozenset({"adbo"}),
-    **{k: _DBO for k in ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
-                         "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient",
-                         "cut-normalize")},
-    "staleness-exponent": frozenset({"fedbuff"}),
-}
-
-
-def reads(strategy: str, key: str) -> bool:
-    """Whether runs of ``strategy`` read ``key`` (see READ_BY)."""
-    return key not in READ_BY or strategy in READ_BY[key]
-
-
 class Config(dict):
     """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
 
@@ -499,51 +451,19 @@ def _cross_checks(cfg: Config) -> None:
     if cfg.hang_prob > 0 and not 0 < cfg.round_deadline_s < cfg.hang_s:
         raise ConfigError(f"run-config key 'hang-prob' > 0 needs 0 < round-deadline-s < hang-s (a hang must miss a "
                           f"deadline), got round-deadline-s={cfg.round_deadline_s}, hang-s={cfg.hang_s}")
-    if (cfg.engine == "async") != (cfg.strategy in ASYNC_STRATEGIES):
-        need = f"engine = 'async' (asynchronous: {ASYNC_STRATEGIES})" if cfg.strategy in ASYNC_STRATEGIES \
-            else "engine = 'sync' or 'legacy'"
-        raise ConfigError(f"run-config key 'engine': strategy={cfg.strategy!r} runs on {need}, "
-                          f"got engine={cfg.engine!r}")
-    if cfg.strategy == "flwr-fedavg" and cfg.resume:
-        raise ConfigError("run-config key 'resume': strategy flwr-fedavg (the cross-check) cannot resume; use fedavg")
     if cfg.resume and not cfg.run_name:
         raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
-    per_round = max(1, int(round(cfg.beta * cfg.num_clients)))  # = zofl.core.sampling.sample_round
-    if cfg.engine != "async" and cfg.strategy not in CONTROLS and cfg.min_replies > per_round:
-        raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than the {per_round} client(s) "
-                          f"sampled per round (beta * num-clients): every round would fail")
     if cfg.engine == "async" and cfg.min_replies > cfg.num_clients:
         raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than a window's "
                           f"num-clients = {cfg.num_clients} task results: every window would fail")
-    if cfg.strategy == "zohfl" and cfg.estimator == "envelope" and cfg.ball_radius > 0:
-        raise ConfigError(f"run-config key 'ball-radius' = {cfg.ball_radius} with estimator = 'envelope': with the "
-                          f"ball Y_i(x) binding, lambda (x - y_i) is no longer lambda / mu times the gradient of "
-                          f"client i's Moreau envelope (its factor becomes client- and round-dependent; "
-                          f"zofl.algorithms.zohfl.envelope_estimate); use ball-radius = 0 or estimator = 'two-point'")
-    if cfg.tau == 0 and cfg.local_steps == 0 and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):  # FedRZO_bl: H = 0 is
-        # a setting of its Fig. 2 (the lower-level rounds still run)
-        raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
-                          "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
-
-
-# ZO-HFL keys the envelope estimate does not read (warned about when set: config_warnings)
-ENVELOPE_UNUSED = ("directions", "orthogonal-directions", "uplink", "eta", "crn", "coef-clip")
 
 
 def config_warnings(cfg: Config) -> list[str]:
     """Settings that run but mean something a user may not intend, said before round 1 (the ServerApp's
     log, and ``zofl run`` on stderr)."""
-    out = []
-    if cfg.straggler_prob == 1 and cfg.engine != "async" and cfg.strategy not in (*CONTROLS, "fedrzo-bl"):
-        out.append("run-config key 'straggler-prob' = 1: every sampled client is a straggler (H = 0) in every round, "
-                   "so no client ever takes a local step (for ZO-HFL this is its server steps alone, the f1-only "
-                   "control); use a value below 1 to train on the clients")
-    if cfg.strategy == "zohfl" and cfg.estimator == "envelope":
-        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != KEY_BY_NAME[k].default]
-        if unused:
-            out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
-                       f"does not read them: one solve at x_r per client, no directions, no two-point "
-                       f"coefficients, and every client uploads its y_i (n floats) whatever 'uplink' says")
+    from .methods import METHODS  # the method's own warnings (Method.config_warnings)
+
+    out = METHODS[cfg.strategy].server.config_warnings(cfg)
     if cfg.dataset == "cifar10" and not cfg.standardize:
         out.append("run-config key 'standardize' = false with dataset = 'cifar10': a linear model on raw [0, 1] "
                    "pixels with the default steps diverges (the pre-trained x_0 with x0-lr = 0.1 ended at 15% test "
@@ -551,10 +471,8 @@ def config_warnings(cfg: Config) -> list[str]:
                    "CIFAR-10 tables use x0-lr = 0.001); the default stays false so that recorded runs keep their "
                    "meaning")
     if cfg.aggregation != "mean":
-        per_step = (cfg.buffer_size if cfg.strategy == "fedbuff" else
-                    cfg.num_clients if cfg.engine == "async" else max(1, round(cfg.beta * cfg.num_clients)))
+        key, per_step = METHODS[cfg.strategy].server.updates_per_step(cfg)
         if per_step < 3:
-            key = "buffer-size" if cfg.strategy == "fedbuff" else "beta"
             out.append(f"run-config key 'aggregation' = {cfg.aggregation!r} combines {per_step} client update(s) per "
                        f"server step ({key}); a robust rule over fewer than 3 is their mean and outvotes nobody: "
                        f"raise {key} so that at least 2f + 1 updates meet (f hostile clients)")
@@ -569,8 +487,8 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
 
         hints = [f"{k!r} (did you mean {close[0]!r}?)" if close else repr(k)
                  for k in unknown for close in [difflib.get_close_matches(k, KEY_BY_NAME, n=1)]]
-        raise ConfigError(f"unknown run-config key(s) {', '.join(hints)}; every key is listed in the README "
-                          f"('Run-config keys') and in zofl/config.py")
+        raise ConfigError(f"unknown run-config key(s) {', '.join(hints)}; every key is listed by `zofl keys` "
+                          f"(docs/keys.md) and in zofl/config.py")
     cfg = Config(defaults())
     for name, value in run_config.items():
         key = KEY_BY_NAME[name]
@@ -579,4 +497,7 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
             raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {_show(value)}")
         cfg[name] = value
     _cross_checks(cfg)
+    from .methods import check_method_config  # which methods exist is the registry's (zofl.methods)
+
+    check_method_config(cfg)
     return cfg

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import streams
 from .algorithms.smoothing import seed_sequence
 
-STREAM_SPEED = 0x71
-STREAM_FAULT = 0x72
-STREAM_ATTACK = 0x73  # the same value as sampling's STREAM_AVAILABILITY (zofl.core.protocol.STREAMS)
-STREAM_COMM = 0x74
+STREAM_SPEED = streams.SPEED
+STREAM_FAULT = streams.FAULT
+STREAM_ATTACK = streams.ATTACK
+STREAM_COMM = streams.COMM
 ATTACKS = ("large", "sign-flip", "scale")
 CORRUPTIONS = ("nan", "inf", "shape", "huge")
 

@@ -23,7 +23,7 @@ from .core.rounds import SyncRun, resume_point
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
 from .setup import data_identity, prepare
-from .strategies import ASYNC_STRATEGIES, LEGACY_STRATEGIES, MESSAGE_STRATEGIES, LegacyStrategy
+from .strategies import strategy_class
 from .strategies.legacy import serve_legacy
 from .strategies.nodes import learn_partitions
 
@@ -64,16 +64,16 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
         grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
     fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)  # the server's own map: node -> partition
     if cfg.engine == "async":
-        strategy = ASYNC_STRATEGIES[cfg.strategy](cfg, method, writer, fed)
+        strategy = strategy_class(cfg.engine, cfg.strategy)(cfg, method, writer, fed)
         strategy.start(grid)
         return strategy.async_run.x
     run = SyncRun(cfg, method, writer)
     run.set_federation(fed)
     if cfg.engine == "legacy":
-        strategy = LEGACY_STRATEGIES.get(cfg.strategy, LegacyStrategy)(run, fed)
+        strategy = strategy_class(cfg.engine, cfg.strategy)(run, fed)
         serve_legacy(grid, strategy, len(run.pending_rounds()), cfg.round_deadline_s)
     else:
-        MESSAGE_STRATEGIES[cfg.strategy](run, fed).serve(grid)
+        strategy_class(cfg.engine, cfg.strategy)(run, fed).serve(grid)
     return run.x
 
 

@@ -5,12 +5,18 @@ import os
 from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
+from .core.method import BILEVEL, HYPERGRAD, MODEL
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.data import DataFileError, file_stamp
 
-BILEVEL_STRATEGIES = ("fedrzo-bl",)
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
-HYPERGRAD_STRATEGIES = ("afbo", "afbo-global", "fednest", "adbo", "sdbo")
+NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a task, and its words for the error
+    MODEL: (lambda t: not is_bilevel(t) and not is_hypergrad(t),
+            "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"),
+    BILEVEL: (is_bilevel, "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)"),
+    HYPERGRAD: (is_hypergrad,
+                "a hyper-gradient bilevel task (hyper-cleaning, regularization or a zofl.tasks.hypergrad task)"),
+}
 
 
 def data_spec(cfg: Config) -> DataSpec:
@@ -59,15 +65,10 @@ def _task(cfg: Config) -> Task:
         task = load_task(cfg.task)
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
-    if cfg.strategy in HYPERGRAD_STRATEGIES:
-        ok = is_hypergrad(task)
-        need = "a hyper-gradient bilevel task (hyper-cleaning, regularization or a zofl.tasks.hypergrad task)"
-    elif cfg.strategy in BILEVEL_STRATEGIES:
-        ok, need = is_bilevel(task), "a bilevel task (hyper-logistic, fair-relu or a zofl.tasks.bilevel.BilevelTask)"
-    else:
-        ok = not is_bilevel(task) and not is_hypergrad(task)
-        need = "a single-level task (softmax, relu-net or a zofl.tasks.base.Task)"
-    if not ok:
+    from .methods import METHODS
+
+    fits, need = NEEDS[METHODS[cfg.strategy].server.needs]
+    if not fits(task):
         raise ConfigError(f"run-config key 'task': strategy={cfg.strategy!r} needs {need}, got task={cfg.task!r}")
     return task
 

@@ -33,15 +33,16 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .. import streams
 from .lower_level import GradFn, minibatch_indices, project_ball
 from .robust import clip_coefficients
 from .smoothing import orthogonal_directions, seed_sequence, sphere_directions, two_point_coefficients
 
 # Streams of the per-(seed, round, client) seed sequences; fixed so runs are reproducible.
-STREAM_DIRECTIONS = 1
-STREAM_BATCHES = 2
-STREAM_SAMPLING = 3
-STREAM_SERVER_BATCH = 4
+STREAM_DIRECTIONS = streams.DIRECTIONS
+STREAM_BATCHES = streams.BATCHES
+STREAM_SAMPLING = streams.SAMPLING
+STREAM_SERVER_BATCH = streams.SERVER_BATCH
 
 
 def f2_penalty(x: np.ndarray, y: np.ndarray, lam: float) -> float:

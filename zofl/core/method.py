@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
+from ..config import ConfigError
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 
@@ -30,7 +32,7 @@ State = dict[str, np.ndarray]
 
 def pretrain(task, x: np.ndarray, data, epochs: int, lr: float, batch_size: int, seed: int) -> np.ndarray:
     """x_0 = ``epochs`` epochs of plain SGD on the server's data (x0 = pretrained; our choice)."""
-    rng = np.random.default_rng(seed_sequence(seed, 0x0))
+    rng = np.random.default_rng(seed_sequence(seed, streams.PRETRAIN))
     x = x.copy()
     for _ in range(epochs):
         order = rng.permutation(len(data))
@@ -40,15 +42,73 @@ def pretrain(task, x: np.ndarray, data, epochs: int, lr: float, batch_size: int,
     return x
 
 
+SYNC, ASYNC, CONTROL = "sync", "async", "control"  # a method's kind
+MODEL, BILEVEL, HYPERGRAD = "model", "bilevel", "hypergrad"  # the kind of task a method needs
+# run-config keys that several methods read (a method's ``params``)
+LOCAL_SGD = ("local-lr", "local-lr-schedule")  # the baselines' and the SGD controls' client steps
+HYPERGRAD_PARAMS = ("lower-lr", "outer-lr", "inner-rounds", "neumann-steps", "lipschitz-g")  # FedNest's, AFBO's
+
+
 class Method:
-    """Shared defaults: x_0, one H for the round, x as the only downlink array, evaluation."""
+    """Shared defaults: x_0, one H for the round, x as the only downlink array, evaluation.
+
+    A subclass declares, once, what the rest of zofl needs to know about its method: the attributes
+    below. The registry ``zofl.methods.METHODS`` and every list derived from it (the values of the
+    run-config key ``strategy``, the engine routing, which keys a method reads, ``zofl run --help``)
+    read them; adding a method is its module and one line there (docs/architecture.md)."""
 
     name = "base"  # the run-config value of ``strategy``
     title = "base"  # for printed summaries
-    bilevel = False  # needs a zofl.tasks.bilevel.BilevelTask
-    asynchronous = False  # runs on the async engine (and only there)
+    kind = SYNC  # SYNC: rounds (engines sync and legacy); ASYNC: the async engine only; CONTROL: server-only rounds
+    needs = MODEL  # the task it needs: MODEL a zofl.tasks.base.Task, BILEVEL a BilevelTask, HYPERGRAD a hypergrad task
+    default_task = "softmax"  # the task ``zofl run --strategy NAME`` takes when the run-config names none of its kind
+    params: tuple[str, ...] = ()  # the run-config keys of this method's own algorithm (zofl.methods.READ_BY)
+    flower_fedavg = False  # driven by Flower's own FedAvg strategy (the cross-check, strategy flwr-fedavg)
+    phased = False  # a round of num-rounds is several communication rounds of phases (FedNest, FedRZO_bl)
+    local_steps_optional = False  # H = 0 is one of the method's settings (FedRZO_bl's Fig. 2): no rule against it
     one_task_per_version = False  # async: a client that replied at this version waits for the next
-    server_only = False  # a control (zofl.methods.controls): no client is sampled or contacted
+
+    @property
+    def asynchronous(self) -> bool:
+        return self.kind == ASYNC
+
+    @property
+    def server_only(self) -> bool:
+        """A control (zofl.methods.controls): no client is sampled or contacted."""
+        return self.kind == CONTROL
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Rules of the run-config alone for this method (``zofl.config.parse_config`` calls it, for every
+        run-config): a ConfigError naming the key. Default: a method with clients must be able to reach
+        min-replies and to take local steps."""
+        if cls.kind == CONTROL:
+            return
+        per_round = max(1, int(round(cfg.beta * cfg.num_clients)))  # = zofl.core.sampling.sample_round
+        if cfg.engine != "async" and cfg.min_replies > per_round:
+            raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than the {per_round} "
+                              f"client(s) sampled per round (beta * num-clients): every round would fail")
+        if cfg.tau == 0 and cfg.local_steps == 0 and not cls.local_steps_optional:
+            raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
+                              "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
+
+    @classmethod
+    def config_warnings(cls, cfg) -> list[str]:
+        """Settings of this method that run but mean something a user may not intend (``zofl.config.
+        config_warnings``)."""
+        if cfg.straggler_prob == 1 and cfg.engine != "async" and cls.kind != CONTROL and not cls.local_steps_optional:
+            return ["run-config key 'straggler-prob' = 1: every sampled client is a straggler (H = 0) in every round, "
+                    "so no client ever takes a local step (for ZO-HFL this is its server steps alone, the f1-only "
+                    "control); use a value below 1 to train on the clients"]
+        return []
+
+    @classmethod
+    def updates_per_step(cls, cfg) -> tuple[str, int]:
+        """How many client updates a server step combines, and the key that sets it (the robust rules'
+        warning): a synchronous round's sampled clients (beta), an asynchronous window's num-clients."""
+        if cls.kind == ASYNC:
+            return "beta", cfg.num_clients
+        return "beta", max(1, round(cfg.beta * cfg.num_clients))
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:

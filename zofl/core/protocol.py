@@ -18,7 +18,7 @@ Message types: ``train`` carries work (``train.<action>`` is free for methods wi
 rounds); ``query.partition`` asks a node which partition (client id i) it holds, without any work.
 
 Seed streams: every random draw comes from ``seed_sequence(seed, ..., stream)``
-(``zofl.algorithms.smoothing``); the stream constants of all modules are listed in ``STREAMS``.
+(``zofl.algorithms.smoothing``); every stream is registered once in ``zofl.streams``.
 """
 from __future__ import annotations
 
@@ -37,31 +37,6 @@ METRICS = "metrics"
 NUM_EXAMPLES = "num-examples"  # Flower's default weighting key
 PARTITION_ID = "partition-id"  # node config key (simulation and deployment)
 NUM_PARTITIONS = "num-partitions"
-
-# The seed streams (the last word of seed_sequence) and where each is used.
-STREAMS = {
-    1: "ZO-HFL directions v_{i,r} (algorithms/zohfl.py)",
-    2: "client minibatches (every method)",
-    3: "sampling of S_r and stragglers (core/sampling.py)",
-    4: "server minibatch of grad f1 (ZO-HFL)",
-    0x61: "FedRZO_bl global direction v_{T_r}",
-    0x62: "FedRZO_bl lower-level common random numbers",
-    0x0: "server pre-training of x_0 (core/method.py)",
-    0x43: "the server-only controls' minibatches (methods/controls.py)",
-    0x51: "holdout split of the bilevel tasks (tasks/bilevel.py)",
-    0x53: "label corruption of hyper-cleaning (tasks/hypergrad.py)",
-    0x54: "the quadratic hyper-gradient problems (tasks/hypergrad.py)",
-    0x71: "device speeds (faults.py)",
-    0x72: "injected faults (faults.py)",
-    # 0x73 is used twice with the same words (seed, task, client, 0x73): availability and the hostile
-    # clients' attack draw the same numbers; left as it is (changing either changes recorded runs), and
-    # no third use
-    0x73: "availability of a client for an asynchronous task or a synchronous round (core/sampling.py); "
-          "the hostile clients' attack (faults.py)",
-    0x74: "communication delays (download, upload) and stragglers' compute multiplier per task or round "
-          "(faults.py: task_delays)",
-    0x81: "APHE's random Neumann depth (methods/afbo.py)",
-}
 
 
 @dataclass

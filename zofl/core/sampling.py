@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.smoothing import seed_sequence
 from ..config import MIN_AVAILABILITY
 
-STREAM_SAMPLING = 3
-STREAM_AVAILABILITY = 0x73
+STREAM_SAMPLING = streams.SAMPLING
+STREAM_AVAILABILITY = streams.AVAILABILITY
 
 
 def sample_round(seed: int, round_idx: int, m: int, beta: float, straggler_prob: float) -> tuple[list[int], list[int]]:

@@ -1,49 +1,127 @@
 """The methods, one module each: the server half (a ``zofl.core.method.Method`` subclass, no
-Flower) and the client half (``client_work(cfg, task, spec, work, state) -> Reply``, no Flower).
-``METHODS`` names them for the run-config key ``strategy``; the Flower strategies that drive them
-are in ``zofl.strategies``. See docs/architecture.md, "Add a method"."""
+Flower) and the client half (the module's ``client_work(cfg, task, spec, work, state) -> Reply``, no
+Flower). Each Method class declares, once, its name, kind (sync / async / control), the task it needs
+and the run-config keys it reads (``zofl.core.method.Method``); ``REGISTERED`` below lists them, and
+every other list (the values of the run-config key ``strategy``, the engine routing, ``READ_BY``, the
+Flower strategy classes of ``zofl.strategies``, ``zofl run --help``) is derived here. Adding a method is
+its module and one line in ``REGISTERED``; docs/architecture.md, "Add a method"."""
 from __future__ import annotations
 
+import difflib
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import (
-    adbo,
-    afbo,
-    afbo_global,
-    controls,
-    fedavg,
-    fedbuff,
-    fednest,
-    fedprox,
-    fedrzo_bl,
-    fedrzo_nn,
-    scaffold,
-    zohfl,
-)
+from ..config import KEY_BY_NAME, KEYS, Config, ConfigError
+from ..core.method import ASYNC, CONTROL
+from .adbo import ADBO, SDBO
+from .afbo import AFBO
+from .afbo_global import AFBOGlobal
+from .controls import Centralised, F1Only, ServerSGD, X0Only
+from .fedavg import FedAvg, FlowerFedAvgRun
+from .fedbuff import FedBuff
+from .fednest import FedNest
+from .fedprox import FedProx
+from .fedrzo_bl import FedRZObl
+from .fedrzo_nn import FedRZOnn
+from .scaffold import Scaffold
+from .zohfl import ZOHFL
+
+REGISTERED = (ZOHFL, FedAvg, FedProx, Scaffold, FlowerFedAvgRun, FedRZOnn, FedRZObl, FedBuff, AFBO,
+              AFBOGlobal, FedNest, ADBO, SDBO, X0Only, F1Only, ServerSGD, Centralised)
 
 
 @dataclass(frozen=True)
 class MethodEntry:
     server: type  # Method subclass: (cfg, task, spec) -> Method
-    client_work: Callable  # (cfg, task, spec, work, state) -> Reply
+    client_work: Callable  # (cfg, task, spec, work, state) -> Reply: its module's client_work
 
 
-METHODS = {
-    "zohfl": MethodEntry(zohfl.ZOHFL, zohfl.client_work),
-    "fedavg": MethodEntry(fedavg.FedAvg, fedavg.client_work),
-    "fedprox": MethodEntry(fedprox.FedProx, fedprox.client_work),
-    "scaffold": MethodEntry(scaffold.Scaffold, scaffold.client_work),
-    # Flower's own FedAvg strategy (zofl.strategies.flwr_fedavg) drives our FedAvg clients
-    "flwr-fedavg": MethodEntry(fedavg.FedAvg, fedavg.client_work),
-    "fedrzo-nn": MethodEntry(fedrzo_nn.FedRZOnn, fedrzo_nn.client_work),
-    "fedrzo-bl": MethodEntry(fedrzo_bl.FedRZObl, fedrzo_bl.client_work),
-    "fedbuff": MethodEntry(fedbuff.FedBuff, fedbuff.client_work),
-    "afbo": MethodEntry(afbo.AFBO, afbo.client_work),
-    "afbo-global": MethodEntry(afbo_global.AFBOGlobal, afbo_global.client_work),  # ours, beyond paper 002
-    "fednest": MethodEntry(fednest.FedNest, fednest.client_work),
-    "adbo": MethodEntry(adbo.ADBO, adbo.client_work),
-    "sdbo": MethodEntry(adbo.SDBO, adbo.client_work),
-    # controls: server-only runs, no client is contacted (zofl.methods.controls)
-    **{name: MethodEntry(cls, controls.client_work) for name, cls in controls.CONTROLS.items()},
-}
+METHODS: dict[str, MethodEntry] = {}
+STRATEGIES: tuple[str, ...] = ()
+ASYNC_STRATEGIES: tuple[str, ...] = ()
+CONTROLS: tuple[str, ...] = ()  # server-only (zofl.methods.controls)
+# Keys of one method's algorithm (its ``params``), and the methods that read them; every other key is read
+# by every method (or describes the run, the data or the task). The runner (zofl.compare) compares only
+# the keys a method reads when it decides whether a finished run is today's cell, so a new default of,
+# say, local-lr does not make finished ZO-HFL runs count as unfinished. tests/test_config.py runs every
+# method with all the keys it does not read changed: same numbers.
+READ_BY: dict[str, frozenset[str]] = {}
+
+
+def _derive() -> None:
+    """Every list above, from METHODS (the dicts are updated in place: importers keep seeing them)."""
+    global STRATEGIES, ASYNC_STRATEGIES, CONTROLS
+    STRATEGIES = tuple(METHODS)
+    ASYNC_STRATEGIES = tuple(n for n, e in METHODS.items() if e.server.kind == ASYNC)
+    CONTROLS = tuple(n for n, e in METHODS.items() if e.server.kind == CONTROL)
+    READ_BY.clear()
+    READ_BY.update({key: frozenset(n for n, e in METHODS.items() if key in e.server.params)
+                    for key in dict.fromkeys(k for e in METHODS.values() for k in e.server.params)})
+
+
+def register(method: type, client_work: Callable | None = None) -> MethodEntry:
+    """Add ``method`` (a Method subclass; its client half is its module's ``client_work`` unless given) to the
+    registry, under ``method.name``. The package's own methods are ``REGISTERED``; a method registered at
+    run time exists in this process only (Flower's ClientApps import zofl anew: put it in REGISTERED)."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is registered already ({METHODS[method.name].server.__name__})")
+    unknown = sorted(set(method.params) - set(KEY_BY_NAME))
+    if unknown:
+        raise ValueError(f"method {method.name!r} declares params {unknown} that are no run-config keys")
+    METHODS[method.name] = MethodEntry(method, client_work or sys.modules[method.__module__].client_work)
+    _derive()
+    return METHODS[method.name]
+
+
+def unregister(name: str) -> None:
+    """Remove a method added with ``register`` (tests)."""
+    del METHODS[name]
+    _derive()
+
+
+for _cls in REGISTERED:
+    register(_cls)
+
+
+def reads(strategy: str, key: str) -> bool:
+    """Whether runs of ``strategy`` read ``key`` (see READ_BY)."""
+    return key not in READ_BY or strategy in READ_BY[key]
+
+
+def check_method_config(cfg: Config) -> None:
+    """The rules of the run-config that depend on its method (``zofl.config.parse_config`` calls it):
+    a known ``strategy``, on an engine it runs on."""
+    if cfg.strategy not in METHODS:
+        close = difflib.get_close_matches(cfg.strategy, STRATEGIES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"run-config key 'strategy' must be one of {STRATEGIES}, got {cfg.strategy!r}{hint}")
+    method = METHODS[cfg.strategy].server
+    if (cfg.engine == "async") != (method.kind == ASYNC):
+        need = f"engine = 'async' (asynchronous: {ASYNC_STRATEGIES})" if method.kind == ASYNC \
+            else "engine = 'sync' or 'legacy'"
+        raise ConfigError(f"run-config key 'engine': strategy={cfg.strategy!r} runs on {need}, "
+                          f"got engine={cfg.engine!r}")
+    if method.flower_fedavg and cfg.resume:
+        raise ConfigError(f"run-config key 'resume': strategy {cfg.strategy} (the cross-check) cannot resume; "
+                          f"use fedavg")
+    method.check_config(cfg)
+
+
+def key_table() -> str:
+    """Every run-config key as a markdown table (docs/keys.md is its output, ``zofl keys`` prints it):
+    default, allowed values, where the default comes from, which methods read it, what it means."""
+    def cell(text) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    rows = ["# Run-config keys", "",
+            "Generated by `zofl keys` from `zofl/config.py` (each key's type, allowed values, default and its "
+            "source: `paper` = the ZO-HFL paper's experiments, `ours` = a choice the papers leave open, `run` = "
+            "describes the run) and the method registry (`zofl/methods/__init__.py`: which methods read a key; "
+            "the others ignore it). tests/test_registry.py keeps this page equal to the command's output.", "",
+            "| key | default | allowed | source | read by | meaning |", "|---|---|---|---|---|---|"]
+    for k in KEYS:
+        by = ", ".join(n for n in STRATEGIES if n in READ_BY[k.name]) if k.name in READ_BY else "every method"
+        default = '""' if k.default == "" else k.default
+        rows.append(f"| `{k.name}` | {cell(default)} | {cell(k.allowed)} | {k.source} | {by} | {cell(k.doc)} |")
+    return "\n".join(rows) + "\n"

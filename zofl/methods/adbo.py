@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.adbo import (
     adjoint_master,
     adjoint_seed,
@@ -61,12 +62,14 @@ from ..algorithms.adbo import (
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config, ConfigError
-from ..core.method import Method, State
+from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec
 
-STREAM_OUTER, STREAM_CUT = 0xAD, 0xAE
+STREAM_OUTER, STREAM_CUT = streams.ADBO_OUTER, streams.ADBO_CUT
 OUTER, CUT, ADJOINT = "outer", "cut", "adjoint"
+CUT_PARAMS = ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
+              "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient", "cut-normalize")
 
 
 class ADBO(Method):
@@ -76,8 +79,8 @@ class ADBO(Method):
     this round); counters [t outer steps, phase (0 outer, 1 cut), k cut round, cuts made]."""
 
     name, title = "adbo", "ADBO"
-    asynchronous = True
-    hypergrad = True
+    kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
+    params = ("lower-lr", "outer-lr", "inner-lr", "delay-bound", *CUT_PARAMS)
     one_task_per_version = True  # a worker steps again only when the master has answered it (the code)
 
     @classmethod
@@ -291,7 +294,8 @@ class SDBO(ADBO):
     """SDBO: ADBO with the active set = every worker, on the synchronous engine (one version per round)."""
 
     name, title = "sdbo", "SDBO"
-    asynchronous = False
+    kind = SYNC
+    params = ("lower-lr", "outer-lr", "inner-lr", *CUT_PARAMS)
     one_task_per_version = False
 
     @classmethod

@@ -37,17 +37,18 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.afbo import aligned_local_sgd, aphe, stored_mean
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import ASYNC, HYPERGRAD, HYPERGRAD_PARAMS, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
 from ..tasks import DataSpec
 
-STREAM_BATCHES = 2
-STREAM_APHE = 0x81
+STREAM_BATCHES = streams.BATCHES
+STREAM_APHE = streams.APHE
 INNER, OUTER = "inner", "outer"
 
 
@@ -73,8 +74,8 @@ class AFBO(Method):
     outer step per outer round)."""
 
     name, title = "afbo", "AFBO"
-    asynchronous = True
-    hypergrad = True
+    kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
+    params = HYPERGRAD_PARAMS + ("aphe", "max-outer-delay", "inner-lr", "stored-average")
     one_task_per_version = True  # a client sends one update per round (Algorithm 1); it waits for the next
 
     def __init__(self, cfg, task, spec):

@@ -32,18 +32,25 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.afbo import aligned_local_sgd, stored_mean
-from ..algorithms.afbo_global import client_hyper_piece, client_residual, delay_mean, inner_step, neumann_step, \
-    outer_step
+from ..algorithms.afbo_global import (
+    client_hyper_piece,
+    client_residual,
+    delay_mean,
+    inner_step,
+    neumann_step,
+    outer_step,
+)
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import ASYNC, HYPERGRAD, HYPERGRAD_PARAMS, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
 from ..tasks import DataSpec
 
-STREAM_BATCHES = 2
+STREAM_BATCHES = streams.BATCHES
 INNER, NEUMANN, OUTER = "inner", "neumann", "outer"
 PHASES = (INNER, NEUMANN, OUTER)
 KIND = {INNER: "G", NEUMANN: "r", OUTER: "q"}  # the reply array of each kind of task
@@ -57,8 +64,8 @@ class AFBOGlobal(Method):
     2 outer; k the step within the phase; step the number of server steps so far)."""
 
     name, title = "afbo-global", "AFBO-global (ours)"
-    asynchronous = True
-    hypergrad = True
+    kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
+    params = HYPERGRAD_PARAMS + ("inner-lr", "stored-average")
     one_task_per_version = True  # a client sends one update per server step and waits for the next (as AFBO)
 
     def __init__(self, cfg, task, spec):

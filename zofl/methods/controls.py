@@ -25,22 +25,23 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.fedavg import local_lrs, local_sgd
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
-from ..core.method import Method, State
+from ..core.method import CONTROL, LOCAL_SGD, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks.data import ArrayData
 from .zohfl import ZOHFL
 
-STREAM_CONTROL = 0x43
+STREAM_CONTROL = streams.CONTROL
 
 
 class ServerOnly(Method):
     """A control: ``plan`` contacts nobody; ``step`` is the server's own work of round r."""
 
-    server_only = True
+    kind = CONTROL
 
     def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
         return []
@@ -67,11 +68,20 @@ class F1Only(ZOHFL):
     """ZO-HFL's update with no client reply: the f1 step alone."""
 
     name, title = "f1-only", "f1 only (control: ZO-HFL's server steps, no clients)"
-    server_only = True
+    kind = CONTROL
+    params = ("gamma", "server-batch-size")
 
     @classmethod
     def check(cls, cfg, task, spec, n: int | None = None) -> None:
-        pass  # reads none of the client keys ZO-HFL checks (zofl.config.READ_BY)
+        pass  # reads none of the client keys ZO-HFL checks (its params)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        pass  # a control: none of ZO-HFL's client rules
+
+    @classmethod
+    def config_warnings(cls, cfg) -> list[str]:
+        return []
 
     def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
         return []
@@ -82,6 +92,7 @@ class F1Only(ZOHFL):
 
 class ServerSGD(ServerOnly):
     name, title = "server-sgd", "server SGD (control: the server's data alone)"
+    params = LOCAL_SGD
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

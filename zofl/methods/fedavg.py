@@ -19,13 +19,14 @@ from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import LOCAL_SGD, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
 
 
 class FedAvg(Method):
     name, title = "fedavg", "FedAvg"
+    params = LOCAL_SGD + ("server-lr",)
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}
@@ -68,3 +69,11 @@ def make_client_work(prox_mu_key: str | None = None):
 
 
 client_work = make_client_work()
+
+
+class FlowerFedAvgRun(FedAvg):
+    """FedAvg's server and clients driven by Flower's own FedAvg strategy (``zofl.strategies.flwr_fedavg``):
+    the cross-check that our harness adds nothing (``strategy = "flwr-fedavg"``)."""
+
+    name, title = "flwr-fedavg", "FedAvg (Flower's own strategy)"
+    flower_fedavg = True

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..algorithms.lower_level import local_steps
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import ASYNC, LOCAL_SGD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
 from ..tasks import DataSpec, Task
@@ -48,7 +48,12 @@ def buffered_step(x: np.ndarray, deltas: list[np.ndarray], staleness: list[int],
 
 class FedBuff(Method):
     name, title = "fedbuff", "FedBuff"
-    asynchronous = True
+    kind = ASYNC
+    params = LOCAL_SGD + ("server-lr", "staleness-exponent")
+
+    @classmethod
+    def updates_per_step(cls, cfg) -> tuple[str, int]:
+        return "buffer-size", cfg.buffer_size
 
     def plan_task(self, state: State, version: int, task: int, pid: int) -> Work:
         """Client ``pid``'s task number ``task`` on x^(version)."""

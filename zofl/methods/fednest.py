@@ -36,16 +36,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.afbo import aligned_local_sgd
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import HYPERGRAD, HYPERGRAD_PARAMS, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec
 
-STREAM_BATCHES = 2
+STREAM_BATCHES = streams.BATCHES
 INNER, GRADF, NEUMANN, HYPER = "inner", "gradf", "neumann", "hyper"
 
 
@@ -66,7 +67,9 @@ class FedNest(Method):
     """State: x, y, v (the current Neumann term), h (the sum so far, times l), d (mean grad_x f)."""
 
     name, title = "fednest", "FedNest_SGD"
-    hypergrad = True
+    needs, default_task = HYPERGRAD, "hyper-cleaning"
+    phased = True
+    params = HYPERGRAD_PARAMS
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

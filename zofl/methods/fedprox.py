@@ -9,6 +9,7 @@ from .fedavg import FedAvg, make_client_work
 
 class FedProx(FedAvg):
     name, title = "fedprox", "FedProx"
+    params = FedAvg.params + ("prox-mu",)
 
 
 client_work = make_client_work("prox-mu")

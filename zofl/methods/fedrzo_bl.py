@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.fedrzo_bl import (
     LOWER_PLUS,
     UPPER,
@@ -42,13 +43,13 @@ from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import BILEVEL, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec
 from .fedrzo_nn import local_set
 
-STREAM_GLOBAL_DIRECTION = 0x61
-STREAM_LOWER_CRN = 0x62
+STREAM_GLOBAL_DIRECTION = streams.GLOBAL_DIRECTION
+STREAM_LOWER_CRN = streams.LOWER_CRN
 
 
 def global_direction(seed: int, r: int, n: int, eta: float) -> np.ndarray:
@@ -71,7 +72,11 @@ class FedRZObl(Method):
     upper round's direction) and counts = [upper, lower] rounds done."""
 
     name, title = "fedrzo-bl", "FedRZO_bl"
-    bilevel = True
+    needs, default_task = BILEVEL, "hyper-logistic"
+    phased = True
+    local_steps_optional = True  # H = 0 is a setting of its Fig. 2 (the lower-level rounds still run)
+    params = ("eta", "crn", "zo-lr", "local-sets", "lower-rounds", "lower-rounds-growth", "lower-local-steps",
+              "lower-warm-start", "upper-set", "lower-lr")
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

@@ -41,6 +41,7 @@ def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
 
 class FedRZOnn(Method):
     name, title = "fedrzo-nn", "FedRZO_nn"
+    params = ("eta", "zo-lr", "local-sets", "loss-scale", "box-bound", "set-radius")
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}

@@ -23,7 +23,7 @@ import numpy as np
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
 from ..algorithms.robust import combine_with
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import LOCAL_SGD, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
 from .fedavg import local_training
@@ -34,6 +34,7 @@ class Scaffold(Method):
     unrestored (1 for a client that may lack its c_i after a resume)."""
 
     name, title = "scaffold", "SCAFFOLD"
+    params = LOCAL_SGD + ("server-lr",)
 
     def init(self) -> State:
         state = super().init()

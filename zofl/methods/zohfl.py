@@ -47,7 +47,7 @@ from ..algorithms.zohfl import (
     straggler_f2_values,
     zo_estimate,
 )
-from ..config import Config, ConfigError
+from ..config import KEY_BY_NAME, Config, ConfigError
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import sample_round
@@ -61,6 +61,8 @@ def solve_spec(cfg: Config) -> SolveSpec:
 
 
 HOOKS = ("hfl_f2", "hfl_lower_grad", "hfl_project")
+# keys the envelope estimate does not read (warned about when set: config_warnings)
+ENVELOPE_UNUSED = ("directions", "orthogonal-directions", "uplink", "eta", "crn", "coef-clip")
 
 
 def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
@@ -87,6 +89,28 @@ class ZOHFL(Method):
     """Algorithm 1 of the ZO-HFL paper (server side)."""
 
     name, title = "zohfl", "ZO-HFL"
+    params = ("eta", "gamma", "server-batch-size", "client-lr", "client-lr-gamma", "lambda", "mu", "directions",
+              "orthogonal-directions", "estimator", "uplink", "weighting", "ball-radius", "crn")
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        if cfg.estimator == "envelope" and cfg.ball_radius > 0:
+            raise ConfigError(f"run-config key 'ball-radius' = {cfg.ball_radius} with estimator = 'envelope': with the "
+                              f"ball Y_i(x) binding, lambda (x - y_i) is no longer lambda / mu times the gradient of "
+                              f"client i's Moreau envelope (its factor becomes client- and round-dependent; "
+                              f"zofl.algorithms.zohfl.envelope_estimate); use ball-radius = 0 or estimator = "
+                              f"'two-point'")
+
+    @classmethod
+    def config_warnings(cls, cfg) -> list[str]:
+        out = super().config_warnings(cfg)
+        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != KEY_BY_NAME[k].default] if cfg.estimator == "envelope" else []
+        if unused:
+            out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
+                       f"does not read them: one solve at x_r per client, no directions, no two-point "
+                       f"coefficients, and every client uploads its y_i (n floats) whatever 'uplink' says")
+        return out
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

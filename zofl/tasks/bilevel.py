@@ -32,6 +32,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.smoothing import seed_sequence
 from .base import DataSpec, SplitTask
 from .data import ArrayData
@@ -39,7 +40,7 @@ from .relunet import ReluNetTask
 
 UpperFn = Callable[[np.ndarray, np.ndarray, np.ndarray], float]
 LowerGrad = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-STREAM_HOLDOUT = 0x51
+STREAM_HOLDOUT = streams.HOLDOUT
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,13 @@ from typing import Callable
 
 import numpy as np
 
+from .. import streams
 from ..algorithms.smoothing import seed_sequence
 from .base import DataSpec, SplitTask
 from .bilevel import holdout_split
 from .data import ArrayData
 
-STREAM_CORRUPT = 0x53
+STREAM_CORRUPT = streams.CORRUPT
 Oracle = Callable[..., np.ndarray]
 
 
@@ -312,7 +313,7 @@ class QuadraticHypergrad:
     shared_jacobian = True
 
     def _data(self, spec: DataSpec):
-        rng = np.random.default_rng(seed_sequence(spec.seed, 0x54))
+        rng = np.random.default_rng(seed_sequence(spec.seed, streams.QUADRATIC))
         Q = rng.normal(size=(self.dim, self.dim))
         A = Q @ Q.T / self.dim + np.eye(self.dim)
         Bs = rng.normal(size=(spec.num_clients, self.dim, self.dim))

@@ -1,0 +1,108 @@
+"""The method registry (zofl.methods): a method is declared once, in its Method class, and everything else
+(the run-config's strategy values, engine routing, READ_BY, the Flower strategy class, zofl run --help) is
+derived. A toy method added with one call runs end to end through the in-process engine."""
+from typing import Any
+
+import numpy as np
+import pytest
+
+from zofl.config import ConfigError, parse_config
+from zofl.core.method import Method, State
+from zofl.core.protocol import Reply, Work
+
+
+class HalfStep(Method):
+    """A toy: each client returns its x moved halfway to 1; the server takes the mean (no paper)."""
+
+    name, title = "toy-half-step", "half step to 1 (a toy)"
+    params = ("server-lr",)
+
+    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
+        return {"x": state["x"].shape}
+
+    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        if not replies:
+            return state, {}
+        x = np.mean([rep.arrays["x"] for rep in replies], axis=0)
+        return {**state, "x": x}, {}
+
+
+def client_work(cfg, task, spec, work: Work, state) -> Reply:
+    x = work.arrays["x"]
+    return Reply(work.pid, {"x": x + 0.5 * (1.0 - x)}, 1, {"steps": work.H})
+
+
+@pytest.fixture
+def toy():
+    from zofl.methods import register, unregister
+
+    entry = register(HalfStep)
+    yield entry
+    unregister(HalfStep.name)
+
+
+def test_a_toy_method_is_added_with_one_call_and_runs(toy, tmp_path):
+    from zofl.cli import methods_help
+    from zofl.inprocess import run_inprocess
+    from zofl.methods import READ_BY, reads
+    from zofl.strategies import MessageStrategy, strategy_class
+
+    assert toy.client_work is client_work  # the module's client half
+    import zofl.methods as methods
+    assert "toy-half-step" in methods.STRATEGIES
+    assert "toy-half-step" in READ_BY["server-lr"] and reads("toy-half-step", "server-lr")
+    assert not reads("toy-half-step", "prox-mu")
+    assert issubclass(strategy_class("sync", "toy-half-step"), MessageStrategy)
+    assert "toy-half-step" in methods_help()
+    cfg = {"strategy": "toy-half-step", "num-rounds": 3, "num-clients": 3, "beta": 1.0, "checkpoint-every": 0,
+           "output-dir": str(tmp_path), "run-name": "toy"}
+    _, x = run_inprocess(cfg, workers=0)
+    from zofl.setup import prepare
+    x0 = HalfStep(*prepare({k: v for k, v in cfg.items() if k not in ("output-dir", "run-name")})).init()["x"]
+    np.testing.assert_allclose(x, 1 - (1 - x0) * 0.5 ** 3)
+
+
+def test_a_method_is_registered_once_and_only_with_known_keys(toy):
+    from zofl.methods import register
+
+    with pytest.raises(ValueError, match="registered already"):
+        register(HalfStep)
+
+    class Bad(HalfStep):
+        name, params = "toy-bad", ("server-lr", "no-such-key")
+
+    with pytest.raises(ValueError, match=r"\['no-such-key'\] that are no run-config keys"):
+        register(Bad, client_work)
+
+
+def test_an_unregistered_name_is_refused_with_a_hint():
+    with pytest.raises(ConfigError, match=r"got 'toy-half-step'"):
+        parse_config({"strategy": "toy-half-step"})
+
+
+def test_zofl_run_takes_the_engine_and_task_a_method_needs():
+    from zofl.cli import with_method_defaults
+
+    assert with_method_defaults({"strategy": "afbo"}) == {"strategy": "afbo", "engine": "async",
+                                                         "task": "hyper-cleaning"}
+    assert with_method_defaults({"strategy": "fedrzo-bl"})["task"] == "hyper-logistic"
+    assert with_method_defaults({"strategy": "fedbuff"}) == {"strategy": "fedbuff", "engine": "async"}
+    assert with_method_defaults({"strategy": "zohfl"}) == {"strategy": "zohfl"}
+    kept = {"strategy": "afbo", "engine": "sync", "task": "regularization"}  # what the user says stands
+    assert with_method_defaults(kept) == kept
+    for name in ("afbo", "fednest", "adbo", "fedrzo-bl", "fedbuff"):
+        parse_config(with_method_defaults({"strategy": name}))  # valid as they stand
+
+
+def test_the_key_page_is_the_generated_table():
+    """docs/keys.md is `zofl keys`' output: every key with its default and the methods that read it."""
+    from pathlib import Path
+
+    from zofl.config import KEYS
+    from zofl.methods import key_table
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "keys.md").read_text()
+    assert page == key_table(), "docs/keys.md is stale: python -m zofl.cli keys > docs/keys.md"
+    for k in KEYS:
+        assert f"| `{k.name}` |" in page
+    assert "| `prox-mu` | 0.01 |" in page and "| fedprox |" in page
