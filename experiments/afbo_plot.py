@@ -387,7 +387,12 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
     for s in names:
         methods = dict(sorted(settings[s].items(), key=lambda kv: (is_control(kv[1][0]["cfg"]), kv[0])))
         reg = is_reg(next(iter(methods.values()))[0]["cfg"])
-        T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs)
+        # a run that failed (diverged: replies not finite or beyond reply-max-abs) before the others' budget does
+        # not set T: it is left out of every number and named under the table; one that failed after T counts
+        T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs if not failed(c))
+        early = [c for cs in methods.values() for c in cs if failed(c) and float(c["clock"][-1]) < T]
+        methods = {n: [c for c in cs if not any(c is e for e in early)] for n, cs in methods.items()}
+        methods = {n: cs for n, cs in methods.items() if cs}
         Cm = min(float(c["comm"][-1]) for cs in methods.values() for c in cs)
         tgrid, cgrid = np.linspace(0, T, GRID_POINTS), np.linspace(0, Cm, GRID_POINTS)
         panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + [("clock", tgrid, "loss" if reg else "auc")]
@@ -588,6 +593,8 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
             "methods": srow,
             "references": rr,
             "paired_differences": diff,
+            **({"diverged_before_T": [{"method": method_of(c["cfg"], vary), "seed": c["cfg"]["seed"],
+                                       "clock_s": float(c["clock"][-1])} for c in early]} if early else {}),
         }
         lines_md += table_md(s, summary[s], thresholds, reg)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
@@ -609,6 +616,11 @@ def pm(t: tuple, scale: float = 100.0, digits: int = 1) -> str:
 def reach_txt(q: dict) -> str:
     txt = pm(q["time"], 1.0, 2) if q["reached"] else "not reached"
     return txt + (f" ({q['reached']}/{q['n']} seeds)" if 0 < q["reached"] < q["n"] else "")
+
+
+def failed(c: dict) -> bool:
+    """A run that stopped early (its rounds failed: replies not finite or beyond reply-max-abs)."""
+    return c["summary"].get("status", "ok") != "ok" or bool(c["summary"].get("failed_rounds", 0))
 
 
 def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> list[str]:
@@ -643,6 +655,10 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
             f"{pm(r['w_corrupted_at_T'], 1.0, 3)} / {pm(r['w_clean_at_T'], 1.0, 3)} |"
             + ("" if reg else f" {pm(r['auc_at_T'], 1.0, 3)} | {reach_txt(r['reach_auc'])} |")
         )
+    if S.get("diverged_before_T"):
+        out += ["", "Diverged before T and left out of every number above (replies not finite or beyond "
+                    "reply-max-abs): " + "; ".join(f"{e['method']} seed {e['seed']} at {e['clock_s']:.2f} s"
+                                                  for e in S["diverged_before_T"]) + "."]
     d = S["paired_differences"]
     if "afbo_minus_fednest" in d:
         q = d["afbo_minus_fednest"]
@@ -702,7 +718,7 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
     vary = varying_step_keys(cells)
     # a cell that failed (its rounds failed: not finite, rejected) diverged: it is listed, but does not set the
     # common budget; a finished cell whose clock is shorter (fewer device seconds per step) does
-    diverged = [c for c in cells if c["summary"].get("status", "ok") != "ok" or c["summary"].get("failed_rounds", 0)]
+    diverged = [c for c in cells if failed(c)]
     T = min(float(c["clock"][-1]) for c in cells if not any(c is d for d in diverged))
     rows = []
     c0 = cells[0]["cfg"]
