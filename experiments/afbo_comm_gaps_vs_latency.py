@@ -27,17 +27,23 @@ from zofl.stats import fmt_interval, interval  # noqa: E402
 
 LATENCIES = [("latency0", "0"), ("latency02c", "0.2c = 0.01 s"), ("latency1c", "c = 0.05 s"),
              ("latency10c", "10c = 0.5 s")]
-STUDIES = [(pre + f, label, strag) for pre, strag in (("", "stragglers 0-4, factor 5"), ("nostragglers_", "no stragglers"))
+STUDIES = [(pre + f, label, strag)
+           for pre, strag in (("", "stragglers 0-4, factor 5"), ("nostragglers_", "no stragglers"))
            for f, label in LATENCIES]
 STRAG, NOSTRAG = "stragglers 0-4, factor 5", "no stragglers"
 CLEANING = [("study", "0", NOSTRAG), ("nostragglers_comm1c", "c = 0.05 s", NOSTRAG),
             ("nostragglers_comm10c", "10c = 0.5 s", NOSTRAG), ("stragglers_comm0", "0", STRAG),
             ("stragglers", "c = 0.05 s", STRAG), ("stragglers_noniid", "c = 0.05 s", STRAG),
-            ("stragglers_comm10c", "10c = 0.5 s", STRAG)]
+            ("stragglers_comm10c", "10c = 0.5 s", STRAG), ("stragglers_noniid_comm0", "0", STRAG),
+            ("stragglers_noniid_comm10c", "10c = 0.5 s", STRAG)]
+REG_MNIST = [("study", "0", NOSTRAG), ("nostragglers_comm1c", "c = 0.05 s", NOSTRAG),
+             ("nostragglers_comm10c", "10c = 0.5 s", NOSTRAG), ("stragglers_comm0", "0", STRAG),
+             ("stragglers", "c = 0.05 s", STRAG), ("stragglers_comm10c", "10c = 0.5 s", STRAG)]
 TASKS = {  # folder of the studies, the studies, the metric, its scale and unit
     "regularization": (HERE, STUDIES, "loss", 1.0, "difference in test loss at T (< 0: AFBO ahead)"),
     "cleaning": (RESULTS / "afbo_cleaning", CLEANING, "acc", 100.0, "difference in test accuracy at T, points "
                  "(> 0: AFBO ahead)"),
+    "reg-mnist": (RESULTS / "afbo_reg_mnist", REG_MNIST, "loss", 1.0, "difference in test loss at T (< 0: AFBO ahead)"),
 }
 
 
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, T, g in data[(strag, split)]:
             print(f"| {strag} | {split} | {label} | {T:.1f} | {g['method'][2]} | "
                   + " | ".join(fmt_interval(g[k], digits=digits) for k in ("method", "control", "bilevel")) + " |")
-    print(f"\nwrote {out}")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

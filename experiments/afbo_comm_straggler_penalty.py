@@ -33,7 +33,11 @@ CONTROL = ", x fixed (outer-lr=0: control)"
 LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
 CLEANING = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo_cleaning"
 CLEANING_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
-                  ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]  # (with, without, comm-s)
+                  ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s"),
+                  ("stragglers_noniid_comm0", "study", "0")]  # (with, without, comm-s); non-IID: at 0 only
+REG_MNIST = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo_reg_mnist"
+REG_MNIST_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
+                   ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]
 
 
 def read(path: Path, metric: str = "test_loss", scale: float = 1.0) -> dict:
@@ -82,8 +86,18 @@ HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNes
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=("regularization", "cleaning"), default="regularization")
-    if ap.parse_args(argv).task == "cleaning":
+    ap.add_argument("--task", choices=("regularization", "cleaning", "reg-mnist"), default="regularization")
+    task = ap.parse_args(argv).task
+    if task == "reg-mnist":
+        print("Stragglers' penalty on MNIST regularization (test loss at T* with the stragglers - without), mean +- "
+              "95% t interval over seeds, paired by seed:\n")
+        print(HEAD.format(what="comm-s"))
+        for with_, without, label in REG_MNIST_PAIRS:
+            s_path, n_path = REG_MNIST / with_ / "rounds.csv.gz", REG_MNIST / without / "rounds.csv.gz"
+            if s_path.exists() and n_path.exists():
+                print("\n".join(rows(s_path, n_path, label, digits=4)))
+        return
+    if task == "cleaning":
         print("Stragglers' penalty (test accuracy at T* with the stragglers - without, points), mean +- 95% t "
               "interval over seeds, paired by seed:\n")
         print(HEAD.format(what="comm-s").replace("> 0: FedNest suffers more", "< 0: FedNest suffers more"))

@@ -297,6 +297,9 @@ if want afbo; then
   for f in study stragglers; do
     to docs/results/afbo_cleaning/$f/time_to_88.md python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/$f/rounds.csv.gz --target 0.88
   done
+  # across the cleaning studies (read the committed files only): the gaps by latency, the stragglers' penalty
+  to docs/results/afbo_cleaning/latency.md python experiments/afbo_comm_gaps_vs_latency.py --task cleaning
+  to docs/results/afbo_cleaning/penalty.md python experiments/afbo_comm_straggler_penalty.py --task cleaning
   run python experiments/afbo_cleaning.py central --experiment E8-central --seeds 3 4 5 --alpha 1000 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
   run python experiments/afbo_cleaning.py central --experiment E8-central-noniid --seeds 3 4 5 --alpha 0.5 --steps 10 --every 5 --cg 20 --outer-lr 0 1e5 --data-dir "$data"
   # the simulated clock against real time (Ray simulation through zofl run): docs/results/afbo_wallclock
@@ -316,6 +319,8 @@ if want afbo; then
     run python -m zofl.compare experiments/afbo_reg_mnist_$g.toml --out "$afbo/reg-mnist-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
     run python experiments/afbo_plot.py figures "$afbo/reg-mnist-$g" --out docs/results/afbo_reg_mnist/$g --thresholds 0.9,0.91 --records
   done
+  to docs/results/afbo_reg_mnist/latency.md python experiments/afbo_comm_gaps_vs_latency.py --task reg-mnist
+  to docs/results/afbo_reg_mnist/penalty.md python experiments/afbo_comm_straggler_penalty.py --task reg-mnist
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
