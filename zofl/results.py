@@ -204,7 +204,8 @@ def _processes_holding(st: os.stat_result) -> tuple[int, ...]:
 def lock_folder(folder: Path, name: str = ".lock") -> int:
     """Take the exclusive flock on FOLDER/NAME (.lock: the run's writer; zofl run also holds .cli.lock)
     for this process and write its pid there; returns the descriptor (``unlock_folder`` or closing it
-    releases the lock). Raises FolderBusy when another process holds it. A flock dies with the last process holding it, so a lock nobody holds is simply taken; the
+    releases the lock). Raises FolderBusy when another process holds it. A flock dies with the last process
+    holding it, so a lock nobody holds is simply taken; the
     descriptor is not inherited by forked children (``_close_inherited_locks``) nor exec'd programs."""
     fd = open_nofollow(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
     try:

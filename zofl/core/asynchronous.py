@@ -53,7 +53,7 @@ import numpy as np
 from ..algorithms.outliers import far_replies
 from ..faults import draw_fault
 from .checkpoint import array_problem, refuse, scalar
-from .checks import reply_problem
+from .checks import finite_or_kept, reply_problem
 from .method import Method
 from .policy import allowed_failures, async_windows, failure_message, kind_counts, round_failed
 from .protocol import Failure, Reply, Work
@@ -326,10 +326,7 @@ class AsyncRun(SyncRun):
         if "used" not in fields:
             fields = {**fields, "used": [{"client": rep.pid, "kind": "update", "version": self.version - s,
                                           "delay": s} for rep, s in self.buffer]}
-        if not np.all(np.isfinite(state["x"])):
-            log.error("update %d: the aggregate is not finite; the global model stays", self.version + 1)
-            state, fields = self.state, {**fields, "model_rejected": True}
-        self.state = state
+        self.state, fields = finite_or_kept(state, fields, self.state, f"update {self.version + 1}")
         self.version += 1
         self.buffer = []
         self.replied = set()

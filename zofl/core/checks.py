@@ -2,9 +2,12 @@
 finite and stay below ``reply-max-abs``."""
 from __future__ import annotations
 
-from typing import Mapping
+import logging
+from typing import Any, Mapping
 
 import numpy as np
+
+log = logging.getLogger("zofl")
 
 
 def reply_problem(arrays: Mapping[str, np.ndarray] | list[np.ndarray],
@@ -30,3 +33,14 @@ def reply_problem(arrays: Mapping[str, np.ndarray] | list[np.ndarray],
     if biggest > max_abs:
         return f"absurd magnitude {biggest:.3g} > reply-max-abs = {max_abs:g}"
     return None
+
+
+def finite_or_kept(new: dict[str, np.ndarray], fields: dict[str, Any], old: dict[str, np.ndarray],
+                   step: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The state after a server step, or the one before it (its record marked ``model_rejected``) when the
+    new global model x is not finite: a client fault never corrupts the global model. ``step`` names the
+    step in the log ("round 3", "update 7")."""
+    if np.all(np.isfinite(new["x"])):
+        return new, fields
+    log.error("%s: the aggregate is not finite; the global model stays", step)
+    return old, {**fields, "model_rejected": True}

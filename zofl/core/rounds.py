@@ -23,7 +23,7 @@ from ..config import ConfigError
 from ..faults import speed_factor, straggler_ids, task_delays
 from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
-from .checks import reply_problem
+from .checks import finite_or_kept, reply_problem
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
 from .protocol import Failure, Reply, Work
@@ -164,6 +164,11 @@ class SyncRun:
     def x(self) -> np.ndarray:
         return self.state["x"]
 
+    def round_of(self, server_round: int) -> int:
+        """The papers' 0-based round index r of Flower's 1-based ``server_round`` (after a resume, counted on
+        from the checkpoint's round)."""
+        return self.offset + server_round - 1
+
     def pending_rounds(self) -> range:
         return range(self.offset, self.total)
 
@@ -229,6 +234,9 @@ class SyncRun:
         ``aggregate(state, r, used_replies) -> (state, fields)`` replaces the method's ``update``
         (the cross-check with Flower's own FedAvg aggregation)."""
         used, failures = self.check(plan, replies, failures)
+        sent = {w.pid: w.H for w in plan.works}
+        for rep in used:  # the update sees what each client was asked (a straggler: H = 0), not a new draw
+            rep.H = sent.get(rep.pid)
         outliers = self.outliers(plan, used)  # before the update: the replies as the clients sent them
         failed = not self.method.server_only and round_failed(len(used), self.cfg.min_replies)
         if failed:
@@ -237,10 +245,7 @@ class SyncRun:
                         "%d allowed)", plan.r + 1, len(used), self.cfg.min_replies, self.failed_rounds,
                         self.allowed_failed)
         state, fields = (aggregate or self.method.update)(self.state, plan.r, used)
-        if not np.all(np.isfinite(state["x"])):
-            log.error("round %d: the aggregate is not finite; the global model stays x_r", plan.r + 1)
-            state, fields = self.state, {**fields, "model_rejected": True}
-        self.state = state
+        self.state, fields = finite_or_kept(state, fields, self.state, f"round {plan.r + 1}")
         self.sim_clock += self.round_sim_s(used, plan.r)
         computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
         info = {

@@ -50,7 +50,6 @@ from ..algorithms.zohfl import (
 from ..config import KEY_BY_NAME, Config, ConfigError
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
-from ..core.sampling import sample_round
 from ..tasks import DataSpec, Task
 from ..tasks.base import data_shape
 
@@ -150,7 +149,7 @@ class ZOHFL(Method):
             return self.update_envelope(state, r, replies)
         n = x.size
         f_values, dirs = {}, {}
-        idle = self.idle_clients(state, r)
+        idle = idle_clients(replies)
         for rep in replies:
             v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n, cfg.orthogonal_directions)
             if rep.pid in idle:  # H = 0: exactly 0, whatever f2 gives at the uploaded y's
@@ -171,13 +170,6 @@ class ZOHFL(Method):
             if pids else float("nan")
         return {**state, "x": server_update(x, grad_f1, g_f2, gamma_r)}, {"f2_est": f2_est, "gamma_r": gamma_r}
 
-    def idle_clients(self, state: State, r: int) -> set[int]:
-        """The clients whose work in round r had H = 0: the stragglers, the same draw as the engine's
-        (``zofl.core.rounds.SyncRun.plan`` -> ``Method.plan``), or every sampled client if H_r = 0."""
-        cfg = self.cfg
-        sampled, stragglers = sample_round(cfg.seed, r, self.m, cfg.beta, cfg.straggler_prob)
-        return set(sampled) if self.round_H(state, r) == 0 else set(stragglers)
-
     def grad_f1(self, x: np.ndarray, r: int) -> np.ndarray:
         """grad f1~(x_r, xi_r) on a server minibatch (0 without server data)."""
         cfg = self.cfg
@@ -190,7 +182,7 @@ class ZOHFL(Method):
     def update_envelope(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """estimator = envelope (ours): g = grad f1~ + sum_i w_i lambda (x_r - y_i(x_r))."""
         cfg, x = self.cfg, state["x"]
-        idle = self.idle_clients(state, r)  # H = 0: y = x, adding exactly 0
+        idle = idle_clients(replies)  # H = 0: y = x, adding exactly 0
         ys = {rep.pid: x if rep.pid in idle else rep.arrays["y"] for rep in replies}
         weights = client_weights(cfg.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
@@ -199,6 +191,11 @@ class ZOHFL(Method):
         f2_est = float(np.mean([self.f2(x, y) for y in ys.values()])) if ys else float("nan")
         return {**state, "x": server_update(x, self.grad_f1(x, r), g_f2, gamma_r)}, \
             {"f2_est": f2_est, "gamma_r": gamma_r}
+
+
+def idle_clients(replies: list[Reply]) -> set[int]:
+    """The clients whose work had H = 0 (the stragglers, or everyone when H_r = 0), as the engine sent it."""
+    return {rep.pid for rep in replies if rep.H == 0}
 
 
 def model_dim(task: Task, spec: DataSpec) -> int:

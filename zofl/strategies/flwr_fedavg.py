@@ -39,7 +39,7 @@ class FlowerFedAvg(MessageFedAvg):
         self.run, self.pid_of_node = run, {n: p for p, n in fed.nodes.items()}
 
     def configure_train(self, server_round, arrays, config, grid):
-        r = self.run.offset + server_round - 1
+        r = self.run.round_of(server_round)
         config["round"], config["H"] = r, local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)
         self.t_r = r
         msgs = list(super().configure_train(server_round, array_record({"x": self.run.x}), config, grid))
@@ -84,7 +84,7 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
     evaluate = LegacyStrategy.evaluate
 
     def configure_fit(self, server_round, parameters, client_manager):
-        r = self.run.offset + server_round - 1
+        r = self.run.round_of(server_round)
         self.t_r = r
         config = {"round": r, "H": local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)}
         ins = super().configure_fit(server_round, parameters, client_manager)

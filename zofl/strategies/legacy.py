@@ -45,7 +45,7 @@ class LegacyStrategy(LegacyAPIStrategy):
         if self.grid is not None and self.fed.refresh(self.grid, self.run.cfg.num_clients):  # a restarted
             self.pid_of_cid.update({str(n): p for p, n in self.nodes.items()})  # SuperNode takes its partition back
         self.run.set_federation(self.fed)
-        self.plan = self.run.plan(self.run.offset + server_round - 1)
+        self.plan = self.run.plan(self.run.round_of(server_round))
         clients = client_manager.all()
         out, works = [], []
         for w in self.plan.works:

@@ -36,9 +36,6 @@ class MessageStrategy(Strategy):
         self.plan: RoundPlan | None = None
         self.grid: DeadlineGrid | None = None  # set by serve
 
-    def round_of(self, server_round: int) -> int:
-        return self.run.offset + server_round - 1  # the papers' 0-based round index
-
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         if isinstance(grid, DeadlineGrid):  # replies to earlier rounds that came after their deadline
@@ -47,7 +44,7 @@ class MessageStrategy(Strategy):
             self.pid_of_node = {n: p for p, n in self.nodes.items()}
             self.pid_ever.update(self.pid_of_node)
         self.run.set_federation(self.fed)
-        self.plan = self.run.plan(self.round_of(server_round))
+        self.plan = self.run.plan(self.run.round_of(server_round))
         return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
