@@ -477,8 +477,7 @@ def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, re
         for ax, (_, _, what) in zip(axes, panels):
             if what == "acc":
                 ax.axhline(100 * acc0, color="gray", ls=":", lw=1, label=f"start (round 0): {100 * acc0:.1f}%")
-        any_cell = next(iter(methods.values()))
-        keys = sorted({reference_key(c["cfg"]) for c in any_cell})
+        keys = sorted({reference_key(c["cfg"]) for cs in methods.values() for c in cs})  # every seed of the setting
         rr = {}
         if ref:
             kinds = (
