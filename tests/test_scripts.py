@@ -90,6 +90,11 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     assert text.split("\nwrote ")[0] == (ROOT / "docs/results/afbo_cleaning/latency.md").read_text()
     assert _script("experiments/afbo_comm_straggler_penalty.py", "--task", "cleaning") == \
         (ROOT / "docs/results/afbo_cleaning/penalty.md").read_text()
+    # and the MNIST regularization sweep
+    text = _script("experiments/afbo_comm_gaps_vs_latency.py", "--task", "reg-mnist", "--out", tmp_path / "r.png")
+    assert text == (ROOT / "docs/results/afbo_reg_mnist/latency.md").read_text()
+    assert _script("experiments/afbo_comm_straggler_penalty.py", "--task", "reg-mnist") == \
+        (ROOT / "docs/results/afbo_reg_mnist/penalty.md").read_text()
 
 
 def test_time_to_target_reproduces_the_committed_tables():
