@@ -27,15 +27,16 @@ from pathlib import Path
 
 from zofl.stats import fmt_interval, interval
 
-HERE = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo" / "comm"  # the study folder
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+HERE = RESULTS / "afbo" / "comm"  # the study folder
 AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
 CONTROL = ", x fixed (outer-lr=0: control)"
 LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
-CLEANING = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo_cleaning"
+CLEANING = RESULTS / "afbo_cleaning"
 CLEANING_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
                   ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s"),
                   ("stragglers_noniid_comm0", "study", "0")]  # (with, without, comm-s); non-IID: at 0 only
-REG_MNIST = Path(__file__).resolve().parents[1] / "docs" / "results" / "afbo_reg_mnist"
+REG_MNIST = RESULTS / "afbo_reg_mnist"
 REG_MNIST_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
                    ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]
 

@@ -26,6 +26,7 @@ from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
 from .evaluation import model_metrics
 from .protocol import Reply, Work
+from .sampling import round_size
 
 State = dict[str, np.ndarray]
 
@@ -69,10 +70,6 @@ class Method:
     one_task_per_version = False  # async: a client that replied at this version waits for the next
 
     @property
-    def asynchronous(self) -> bool:
-        return self.kind == ASYNC
-
-    @property
     def server_only(self) -> bool:
         """A control (zofl.methods.controls): no client is sampled or contacted."""
         return self.kind == CONTROL
@@ -84,7 +81,7 @@ class Method:
         min-replies and to take local steps."""
         if cls.kind == CONTROL:
             return
-        per_round = max(1, int(round(cfg.beta * cfg.num_clients)))  # = zofl.core.sampling.sample_round
+        per_round = round_size(cfg.beta, cfg.num_clients)
         if cfg.engine != "async" and cfg.min_replies > per_round:
             raise ConfigError(f"run-config key 'min-replies' = {cfg.min_replies} is more than the {per_round} "
                               f"client(s) sampled per round (beta * num-clients): every round would fail")
@@ -108,7 +105,7 @@ class Method:
         warning): a synchronous round's sampled clients (beta), an asynchronous window's num-clients."""
         if cls.kind == ASYNC:
             return "beta", cfg.num_clients
-        return "beta", max(1, round(cfg.beta * cfg.num_clients))
+        return "beta", round_size(cfg.beta, cfg.num_clients)
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:

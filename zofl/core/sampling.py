@@ -13,11 +13,16 @@ STREAM_SAMPLING = streams.SAMPLING
 STREAM_AVAILABILITY = streams.AVAILABILITY
 
 
+def round_size(beta: float, m: int) -> int:
+    """|S_r| = max(1, round(beta m)): how many clients a synchronous round samples."""
+    return max(1, int(round(beta * m)))
+
+
 def sample_round(seed: int, round_idx: int, m: int, beta: float, straggler_prob: float) -> tuple[list[int], list[int]]:
-    """(S_r, stragglers): max(1, round(beta m)) client ids drawn without replacement, and the
+    """(S_r, stragglers): ``round_size(beta, m)`` client ids drawn without replacement, and the
     subset marked as stragglers (each with probability ``straggler_prob``)."""
     rng = np.random.default_rng(seed_sequence(seed, round_idx, STREAM_SAMPLING))
-    k = max(1, int(round(beta * m)))
+    k = round_size(beta, m)
     sampled = sorted(int(i) for i in rng.choice(m, size=k, replace=False))
     stragglers = [i for i in sampled if rng.random() < straggler_prob]
     return sampled, stragglers

@@ -131,5 +131,3 @@ class Centralised(ServerSGD):
 def client_work(cfg, task, spec, work: Work, state) -> Reply:
     raise RuntimeError(f"strategy {cfg.strategy!r} is a server-only control: no client has work")
 
-
-CONTROLS = {c.name: c for c in (X0Only, F1Only, ServerSGD, Centralised)}

@@ -7,7 +7,7 @@
 
 Every registered method also has a class of its own, named after its Method class (``ZOHFLStrategy``,
 ``FedBuffStrategy``, ``AFBOStrategy``, ...), made here from the registry so that a user can name
-the method's Flower strategy; ``strategy_class(cfg)`` picks the class of a run-config.
+the method's Flower strategy; ``strategy_class(engine, strategy)`` picks the class of a run.
 """
 from __future__ import annotations
 
