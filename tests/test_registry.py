@@ -1,6 +1,7 @@
 """The method registry (zofl.methods): a method is declared once, in its Method class, and everything else
 (the run-config's strategy values, engine routing, READ_BY, the Flower strategy class, zofl run --help) is
 derived. A toy method added with one call runs end to end through the in-process engine."""
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -9,13 +10,22 @@ import pytest
 from zofl.config import ConfigError, parse_config
 from zofl.core.method import Method, State
 from zofl.core.protocol import Reply, Work
+from zofl.methods.fedavg import ServerLR
+from zofl.settings import Settings, key, positive
+
+
+@dataclass(frozen=True)
+class HalfStepParams(ServerLR):
+    """The toy's keys: the baselines' server-lr (shared) and one of its own."""
+
+    toy_fraction: float = key(0.5, "a number > 0", "the toy's step towards 1", "ours", positive)
 
 
 class HalfStep(Method):
-    """A toy: each client returns its x moved halfway to 1; the server takes the mean (no paper)."""
+    """A toy: each client returns its x moved toy-fraction of the way to 1; the server takes the mean (no paper)."""
 
     name, title = "toy-half-step", "half step to 1 (a toy)"
-    params = ("server-lr",)
+    Params = HalfStepParams
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}
@@ -29,7 +39,7 @@ class HalfStep(Method):
 
 def client_work(cfg, task, spec, work: Work, state) -> Reply:
     x = work.arrays["x"]
-    return Reply(work.pid, {"x": x + 0.5 * (1.0 - x)}, 1, {"steps": work.H})
+    return Reply(work.pid, {"x": x + HalfStepParams.of(cfg).toy_fraction * (1.0 - x)}, 1, {"steps": work.H})
 
 
 @pytest.fixture
@@ -51,7 +61,10 @@ def test_a_toy_method_is_added_with_one_call_and_runs(toy, tmp_path):
     import zofl.methods as methods
     assert "toy-half-step" in methods.STRATEGIES
     assert "toy-half-step" in READ_BY["server-lr"] and reads("toy-half-step", "server-lr")
-    assert not reads("toy-half-step", "prox-mu")
+    assert READ_BY["toy-fraction"] == {"toy-half-step"} and not reads("toy-half-step", "prox-mu")
+    assert parse_config({"strategy": "toy-half-step", "toy-fraction": 0.25})["toy-fraction"] == 0.25  # its own key
+    with pytest.raises(ConfigError, match="'toy-fraction' must be a number > 0"):
+        parse_config({"strategy": "toy-half-step", "toy-fraction": -1.0})
     assert issubclass(strategy_class("sync", "toy-half-step"), MessageStrategy)
     assert "toy-half-step" in methods_help()
     cfg = {"strategy": "toy-half-step", "num-rounds": 3, "num-clients": 3, "beta": 1.0, "checkpoint-every": 0,
@@ -62,17 +75,43 @@ def test_a_toy_method_is_added_with_one_call_and_runs(toy, tmp_path):
     np.testing.assert_allclose(x, 1 - (1 - x0) * 0.5 ** 3)
 
 
-def test_a_method_is_registered_once_and_only_with_known_keys(toy):
-    from zofl.methods import register
+def test_a_method_is_registered_once_and_its_keys_are_declared_once(toy):
+    from zofl.config import keys
+    from zofl.methods import METHODS, register
 
     with pytest.raises(ValueError, match="registered already"):
         register(HalfStep)
 
-    class Bad(HalfStep):
-        name, params = "toy-bad", ("server-lr", "no-such-key")
+    @dataclass(frozen=True)
+    class Twice(ServerLR):  # a subclass that declares server-lr again: refused when a method uses it
+        server_lr: float = key(2.0, "a number > 0", "a second server-lr", "ours", positive)
 
-    with pytest.raises(ValueError, match=r"\['no-such-key'\] that are no run-config keys"):
-        register(Bad, client_work)
+    with pytest.raises(ValueError, match="'server-lr' is declared twice: in ServerLR and in .*Twice"):
+        class Bad(HalfStep):
+            name, Params = "toy-bad", Twice
+
+    @dataclass(frozen=True)
+    class Own(Settings):  # a group of its own that declares server-lr again: refused by register
+        server_lr: float = key(2.0, "a number > 0", "a second server-lr", "ours", positive)
+
+    class Clash(HalfStep):
+        name, Params = "toy-bad", Own
+
+    with pytest.raises(ValueError, match="'server-lr' is declared twice: in ServerLR and in .*Own"):
+        register(Clash, client_work)
+
+    class Untyped(HalfStep):
+        name, Params = "toy-untyped", None
+
+    with pytest.raises(ValueError, match="Params must be a zofl.settings.Settings dataclass"):
+        register(Untyped, client_work)
+    assert "toy-bad" not in METHODS and "toy-untyped" not in METHODS
+    assert [k.name for k in keys()].count("server-lr") == 1
+
+
+def test_after_unregister_the_toy_key_is_unknown():
+    with pytest.raises(ConfigError, match="unknown run-config key"):
+        parse_config({"toy-fraction": 0.5})
 
 
 def test_an_unregistered_name_is_refused_with_a_hint():
@@ -105,4 +144,4 @@ def test_the_key_page_is_the_generated_table():
     assert page == key_table(), "docs/keys.md is stale: python -m zofl.cli keys > docs/keys.md"
     for k in KEYS:
         assert f"| `{k.name}` |" in page
-    assert "| `prox-mu` | 0.01 |" in page and "| fedprox |" in page
+    assert "| `prox-mu` | FedProxParams | 0.01 |" in page and "| fedprox |" in page

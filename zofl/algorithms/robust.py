@@ -89,6 +89,6 @@ def clip_coefficients(coefs: dict[int, np.ndarray], kappa: float) -> dict[int, n
     return {pid: np.clip(c, -bound, bound) for pid, c in coefs.items()}
 
 
-def combine_with(cfg, vectors: Sequence[np.ndarray], weights: Sequence[float] | None = None) -> np.ndarray:
-    """``robust_combine`` with the run-config's ``aggregation``, ``trim-fraction`` and ``krum-f``."""
-    return robust_combine(vectors, cfg.aggregation, cfg.trim_fraction, cfg.krum_f, weights)
+def combine_with(rule, vectors: Sequence[np.ndarray], weights: Sequence[float] | None = None) -> np.ndarray:
+    """``robust_combine`` with a rule's ``aggregation``, ``trim_fraction`` and ``krum_f`` (``zofl.settings.Robust``)."""
+    return robust_combine(vectors, rule.aggregation, rule.trim_fraction, rule.krum_f, weights)

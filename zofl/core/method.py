@@ -24,6 +24,7 @@ from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
+from ..settings import NoParams, Robust, Settings
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 from .sampling import round_size
@@ -45,9 +46,6 @@ def pretrain(task, x: np.ndarray, data, epochs: int, lr: float, batch_size: int,
 
 SYNC, ASYNC, CONTROL = "sync", "async", "control"  # a method's kind
 MODEL, BILEVEL, HYPERGRAD = "model", "bilevel", "hypergrad"  # the kind of task a method needs
-# run-config keys that several methods read (a method's ``params``)
-LOCAL_SGD = ("local-lr", "local-lr-schedule")  # the baselines' and the SGD controls' client steps
-HYPERGRAD_PARAMS = ("lower-lr", "outer-lr", "inner-rounds", "neumann-steps", "lipschitz-g")  # FedNest's, AFBO's
 
 
 class Method:
@@ -63,11 +61,17 @@ class Method:
     kind = SYNC  # SYNC: rounds (engines sync and legacy); ASYNC: the async engine only; CONTROL: server-only rounds
     needs = MODEL  # the task it needs: MODEL a zofl.tasks.base.Task, BILEVEL a BilevelTask, HYPERGRAD a hypergrad task
     default_task = "softmax"  # the task ``zofl run --strategy NAME`` takes when the run-config names none of its kind
-    params: tuple[str, ...] = ()  # the run-config keys of this method's own algorithm (zofl.methods.READ_BY)
+    Params: type = NoParams  # its typed parameters: a zofl.settings.Settings dataclass of the keys it reads
+    params: tuple[str, ...] = ()  # derived from Params: those keys' names (zofl.methods.READ_BY)
     flower_fedavg = False  # driven by Flower's own FedAvg strategy (the cross-check, strategy flwr-fedavg)
     phased = False  # a round of num-rounds is several communication rounds of phases (FedNest, FedRZO_bl)
     local_steps_optional = False  # H = 0 is one of the method's settings (FedRZO_bl's Fig. 2): no rule against it
     one_task_per_version = False  # async: a client that replied at this version waits for the next
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        declared = isinstance(cls.Params, type) and issubclass(cls.Params, Settings)
+        cls.params = cls.Params.names() if declared else ()  # not declared: zofl.methods.register refuses it
 
     @property
     def server_only(self) -> bool:
@@ -115,6 +119,7 @@ class Method:
 
     def __init__(self, cfg, task, spec):
         self.cfg, self.task, self.spec = cfg, task, spec
+        self.hp = self.Params.of(cfg)  # hp: this method's typed parameters (its Params)
         self.m = cfg.num_clients
         self.server_data = task.server_data(spec)
         self.test_data = task.test_data(spec)
@@ -123,7 +128,7 @@ class Method:
     # -- aggregation ----------------------------------------------------------------------
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
         """The run-config's ``aggregation`` of client vectors (``zofl.algorithms.robust``)."""
-        return combine_with(self.cfg, vectors)
+        return combine_with(Robust.of(self.cfg), vectors)
 
     @property
     def robust(self):

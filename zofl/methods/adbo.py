@@ -37,6 +37,7 @@ same method with the active set = all workers every round (needs ``beta`` = 1).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,12 +65,66 @@ from ..algorithms.smoothing import seed_sequence
 from ..config import Config, ConfigError
 from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, State
 from ..core.protocol import Reply, Work
+from ..settings import LowerSGD, OuterStep, ServerInner, Settings, choice, key, nonnegative, positive
 from ..tasks import DataSpec
 
 STREAM_OUTER, STREAM_CUT = streams.ADBO_OUTER, streams.ADBO_CUT
 OUTER, CUT, ADJOINT = "outer", "cut", "adjoint"
 CUT_PARAMS = ("cut-every", "cut-steps", "cut-penalty", "cut-dual-init", "max-cuts", "drop-inactive-cuts",
               "cut-warm-start", "dual-lr", "dual-reg", "cut-gradient", "cut-start-gradient", "cut-normalize")
+
+
+@dataclass(frozen=True)
+class Cuts(Settings):
+    """The cutting planes and primal-dual steps of ADBO and SDBO."""
+
+    cut_every: int = key(5, "an integer >= 1",
+        "ADBO's k_pre: outer steps between cutting-plane updates", "ours", lambda v: v >= 1)
+    cut_steps: int = key(5, "an integer >= 1",
+        "ADBO: K synchronous rounds of the consensus lower problem behind each new cutting plane", "ours", lambda v: v >= 1)
+    cut_penalty: float = key(1.0, "a number >= 0",
+        "ADBO: mu of the lower problem's (mu/2)||y_j - z||^2", "ours", nonnegative)
+    cut_dual_init: float = key(0.0, "a number >= 0",
+        "ADBO: a new cutting plane's dual lambda_l", "ours", nonnegative)
+    max_cuts: int = key(20, "an integer >= 1",
+        "ADBO: cutting-plane slots (a full set replaces the plane with the smallest dual)", "ours", lambda v: v >= 1)
+    drop_inactive_cuts: bool = key(True, "true or false",
+        "ADBO: remove the planes whose dual is ~0 before a new one is added (the public code's active_set)", "ours")
+    cut_warm_start: bool = key(False, "true or false",
+        "ADBO: the lower problem's duals phi_j start from their last values (false: from 0, as the code)", "ours")
+    dual_lr: float = key(0.1, "a number > 0",
+        "ADBO: ascent step of the duals lambda, theta_j and phi_j", "ours", positive)
+    dual_reg: float = key(0.0, "a number >= 0",
+        "ADBO: c1 = c2, the regularization of the duals in L", "ours", nonnegative)
+    cut_gradient: str = key("full", "'full' or 'code'",
+        "ADBO: the cutting plane's a = grad_v phi. full (ours): the v-gradient through the K coupled lower "
+        "rounds (the workers' y_j steps, the master's z_k and phi_j), by K reverse rounds; code (the authors' "
+        "public code): y_j's own K steps only, phi_j and z_k held fixed, z^K's term dropped (its fixed point is "
+        "biased, docs/afbo.md \"ADBO\")", "ours", choice("full", "code"))
+    cut_start_gradient: bool = key(False, "true or false (true needs cut-gradient = 'full')",
+        "ADBO: the cutting plane's b_j, c also carry phi's gradient through the start point (y_j, z) of the K "
+        "lower rounds (the adjoints the reverse rounds end with; ours: then the plane is phi's full first-order "
+        "expansion); false: b_j = 2 (y_j - y_j^K), c = 2 (z - z^K), as the authors' code, whose fixed point is "
+        "biased by O(||d(y^K, z^K)/d(y_j, z)||)", "ours")
+    cut_normalize: bool = key(False, "true or false",
+        "ADBO: store each cutting plane divided by the norm of its normal (a, b_j, c): the same half-space, "
+        "but its dual no longer has to grow as the plane's gradient 2 (y_j - y_j^K) -> 0 (ours; false: as the "
+        "authors' code)", "ours")
+
+
+@dataclass(frozen=True)
+class SDBOParams(LowerSGD, OuterStep, ServerInner, Cuts):
+    """SDBO."""
+
+
+
+@dataclass(frozen=True)
+class ADBOParams(SDBOParams):
+    """ADBO."""
+
+    delay_bound: int = key(5, "an integer >= 1",
+        "ADBO's tau: the master waits for a worker whose last update is tau - 1 of its steps old (1: all, "
+        "every step)", "ours", lambda v: v >= 1)
 
 
 class ADBO(Method):
@@ -80,7 +135,7 @@ class ADBO(Method):
 
     name, title = "adbo", "ADBO"
     kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
-    params = ("lower-lr", "outer-lr", "inner-lr", "delay-bound", *CUT_PARAMS)
+    Params = ADBOParams
     one_task_per_version = True  # a worker steps again only when the master has answered it (the code)
 
     @classmethod
@@ -276,9 +331,9 @@ class ADBO(Method):
             if scale > 0:
                 a, b, c, kappa = a / scale, b / scale, c / scale, kappa / scale
         slot = free_slot(s["lam"], s["on"])
-        for key, val in (("a", a), ("b", b), ("c", c)):
-            s[key] = s[key].copy()
-            s[key][slot] = val
+        for name, val in (("a", a), ("b", b), ("c", c)):
+            s[name] = s[name].copy()
+            s[name][slot] = val
         s["kappa"], s["lam"], s["on"] = s["kappa"].copy(), s["lam"].copy(), s["on"].copy()
         s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, cfg.cut_dual_init, True
         s["delay"], s["fresh"] = np.ones(self.m, np.int64), np.zeros(self.m, bool)  # the code: taus = 1
@@ -295,7 +350,7 @@ class SDBO(ADBO):
 
     name, title = "sdbo", "SDBO"
     kind = SYNC
-    params = ("lower-lr", "outer-lr", "inner-lr", *CUT_PARAMS)
+    Params = SDBOParams
     one_task_per_version = False
 
     @classmethod

@@ -33,6 +33,7 @@ default, as it did not help on the quadratic test problem (docs/afbo.md).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,9 +43,10 @@ from ..algorithms.afbo import aligned_local_sgd, aphe, stored_mean
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import ASYNC, HYPERGRAD, HYPERGRAD_PARAMS, Method, State
+from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
+from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, choice, key
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES
@@ -64,6 +66,26 @@ def aphe_batches(seed: int, task: int, pid: int, n_upper: int, n_lower: int, N_i
     return [up[0], lo[0], up[1], *lo[1:]]
 
 
+@dataclass(frozen=True)
+class StoredUpdates(Settings):
+    """How AFBO's server averages the stored client updates (AFBO, afbo-global)."""
+
+    stored_average: str = key("stored", "'stored' or 'all'",
+        "AFBO: average the stored updates over the clients heard from, or over all m (never heard = 0)", "ours", choice("stored", "all"))
+
+
+@dataclass(frozen=True)
+class AFBOParams(LowerSGD, OuterStep, ServerInner, NeumannSeries, StoredUpdates):
+    """AFBO (paper 002)."""
+
+    aphe: str = key("random-depth", "'random-depth', 'sum' or 'printed'",
+        "APHE's reading of Algorithm 2 (zofl.algorithms.afbo.aphe): random depth (the cited estimator), "
+        "the truncated sum, or the fixed-depth product as printed", "ours", choice("random-depth", "sum", "printed"))
+    max_outer_delay: int = key(0, "an integer >= 0 (0 = no bound)",
+        "AFBO's tau_M (Assumption 6): a client whose newest H_i is more than this many outer rounds old "
+        "computes a new one before more inner work", "ours", lambda v: v >= 0)
+
+
 class AFBO(Method):
     """State: x, y, the stored G (m, q) and H (m, p) with which rows were ever sent, which arrived
     since the last step of their kind (fresh_G, fresh_H), the model version (server steps before its
@@ -75,7 +97,7 @@ class AFBO(Method):
 
     name, title = "afbo", "AFBO"
     kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
-    params = HYPERGRAD_PARAMS + ("aphe", "max-outer-delay", "inner-lr", "stored-average")
+    Params = AFBOParams
     one_task_per_version = True  # a client sends one update per round (Algorithm 1); it waits for the next
 
     def __init__(self, cfg, task, spec):

@@ -28,6 +28,7 @@ task carries x, y and v (the engine's resume check wants one set of arrays for e
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,16 +46,23 @@ from ..algorithms.afbo_global import (
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import ASYNC, HYPERGRAD, HYPERGRAD_PARAMS, Method, State
+from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
+from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner
 from ..tasks import DataSpec
+from .afbo import StoredUpdates
 
 STREAM_BATCHES = streams.BATCHES
 INNER, NEUMANN, OUTER = "inner", "neumann", "outer"
 PHASES = (INNER, NEUMANN, OUTER)
 KIND = {INNER: "G", NEUMANN: "r", OUTER: "q"}  # the reply array of each kind of task
 STATE_KEYS = ("x", "y", "v", "G", "G_have", "G_ver", "r", "r_have", "r_ver", "q", "q_have", "q_ver", "counters")
+
+
+@dataclass(frozen=True)
+class AFBOGlobalParams(LowerSGD, OuterStep, ServerInner, NeumannSeries, StoredUpdates):
+    """afbo-global: AFBO's keys but for its random-depth APHE and outer-delay bound."""
 
 
 class AFBOGlobal(Method):
@@ -65,7 +73,7 @@ class AFBOGlobal(Method):
 
     name, title = "afbo-global", "AFBO-global (ours)"
     kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
-    params = HYPERGRAD_PARAMS + ("inner-lr", "stored-average")
+    Params = AFBOGlobalParams
     one_task_per_version = True  # a client sends one update per server step and waits for the next (as AFBO)
 
     def __init__(self, cfg, task, spec):

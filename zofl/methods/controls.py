@@ -30,10 +30,11 @@ from ..algorithms.fedavg import local_lrs, local_sgd
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
-from ..core.method import CONTROL, LOCAL_SGD, Method, State
+from ..core.method import CONTROL, Method, State
 from ..core.protocol import Reply, Work
 from ..tasks.data import ArrayData
-from .zohfl import ZOHFL
+from .fedavg import LocalSGD
+from .zohfl import ZOHFL, UpperStep
 
 STREAM_CONTROL = streams.CONTROL
 
@@ -69,7 +70,7 @@ class F1Only(ZOHFL):
 
     name, title = "f1-only", "f1 only (control: ZO-HFL's server steps, no clients)"
     kind = CONTROL
-    params = ("gamma", "server-batch-size")
+    Params = UpperStep
 
     @classmethod
     def check(cls, cfg, task, spec, n: int | None = None) -> None:
@@ -92,7 +93,7 @@ class F1Only(ZOHFL):
 
 class ServerSGD(ServerOnly):
     name, title = "server-sgd", "server SGD (control: the server's data alone)"
-    params = LOCAL_SGD
+    Params = LocalSGD
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

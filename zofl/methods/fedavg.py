@@ -9,24 +9,48 @@ only give x_0 when x0 = pretrained, as for ZO-HFL).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..algorithms.fedavg import local_lrs, local_sgd, weighted_mean
 from ..algorithms.lower_level import minibatch_indices
-from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
-from ..core.method import LOCAL_SGD, Method, State
+from ..core.method import Method, State
 from ..core.protocol import Reply, Work
+from ..settings import Settings, choice, key, positive
 from ..tasks import DataSpec, Task
+
+
+@dataclass(frozen=True)
+class LocalSGD(Settings):
+    """The baselines' and the SGD controls' client steps."""
+
+    local_lr: float = key(0.3, "a number > 0",
+        "baselines' client step (docs/results/study.md)", "ours", positive)
+    local_lr_schedule: str = key("round-sqrt", "'constant', 'round-sqrt' or 'step'",
+        "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round", "ours", choice("constant", "round-sqrt", "step"))
+
+
+@dataclass(frozen=True)
+class ServerLR(Settings):
+    """The baselines' server step on the averaged update."""
+
+    server_lr: float = key(1.0, "a number > 0",
+        "baselines' server step on the averaged update", "ours", positive)
+
+
+@dataclass(frozen=True)
+class FedAvgParams(LocalSGD, ServerLR):
+    """FedAvg's (and FedProx's, SCAFFOLD's) keys: the client steps and the server step."""
 
 
 class FedAvg(Method):
     name, title = "fedavg", "FedAvg"
-    params = LOCAL_SGD + ("server-lr",)
+    Params = FedAvgParams
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}
@@ -36,9 +60,9 @@ class FedAvg(Method):
         if not replies:
             return state, {}
         models = [rep.arrays["x"] for rep in replies]
-        y_mean = weighted_mean(models, [rep.num_examples for rep in replies]) if self.cfg.aggregation == "mean" \
-            else combine_with(self.cfg, models)  # a robust rule (ours): zofl.algorithms.robust
-        return {**state, "x": x + self.cfg.server_lr * (y_mean - x)}, {}
+        y_mean = weighted_mean(models, [rep.num_examples for rep in replies]) if self.robust is None \
+            else self.combine(models)  # a robust rule (ours): zofl.algorithms.robust
+        return {**state, "x": x + self.hp.server_lr * (y_mean - x)}, {}
 
 
 def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndarray, r: int, H: int,
@@ -50,7 +74,8 @@ def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndar
     K = 2 * H
     data = task.client_data(spec, pid)
     batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), K, cfg.batch_size)
-    lrs = local_lrs(cfg.local_lr_schedule, cfg.local_lr, r if lr_round is None else lr_round, K)
+    sgd = LocalSGD.of(cfg)
+    lrs = local_lrs(sgd.local_lr_schedule, sgd.local_lr, r if lr_round is None else lr_round, K)
     grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
     y = local_sgd(grad, x, batches, lrs, prox_mu, correction)
     return y, K, float(lrs.sum()), len(data)

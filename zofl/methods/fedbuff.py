@@ -16,17 +16,19 @@ the clients' example counts (FedBuff's Algorithm 1; ours to change).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..algorithms.lower_level import local_steps
 from ..config import Config
-from ..core.method import ASYNC, LOCAL_SGD, Method, State
+from ..core.method import ASYNC, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
+from ..settings import key, nonnegative
 from ..tasks import DataSpec, Task
-from .fedavg import local_training
+from .fedavg import FedAvgParams, local_training
 
 
 def staleness_weight(s: int, a: float) -> float:
@@ -46,10 +48,18 @@ def buffered_step(x: np.ndarray, deltas: list[np.ndarray], staleness: list[int],
     return x + server_lr * acc / len(deltas)
 
 
+@dataclass(frozen=True)
+class FedBuffParams(FedAvgParams):
+    """FedBuff."""
+
+    staleness_exponent: float = key(0.5, "a number >= 0",
+        "fedbuff: a reply s versions stale is weighted (1 + s)^-a (FedBuff's 1/sqrt(1 + s): a = 0.5)", "paper", nonnegative)
+
+
 class FedBuff(Method):
     name, title = "fedbuff", "FedBuff"
     kind = ASYNC
-    params = LOCAL_SGD + ("server-lr", "staleness-exponent")
+    Params = FedBuffParams
 
     @classmethod
     def updates_per_step(cls, cfg) -> tuple[str, int]:

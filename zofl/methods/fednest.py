@@ -32,6 +32,7 @@ clock charges every communication round its slowest client's download + compute 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,8 +43,9 @@ from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import HYPERGRAD, HYPERGRAD_PARAMS, Method, State
+from ..core.method import HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
+from ..settings import LowerSGD, NeumannSeries, OuterStep
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES
@@ -63,13 +65,18 @@ def phase_of(k: int, inner_rounds: int, neumann_steps: int) -> tuple[int, str, i
     return t, HYPER, 0
 
 
+@dataclass(frozen=True)
+class FedNestParams(LowerSGD, OuterStep, NeumannSeries):
+    """FedNest_SGD: the lower-level step, the outer step and the Neumann series."""
+
+
 class FedNest(Method):
     """State: x, y, v (the current Neumann term), h (the sum so far, times l), d (mean grad_x f)."""
 
     name, title = "fednest", "FedNest_SGD"
     needs, default_task = HYPERGRAD, "hyper-cleaning"
     phased = True
-    params = HYPERGRAD_PARAMS
+    Params = FedNestParams
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

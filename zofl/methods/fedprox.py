@@ -4,12 +4,22 @@ Same K = 2 H_{i,r} local steps and server average as ``fedavg``; ``prox-mu`` is 
 """
 from __future__ import annotations
 
-from .fedavg import FedAvg, make_client_work
+from dataclasses import dataclass
+
+from ..settings import key, nonnegative
+from .fedavg import FedAvg, FedAvgParams, make_client_work
+
+
+@dataclass(frozen=True)
+class FedProxParams(FedAvgParams):
+    """FedProx: FedAvg's keys and the proximal weight."""
+
+    prox_mu: float = key(0.01, "a number >= 0", "FedProx proximal weight", "ours", nonnegative)
 
 
 class FedProx(FedAvg):
     name, title = "fedprox", "FedProx"
-    params = FedAvg.params + ("prox-mu",)
+    Params = FedProxParams
 
 
 client_work = make_client_work("prox-mu")

@@ -24,6 +24,7 @@ per-client ``local-sets``; the lower rounds use the same client sampling (beta) 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,8 +46,9 @@ from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
 from ..core.method import BILEVEL, Method, State
 from ..core.protocol import Reply, Work
+from ..settings import CommonRandom, LowerSGD, Smoothing, choice, key, nonnegative
 from ..tasks import DataSpec
-from .fedrzo_nn import local_set
+from .fedrzo_nn import ZOLocal, local_set
 
 STREAM_GLOBAL_DIRECTION = streams.GLOBAL_DIRECTION
 STREAM_LOWER_CRN = streams.LOWER_CRN
@@ -66,6 +68,22 @@ def upper_projection(cfg: Config, task, pid: int):
     return lambda x: task.project_x(x, cfg)
 
 
+@dataclass(frozen=True)
+class FedRZOblParams(Smoothing, CommonRandom, ZOLocal, LowerSGD):
+    """FedRZO_bl (paper 001, Algorithms 2 and 3)."""
+
+    lower_rounds: int = key(2, "an integer >= 1",
+        "R~_0: lower-level FedAvg rounds per oracle call in upper round 0", "ours", lambda v: v >= 1)
+    lower_rounds_growth: float = key(0.1, "a number >= 0",
+        "R~_r = lower-rounds + floor(growth * r): the oracle runs longer as r grows (paper: O(r))", "ours", nonnegative)
+    lower_local_steps: int = key(10, "an integer >= 1",
+        "H~: local SGD steps per lower-level round", "ours", lambda v: v >= 1)
+    lower_warm_start: bool = key(True, "true or false",
+        "each oracle call starts from the last y_eps(x_r) (else from the task's y_0)", "ours")
+    upper_set: str = key("task", "'task', 'local-sets' or 'none'",
+        "FedRZO_bl's X_i: the task's set (hyper-logistic: x >= x-min), the local-sets, or R^n", "ours", choice("task", "local-sets", "none"))
+
+
 class FedRZObl(Method):
     """State: x (x^_r), y_hat (the lower-level FedAvg iterate), y_plus / y_base (the oracle's last
     answers at x^_r + v and x^_r), y_ref (the latest y_eps(x^_r): what the metrics use), v (this
@@ -75,8 +93,7 @@ class FedRZObl(Method):
     needs, default_task = BILEVEL, "hyper-logistic"
     phased = True
     local_steps_optional = True  # H = 0 is a setting of its Fig. 2 (the lower-level rounds still run)
-    params = ("eta", "crn", "zo-lr", "local-sets", "lower-rounds", "lower-rounds-growth", "lower-local-steps",
-              "lower-warm-start", "upper-set", "lower-lr")
+    Params = FedRZOblParams
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

@@ -13,6 +13,7 @@ both function values of a step use the same minibatch; H = ``local-steps`` (or t
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
+from ..settings import Settings, Smoothing, choice, key, positive
 from ..tasks import DataSpec, Task
 
 
@@ -39,9 +41,32 @@ def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: x
 
 
+@dataclass(frozen=True)
+class ZOLocal(Settings):
+    """FedRZO's local zeroth-order steps and local sets (FedRZO_nn, FedRZO_bl)."""
+
+    zo_lr: float = key(1e-5, "a number > 0",
+        "FedRZO local step gamma (paper 001: 1e-5)", "paper", positive)
+    local_sets: str = key("box,ball", "a comma list of box, ball, none",
+        "FedRZO local sets X_i: client i takes entry i mod k", "ours", lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(",")))
+    box_bound: float = key(1.0, "a number > 0",
+        "X_i = [-b, b]^n for a box client", "ours", positive)
+    set_radius: float = key(10.0, "a number > 0",
+        "X_i = {||x|| <= radius} for a ball client", "ours", positive)
+
+
+@dataclass(frozen=True)
+class FedRZOnnParams(Smoothing, ZOLocal):
+    """FedRZO_nn (paper 001, Algorithm 1)."""
+
+    loss_scale: str = key("mean", "'sum' or 'mean'",
+        "FedRZO client objective: the mean over the client's examples (a per-sample oracle), or the sum as "
+        "written in the paper's Sec. 5.1 (diverges with gamma = 1e-5: docs/fedrzo.md)", "ours", choice("sum", "mean"))
+
+
 class FedRZOnn(Method):
     name, title = "fedrzo-nn", "FedRZO_nn"
-    params = ("eta", "zo-lr", "local-sets", "loss-scale", "box-bound", "set-radius")
+    Params = FedRZOnnParams
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}

@@ -23,10 +23,10 @@ import numpy as np
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
 from ..algorithms.robust import combine_with
 from ..config import Config
-from ..core.method import LOCAL_SGD, Method, State
+from ..core.method import Method, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
-from .fedavg import local_training
+from .fedavg import FedAvgParams, local_training
 
 
 class Scaffold(Method):
@@ -34,7 +34,7 @@ class Scaffold(Method):
     unrestored (1 for a client that may lack its c_i after a resume)."""
 
     name, title = "scaffold", "SCAFFOLD"
-    params = LOCAL_SGD + ("server-lr",)
+    Params = FedAvgParams
 
     def init(self) -> State:
         state = super().init()

@@ -24,6 +24,7 @@ and counts the same.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,9 +48,10 @@ from ..algorithms.zohfl import (
     straggler_f2_values,
     zo_estimate,
 )
-from ..config import KEY_BY_NAME, Config, ConfigError
+from ..config import Config, ConfigError, key_by_name
 from ..core.method import Method, State
 from ..core.protocol import Reply, Work
+from ..settings import CommonRandom, Settings, Smoothing, choice, key, nonnegative, positive
 from ..tasks import DataSpec, Task
 from ..tasks.base import data_shape
 
@@ -84,12 +86,50 @@ def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
         (lambda x, y: project(cfg, data, x, y)) if project else base.project)
 
 
+@dataclass(frozen=True)
+class UpperStep(Settings):
+    """ZO-HFL's server step on f1 (and the f1-only control's)."""
+
+    gamma: float = key(0.01, "a number > 0",
+        "server step gamma_r = gamma / sqrt(r + 1)", "paper", positive)
+    server_batch_size: int = key(32, "an integer >= 1",
+        "server minibatch size for grad f1", "ours", lambda v: v >= 1)
+
+
+@dataclass(frozen=True)
+class ZOHFLParams(Smoothing, CommonRandom, UpperStep):
+    """ZO-HFL (paper 003)."""
+
+    client_lr: float = key(0.1, "a number > 0",
+        "g~: client step g~ / (t + Gamma)", "paper", positive)
+    client_lr_gamma: float = key(1.0, "a number > 0",
+        "Gamma of the client step g~ / (t + Gamma): 1 in the experiments; Proposition 1's rate needs mu_h g~ > 1 "
+        "and g~ / Gamma <= mu_h / (2 L^2), so Gamma > 2 (L / mu_h)^2 >= 2 (docs/zohfl.md)", "paper", positive)
+    lambda_: float = key(10.0, "a number >= 0",
+        "weight of f2 = (lambda/2)||x - y_i||^2", "ours", nonnegative, name="lambda")
+    mu: float = key(1.0, "a number > 0",
+        "proximal weight of h_i = loss_i(y) + (mu/2)||x - y||^2", "ours", positive)
+    directions: int = key(1, "an integer >= 1",
+        "sphere directions per client per round (paper: 1)", "paper", lambda v: v >= 1)
+    orthogonal_directions: bool = key(False, "true or false",
+        "the k = directions of a client in a round are orthonormal (ours; default: independent draws)", "ours")
+    estimator: str = key("two-point", "'two-point' or 'envelope'",
+        "ZO-HFL's f2 part: the paper's two-point estimate, or (ours, beyond the paper) sum_i w_i lambda "
+        "(x - y_i(x)) from one solve at x_r per client (the gradient of a Moreau-envelope objective, not of "
+        "problem (1); each client uploads y_i, n floats; needs ball-radius = 0)", "ours", choice("two-point", "envelope"))
+    uplink: str = key("scalars", "'scalars' or 'vectors'",
+        "vectors: clients send y+ and y- (the paper); scalars: the two f2 values (same iterates)", "ours", choice("scalars", "vectors"))
+    weighting: str = key("uniform", "'uniform', 'participants' or 'rho'",
+        "w_i of a client's estimate: 1/m (Alg. 1), 1/|S_r|, or rho_i = N_i/N_train", "paper", choice("uniform", "participants", "rho"))
+    ball_radius: float = key(0.0, "a number >= 0",
+        "radius of Y_i(x) = {||y - x|| <= radius}; 0 = R^n", "ours", nonnegative)
+
+
 class ZOHFL(Method):
     """Algorithm 1 of the ZO-HFL paper (server side)."""
 
     name, title = "zohfl", "ZO-HFL"
-    params = ("eta", "gamma", "server-batch-size", "client-lr", "client-lr-gamma", "lambda", "mu", "directions",
-              "orthogonal-directions", "estimator", "uplink", "weighting", "ball-radius", "crn")
+    Params = ZOHFLParams
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -104,7 +144,7 @@ class ZOHFL(Method):
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:
         out = super().config_warnings(cfg)
-        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != KEY_BY_NAME[k].default] if cfg.estimator == "envelope" else []
+        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != key_by_name()[k].default] if cfg.estimator == "envelope" else []
         if unused:
             out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
                        f"does not read them: one solve at x_r per client, no directions, no two-point "

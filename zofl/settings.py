@@ -1,0 +1,414 @@
+"""Every run-config key, declared once, as a field of a typed settings group.
+
+A group is a frozen dataclass whose fields are run-config keys: ``key(default, allowed, doc, source,
+check)`` gives each field its default, the rule shown in errors, its documentation and where the
+default comes from ("paper" = the ZO-HFL paper's experiments, "ours" = a choice the papers leave
+open, "run" = describes the run). The flat key is the field's name with '_' -> '-' (``num_clients``
+is ``num-clients``; ``lambda_`` is ``lambda``), so run-configs, grid files and stored runs keep their
+keys. ``Group.of(cfg)`` is a group's typed values from a validated run-config (``zofl.config``).
+
+The groups every run has are here (``ENGINE_GROUPS``: run, data, clients, faults, robust, policy,
+local steps, clock, x_0, task), and so are the small groups several methods share (smoothing, the
+bilevel steps). A method's own parameters are a class in its module (e.g. ``ZOHFLParams`` in
+``zofl.methods.zohfl``), its ``Method.Params``; ``zofl.config.keys()`` lists every key, the engine
+groups' first, then each registered method's, and refuses a key declared twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+ENGINES = ("sync", "legacy", "async")
+MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
+INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
+MAX_STR = 4096  # longer strings are no path, task or list anyone means (and near Linux's 128 KiB argument limit)
+# the smallest availability: a client with probability p sits out (1 - p) / p tasks on average, each costing the
+# asynchronous engine a draw and an event; p = 0 never ends, p = 1e-6 spins a million events per task. At 0.01 a
+# task costs at most ~100 events, and a streak of 5000 misses has probability 0.99**5000 < 1e-21.
+MIN_AVAILABILITY = 0.01
+DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
+TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+class ConfigError(ValueError):
+    """A run-config value is not allowed; the message names the key and the allowed values."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One run-config key, as ``zofl.config`` checks it and ``zofl keys`` documents it."""
+
+    name: str
+    type: type
+    default: Any
+    allowed: str  # human-readable rule, shown in errors
+    doc: str
+    source: str = "ours"  # "paper", "ours" or "run"
+    check: Callable[[Any], bool] = lambda v: True
+    group: str = ""  # the settings class that declares it
+    field: str = ""  # its field name there
+
+
+def key(default: Any, allowed: str, doc: str, source: str = "ours", check: Callable[[Any], bool] | None = None,
+        name: str | None = None) -> Any:
+    """A settings field that is a run-config key (``name``: the flat key when it is not the field's name
+    with '_' -> '-')."""
+    return dataclasses.field(default=default, metadata={
+        "allowed": allowed, "doc": doc, "source": source, "check": check or (lambda v: True), "name": name})
+
+
+class Settings:
+    """Base of the settings groups (each a frozen dataclass of ``key`` fields)."""
+
+    @classmethod
+    def keys(cls) -> tuple[Key, ...]:
+        return _keys(cls)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(k.name for k in _keys(cls))
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any]):
+        """This group's typed values from a validated run-config (every key present)."""
+        return cls(**{k.field: cfg[k.name] for k in _keys(cls)})
+
+
+@functools.cache
+def _keys(cls: type) -> tuple[Key, ...]:
+    out = []
+    mro = cls.__mro__  # the keys in reading order: the bases' (as listed) before the class's own
+    fields = sorted(dataclasses.fields(cls), key=lambda f: _rank(mro, f.name))
+    for f in fields:
+        owners = [c for c in reversed(mro) if f.name in c.__dict__.get("__annotations__", {})]
+        if len(owners) > 1:
+            raise ValueError(f"run-config key {f.name.replace('_', '-')!r} is declared twice: in "
+                             f"{owners[0].__qualname__} and in {owners[1].__qualname__} (declare it once)")
+        owner = owners[0]
+        m = f.metadata
+        out.append(Key(m["name"] or f.name.replace("_", "-"), f.type if isinstance(f.type, type) else TYPES[f.type], f.default, m["allowed"], m["doc"],
+                       m["source"], m["check"], owner.__qualname__, f.name))
+    return tuple(out)
+
+
+def _rank(mro: tuple[type, ...], name: str) -> int:
+    owner = next(i for i in reversed(range(len(mro))) if name in mro[i].__dict__.get("__annotations__", {}))
+    return len(mro) if owner == 0 else owner
+
+
+def positive(v) -> bool:
+    return v > 0 and math.isfinite(v)
+
+
+def nonnegative(v) -> bool:
+    return v >= 0 and math.isfinite(v)
+
+
+def floats(text: str, ok: Callable[[float], bool]) -> bool:
+    try:
+        values = [float(t) for t in text.split(",")]
+    except ValueError:
+        return False
+    return bool(values) and all(math.isfinite(v) and ok(v) for v in values)
+
+
+def task_name(v: str) -> bool:
+    """A name (load_task checks it against the built-in ones), or 'package.module:attr' of identifiers:
+    an import path that is relative ('..x:y') or empty (':y') cannot be imported and is no task."""
+    if ":" not in v:
+        return bool(v.strip())
+    module, _, attr = v.partition(":")
+    return all(part.isidentifier() for part in module.split(".")) and attr.isidentifier()
+
+
+def choice(*options: str) -> Callable[[Any], bool]:
+    return lambda v: v in options
+
+
+def id_list(v: str) -> bool:
+    """A comma list of client ids ("" for none), e.g. slow-clients and hostile-clients."""
+    return all(t.strip().isdigit() for t in v.split(",")) if v else True
+
+
+def leave_list(v: str) -> bool:
+    """``leave``: "client:start:length,..." of integers, length >= 1 ("" for none); = core.sampling.parse_leave."""
+    items = [t.strip() for t in v.split(",") if t.strip()]
+    return all(re.fullmatch(r"\d+:\d+:\d+", t) and int(t.split(":")[2]) >= 1 for t in items)
+
+
+@dataclass(frozen=True)
+class NoParams(Settings):
+    """A method that reads no key of its own."""
+
+
+# --- the groups every run has ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run(Settings):
+    """What runs, on which data, and where results go."""
+
+    strategy: str = key("zohfl", "a method's name (zofl.methods.STRATEGIES; zofl run --help lists them)",
+        "the method: its server aggregation and client work", "run", lambda v: bool(v.strip()))
+    engine: str = key("sync", f"one of {ENGINES}",
+        "sync: Flower's Message API; legacy: Flower's legacy Strategy API (same numbers); async: updates "
+        "applied as replies arrive (fedbuff)", "run", choice(*ENGINES))
+    task: str = key("softmax", "a built-in task name (softmax) or 'package.module:attr'",
+        "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: task_name(v))
+    dataset: str = key("digits", f"one of {DATASETS}",
+        "dataset of the built-in tasks; digits ships with scikit-learn (offline default)", "run", choice(*DATASETS))
+    data_dir: str = key("~/.cache/zofl/data", "an absolute path (~ allowed)",
+        "where <dataset>.npz files are read from (and downloaded to)", "run", lambda v: Path(v).expanduser().is_absolute())
+    device: str = key("cpu", "'cpu' or 'cuda'",
+        "where torch tasks (cnn, torch-softmax, your TorchTask) compute", "run", choice("cpu", "cuda"))
+    standardize: bool = key(False, "true or false",
+        "scale every feature to zero mean and unit variance over the training rows (server and clients; "
+        "the test rows use the same scaling): for raw CIFAR-10 pixels, where [0, 1] inputs break x_0", "ours")
+    download: bool = key(False, "true or false",
+        "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run")
+    seed: int = key(0, "an integer in [0, 2**63 - 1]",
+        "seed of the splits, directions, minibatches and sampling", "run", lambda v: 0 <= v <= INT64_MAX)
+    num_rounds: int = key(20, "an integer in [0, 100000]",
+        "R, communication rounds (server steps for the "
+        "asynchronous engine)", "run", lambda v: 0 <= v <= MAX_ROUNDS)
+    output_dir: str = key("~/zofl-results", "an absolute path (~ allowed)",
+        "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute())
+    run_name: str = key("", "letters, digits, '.', '_' and '-', not starting with '.' (empty: "
+        "<strategy>-<dataset>-<time>)",
+        "results folder name", "run", lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= 200)
+    checkpoint_every: int = key(1, "an integer >= 0 (0 = never)",
+        "save the server's state every K rounds (atomically) for resume", "run", lambda v: v >= 0)
+    resume: bool = key(False, "true or false (needs run-name)",
+        "continue the run <output-dir>/<run-name> from its last checkpoint", "run")
+    client_wait_s: float = key(60.0, "a number > 0",
+        "how long the server waits for num-clients SuperNodes", "run", positive)
+
+
+@dataclass(frozen=True)
+class Data(Settings):
+    """The federation's data: m clients, the Dirichlet split and the server's share."""
+
+    num_clients: int = key(10, "an integer >= 1 (= num-supernodes)",
+        "m, the number of clients", "paper", lambda v: v >= 1)
+    alpha: float = key(1.0, "a number > 0",
+        "Dirichlet concentration of the client split (large = iid)", "paper", positive)
+    server_fraction: float = key(0.3, "a number in [0, 1)",
+        "share of the training data held by the server", "paper", lambda v: 0 <= v < 1)
+    min_partition_size: int = key(10, "an integer >= 1",
+        "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1)
+
+
+@dataclass(frozen=True)
+class Clients(Settings):
+    """Which clients take part and how fast they are (synchronous rounds and the async engine)."""
+
+    beta: float = key(0.5, "a number in (0, 1]",
+        "fraction of the m clients sampled each round", "paper", lambda v: 0 < v <= 1)
+    straggler_prob: float = key(0.0, "a number in [0, 1]",
+        "probability that a sampled client is a straggler this round (H = 0)", "ours", lambda v: 0 <= v <= 1)
+    speed_profile: str = key("none", "'none', 'uniform', 'lognormal' or 'slow'",
+        "device speeds s_i fixed per client: a solve of t seconds takes t / s_i (zofl.faults)", "ours", choice("none", "uniform", "lognormal", "slow"))
+    speed_param: float = key(0.5, "a number > 0 (<= 1 for uniform and slow)",
+        "uniform: s_i ~ U(speed-param, 1); lognormal: s_i = exp(-|N(0, speed-param^2)|); slow: s_i of the "
+        "slow clients", "ours", positive)
+    slow_clients: str = key("", "a comma list of client ids (with speed-profile = 'slow')",
+        "the stragglers of speed-profile = 'slow' (e.g. '0,1': clients 0 and 1 at speed speed-param)", "ours", id_list)
+    step_time_s: float = key(0.0, "a number >= 0",
+        "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)", "ours", nonnegative)
+    leave: str = key("", "a comma list of client:start:length (integers, length >= 1; empty: none)",
+        "anarchic clients: client i leaves for length steps from start and returns (async: model versions, "
+        "i.e. server steps; sync engines: communication rounds); a task (round) due to it meanwhile is not sent", "ours", leave_list)
+    availability: str = key("1", f"a comma list of probabilities in [{MIN_AVAILABILITY}, 1]",
+        "async: client i takes a task with probability p_(i mod k), else sits it out (any participation); "
+        "sync engines: a sampled client is contacted in a round with that probability (else not: no work, no "
+        "failure); "
+        f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded", "ours", lambda v: floats(v, lambda p: MIN_AVAILABILITY <= p <= 1))
+    local_work: str = key("1", "a comma list of numbers > 0",
+        "async: client i's local steps E_i = round(w_(i mod k) H) (variable local work per client)", "ours", lambda v: floats(v, lambda w: w > 0))
+    concurrency: int = key(0, "an integer >= 0 (0 = all clients)",
+        "async: clients with work at any time", "ours", lambda v: v >= 0)
+
+
+@dataclass(frozen=True)
+class Faults(Settings):
+    """Injected faults and hostile clients (zofl.faults, docs/robustness.md)."""
+
+    crash_prob: float = key(0.0, "a number in [0, 1]",
+        "fault injection: a sampled client raises", "ours", lambda v: 0 <= v <= 1)
+    hang_prob: float = key(0.0, "a number in [0, 1] (needs round-deadline-s > 0)",
+        "fault injection: a sampled client sleeps hang-s before replying", "ours", lambda v: 0 <= v <= 1)
+    corrupt_prob: float = key(0.0, "a number in [0, 1]",
+        "fault injection: a reply holds NaN, Inf, a wrong shape or an absurd magnitude", "ours", lambda v: 0 <= v <= 1)
+    hang_s: float = key(10.0, "a number > round-deadline-s",
+        "how long an injected hang lasts", "ours", positive)
+    hostile_clients: str = key("", "a comma list of client ids",
+        "attack injection: these clients send hostile replies (see attack)", "ours", id_list)
+    attack: str = key("none", "one of none, large, sign-flip, scale",
+        "what a hostile client sends: large = every value +-0.99 reply-max-abs (bounded, passes the checks); "
+        "sign-flip = its honest update negated; scale = its honest update times attack-scale", "ours", choice("none", "large", "sign-flip", "scale"))
+    attack_scale: float = key(10.0, "a number > 0",
+        "attack = scale: the factor", "ours", positive)
+
+
+@dataclass(frozen=True)
+class Robust(Settings):
+    """How the server combines client vectors (zofl.algorithms.robust)."""
+
+    aggregation: str = key("mean", "one of mean, median, trimmed-mean, krum",
+        "how the server combines the clients' vectors: the papers' mean, or a robust rule (coordinate median, "
+        "coordinate trimmed mean, Krum; the computations of Flower's aggregate_* functions)", "ours", choice("mean", "median", "trimmed-mean", "krum"))
+    trim_fraction: float = key(0.2, "a number in [0, 0.5)",
+        "aggregation = trimmed-mean: the share of the largest and of the smallest values dropped per coordinate", "ours", lambda v: 0 <= v < 0.5)
+    krum_f: int = key(1, "an integer >= 0",
+        "aggregation = krum: f, the number of hostile clients it tolerates", "ours", lambda v: v >= 0)
+    coef_clip: float = key(0.0, "a number >= 0 (0 = off)",
+        "ZO-HFL: clip each client's two-point coefficients to +-coef-clip x the round's median magnitude "
+        "(the server sees them only there)", "ours", nonnegative)
+
+
+@dataclass(frozen=True)
+class Policy(Settings):
+    """The failure policy: deadlines, reply checks, failed rounds (zofl.core.policy)."""
+
+    round_deadline_s: float = key(0.0, "a number >= 0 (0 = no deadline)",
+        "clients whose reply misses it are dropped from the round (Flower's round_timeout)", "ours", nonnegative)
+    reply_max_abs: float = key(1e6, "a number > 0",
+        "replies with any |value| above it are dropped as absurd", "ours", positive)
+    min_replies: int = key(1, "an integer >= 0 (0 = no minimum), at most the clients sampled per round",
+        "failure policy: a round (async: a window of num-clients task results) with fewer usable replies "
+        "is a failed round", "ours", lambda v: v >= 0)
+    max_failed_rounds: float = key(0.5, "a number in [0, 1]",
+        "failure policy: the run stops as failed (non-zero exit) once more than this fraction of its rounds "
+        "(async: of the windows its updates need at least) have failed", "ours", lambda v: 0 <= v <= 1)
+
+
+@dataclass(frozen=True)
+class LocalSteps(Settings):
+    """H_{i,r}, the local steps of a round, and the client minibatch."""
+
+    tau: float = key(20.0, "a number >= 0",
+        "H_{i,r} = ceil(tau * sqrt(r + 1)) local steps", "paper", nonnegative)
+    local_steps: int = key(0, "an integer >= 0",
+        "a fixed H for every round; 0 = use tau", "ours", lambda v: v >= 0)
+    batch_size: int = key(32, "an integer >= 1",
+        "client minibatch size", "ours", lambda v: v >= 1)
+
+
+@dataclass(frozen=True)
+class Clock(Settings):
+    """The simulated clock and the asynchronous engine (zofl.core.asynchronous)."""
+
+    clock: str = key("simulated", "'simulated' or 'wall'",
+        "async: order replies by simulated completion time (reproducible bit for bit) or by real arrival", "ours", choice("simulated", "wall"))
+    sim_step_s: float = key(0.01, "a number > 0",
+        "async, simulated clock: device seconds per local step at speed 1 (a task takes steps * sim-step-s / s_i "
+        "+ latency-s)", "ours", positive)
+    latency_s: float = key(0.0, "a number >= 0",
+        "async, simulated clock: communication time of every task", "ours", nonnegative)
+    comm_s: float = key(0.0, "a number >= 0 (0 = free communication)",
+        "simulated clocks (async, and every synchronous round): mean of the download and of the upload delay of "
+        "every task (round) and client, each drawn Exp(mean comm-s) from (seed, task or round, client), stream "
+        "0x74; a synchronous round lasts as long as its slowest client (zofl.faults.task_delays)", "ours", nonnegative)
+    straggler_factor: float = key(1.0, "a number >= 1 (1 = no stragglers)",
+        "simulated clocks: the clients in slow-clients are stragglers whose mean communication + computation "
+        "time is this many times a normal client's, drawn per task: delays Exp(mean factor x comm-s), compute "
+        "time x (1 + (factor - 1) Exp(1)) (the AFBO paper: at most 5 stragglers, factor 5); on top of "
+        "speed-profile", "ours", lambda v: v >= 1 and math.isfinite(v))
+    buffer_size: int = key(2, "an integer >= 1",
+        "fedbuff: K replies per server update", "ours", lambda v: v >= 1)
+    reply_timeout_s: float = key(120.0, "a number > 0",
+        "async: real seconds to wait for a reply the simulated clock needs next, before the client is given up; "
+        "under the wall clock also the wait before a client whose SuperNode is gone (lost) gets its next task", "ours", positive)
+
+
+@dataclass(frozen=True)
+class Init(Settings):
+    """X_0 (zofl.core.method.Method.init)."""
+
+    x0: str = key("pretrained", "'zeros' or 'pretrained'",
+        "x_0: the task's initial parameters (zeros for softmax), or that plus SGD epochs on the server's data", "ours", choice("zeros", "pretrained"))
+    x0_epochs: int = key(1, "an integer >= 0",
+        "epochs of server SGD for x0 = pretrained", "ours", lambda v: v >= 0)
+    x0_lr: float = key(0.1, "a number > 0",
+        "step of that server SGD", "ours", positive)
+
+
+@dataclass(frozen=True)
+class TaskSettings(Settings):
+    """The built-in tasks' own keys (zofl.tasks): what a task is handed."""
+
+    l2: float = key(0.01, "a number >= 0",
+        "FedRZO (lambda/2)||x||^2 weight (paper 001: 0.01)", "paper", nonnegative)
+    x_min: float = key(0.001, "a number >= 0",
+        "hyper-logistic: X = {x >= x-min 1} (paper 001's mu)", "ours", nonnegative)
+    holdout_fraction: float = key(0.3, "a number in (0, 1)",
+        "hyper-logistic: share of each client's examples held out for the upper level f_i", "ours", lambda v: 0 < v < 1)
+    corruption: float = key(0.5, "a number in [0, 1]",
+        "hyper-cleaning: probability that a training label is replaced by a random class", "ours", lambda v: 0 <= v <= 1)
+    lower_l2: float = key(0.001, "a number > 0",
+        "hyper-cleaning: (lower-l2 / 2)||W||^2 in g_i; regularization: the bias row's fixed coefficient "
+        "and every feature's starting coefficient (x_0 = log lower-l2)", "ours", positive)
+    y_l2: float = key(0.1, "a number > 0",
+        "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)", "ours", positive)
+
+
+# --- groups several methods share (each method's own class lists the ones it reads) ----------------
+@dataclass(frozen=True)
+class Smoothing(Settings):
+    """The two-point zeroth-order estimate's radius (ZO-HFL, FedRZO_nn, FedRZO_bl)."""
+
+    eta: float = key(0.1, "a number > 0",
+        "smoothing radius of the zeroth-order estimate", "paper", positive)
+
+
+@dataclass(frozen=True)
+class CommonRandom(Settings):
+    """Common random numbers of the two solves (ZO-HFL, FedRZO_bl)."""
+
+    crn: bool = key(True, "true or false",
+        "common random numbers: the two solves share their minibatches", "ours")
+
+
+@dataclass(frozen=True)
+class LowerSGD(Settings):
+    """The lower level's local SGD step of the bilevel methods."""
+
+    lower_lr: float = key(0.05, "a number > 0",
+        "gamma~: lower-level local SGD step", "ours", positive)
+
+
+@dataclass(frozen=True)
+class OuterStep(Settings):
+    """The server's step on x of the hyper-gradient methods."""
+
+    outer_lr: float = key(0.1, "a number >= 0",
+        "eta: the server's step on x with the (mean) hyper-gradient (0: x stays at x_0, the lower level "
+        "alone: the control of every hyper-gradient figure)", "ours", nonnegative)
+
+
+@dataclass(frozen=True)
+class ServerInner(Settings):
+    """The server's step on y (AFBO, afbo-global, ADBO, SDBO)."""
+
+    inner_lr: float = key(0.5, "a number > 0",
+        "beta: AFBO's server step on y with the mean stored G_i", "ours", positive)
+
+
+@dataclass(frozen=True)
+class NeumannSeries(Settings):
+    """The inner loop and the Neumann series of FedNest, AFBO and afbo-global."""
+
+    inner_rounds: int = key(5, "an integer >= 1",
+        "K^t: inner (lower-level) steps per outer round (AFBO: server y-steps; FedNest: FedAvg rounds)", "ours", lambda v: v >= 1)
+    neumann_steps: str = key("5", "a comma list of integers >= 1",
+        "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first; "
+        "afbo-global: the first, Neumann server steps per outer round)", "ours", lambda v: floats(v, lambda n: n >= 1 and float(n).is_integer()))
+    lipschitz_g: float = key(10.0, "a number > 0",
+        "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", positive)
+
+
+ENGINE_GROUPS = (Run, Data, Clients, Faults, Robust, Policy, LocalSteps, Clock, Init, TaskSettings)
