@@ -91,8 +91,9 @@ def _keys(cls: type) -> tuple[Key, ...]:
                              f"{owners[0].__qualname__} and in {owners[1].__qualname__} (declare it once)")
         owner = owners[0]
         m = f.metadata
-        out.append(Key(m["name"] or f.name.replace("_", "-"), f.type if isinstance(f.type, type) else TYPES[f.type], f.default, m["allowed"], m["doc"],
-                       m["source"], m["check"], owner.__qualname__, f.name))
+        typ = f.type if isinstance(f.type, type) else TYPES[f.type]  # a string under postponed annotations
+        out.append(Key(m["name"] or f.name.replace("_", "-"), typ, f.default, m["allowed"], m["doc"], m["source"],
+                       m["check"], owner.__qualname__, f.name))
     return tuple(out)
 
 
@@ -162,9 +163,8 @@ class Run(Settings):
     dataset: str = key("digits", f"one of {DATASETS}",
         "dataset of the built-in tasks; digits ships with scikit-learn (offline default)", "run", choice(*DATASETS))
     data_dir: str = key("~/.cache/zofl/data", "an absolute path (~ allowed)",
-        "where <dataset>.npz files are read from (and downloaded to)", "run", lambda v: Path(v).expanduser().is_absolute())
-    device: str = key("cpu", "'cpu' or 'cuda'",
-        "where torch tasks (cnn, torch-softmax, your TorchTask) compute", "run", choice("cpu", "cuda"))
+        "where <dataset>.npz files are read from (and downloaded to)",
+        "run", lambda v: Path(v).expanduser().is_absolute())
     standardize: bool = key(False, "true or false",
         "scale every feature to zero mean and unit variance over the training rows (server and clients; "
         "the test rows use the same scaling): for raw CIFAR-10 pixels, where [0, 1] inputs break x_0", "ours")
@@ -179,7 +179,8 @@ class Run(Settings):
         "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute())
     run_name: str = key("", "letters, digits, '.', '_' and '-', not starting with '.' (empty: "
         "<strategy>-<dataset>-<time>)",
-        "results folder name", "run", lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= 200)
+        "results folder name",
+        "run", lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= 200)
     checkpoint_every: int = key(1, "an integer >= 0 (0 = never)",
         "save the server's state every K rounds (atomically) for resume", "run", lambda v: v >= 0)
     resume: bool = key(False, "true or false (needs run-name)",
@@ -211,24 +212,29 @@ class Clients(Settings):
     straggler_prob: float = key(0.0, "a number in [0, 1]",
         "probability that a sampled client is a straggler this round (H = 0)", "ours", lambda v: 0 <= v <= 1)
     speed_profile: str = key("none", "'none', 'uniform', 'lognormal' or 'slow'",
-        "device speeds s_i fixed per client: a solve of t seconds takes t / s_i (zofl.faults)", "ours", choice("none", "uniform", "lognormal", "slow"))
+        "device speeds s_i fixed per client: a solve of t seconds takes t / s_i (zofl.faults)",
+        "ours", choice("none", "uniform", "lognormal", "slow"))
     speed_param: float = key(0.5, "a number > 0 (<= 1 for uniform and slow)",
         "uniform: s_i ~ U(speed-param, 1); lognormal: s_i = exp(-|N(0, speed-param^2)|); slow: s_i of the "
         "slow clients", "ours", positive)
     slow_clients: str = key("", "a comma list of client ids (with speed-profile = 'slow')",
         "the stragglers of speed-profile = 'slow' (e.g. '0,1': clients 0 and 1 at speed speed-param)", "ours", id_list)
     step_time_s: float = key(0.0, "a number >= 0",
-        "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)", "ours", nonnegative)
+        "simulated device time per local step at speed 1 (added to the real compute, divided by s_i)",
+        "ours", nonnegative)
     leave: str = key("", "a comma list of client:start:length (integers, length >= 1; empty: none)",
         "anarchic clients: client i leaves for length steps from start and returns (async: model versions, "
-        "i.e. server steps; sync engines: communication rounds); a task (round) due to it meanwhile is not sent", "ours", leave_list)
+        "i.e. server steps; sync engines: communication rounds); a task (round) due to it meanwhile is not sent",
+        "ours", leave_list)
     availability: str = key("1", f"a comma list of probabilities in [{MIN_AVAILABILITY}, 1]",
         "async: client i takes a task with probability p_(i mod k), else sits it out (any participation); "
         "sync engines: a sampled client is contacted in a round with that probability (else not: no work, no "
         "failure); "
-        f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded", "ours", lambda v: floats(v, lambda p: MIN_AVAILABILITY <= p <= 1))
+        f"every entry at least {MIN_AVAILABILITY}, so that a client's expected wait (1/p tasks) stays bounded",
+        "ours", lambda v: floats(v, lambda p: MIN_AVAILABILITY <= p <= 1))
     local_work: str = key("1", "a comma list of numbers > 0",
-        "async: client i's local steps E_i = round(w_(i mod k) H) (variable local work per client)", "ours", lambda v: floats(v, lambda w: w > 0))
+        "async: client i's local steps E_i = round(w_(i mod k) H) (variable local work per client)",
+        "ours", lambda v: floats(v, lambda w: w > 0))
     concurrency: int = key(0, "an integer >= 0 (0 = all clients)",
         "async: clients with work at any time", "ours", lambda v: v >= 0)
 
@@ -249,7 +255,8 @@ class Faults(Settings):
         "attack injection: these clients send hostile replies (see attack)", "ours", id_list)
     attack: str = key("none", "one of none, large, sign-flip, scale",
         "what a hostile client sends: large = every value +-0.99 reply-max-abs (bounded, passes the checks); "
-        "sign-flip = its honest update negated; scale = its honest update times attack-scale", "ours", choice("none", "large", "sign-flip", "scale"))
+        "sign-flip = its honest update negated; scale = its honest update times attack-scale",
+        "ours", choice("none", "large", "sign-flip", "scale"))
     attack_scale: float = key(10.0, "a number > 0",
         "attack = scale: the factor", "ours", positive)
 
@@ -260,9 +267,11 @@ class Robust(Settings):
 
     aggregation: str = key("mean", "one of mean, median, trimmed-mean, krum",
         "how the server combines the clients' vectors: the papers' mean, or a robust rule (coordinate median, "
-        "coordinate trimmed mean, Krum; the computations of Flower's aggregate_* functions)", "ours", choice("mean", "median", "trimmed-mean", "krum"))
+        "coordinate trimmed mean, Krum; the computations of Flower's aggregate_* functions)",
+        "ours", choice("mean", "median", "trimmed-mean", "krum"))
     trim_fraction: float = key(0.2, "a number in [0, 0.5)",
-        "aggregation = trimmed-mean: the share of the largest and of the smallest values dropped per coordinate", "ours", lambda v: 0 <= v < 0.5)
+        "aggregation = trimmed-mean: the share of the largest and of the smallest values dropped per coordinate",
+        "ours", lambda v: 0 <= v < 0.5)
     krum_f: int = key(1, "an integer >= 0",
         "aggregation = krum: f, the number of hostile clients it tolerates", "ours", lambda v: v >= 0)
     coef_clip: float = key(0.0, "a number >= 0 (0 = off)",
@@ -303,7 +312,8 @@ class Clock(Settings):
     """The simulated clock and the asynchronous engine (zofl.core.asynchronous)."""
 
     clock: str = key("simulated", "'simulated' or 'wall'",
-        "async: order replies by simulated completion time (reproducible bit for bit) or by real arrival", "ours", choice("simulated", "wall"))
+        "async: order replies by simulated completion time (reproducible bit for bit) or by real arrival",
+        "ours", choice("simulated", "wall"))
     sim_step_s: float = key(0.01, "a number > 0",
         "async, simulated clock: device seconds per local step at speed 1 (a task takes steps * sim-step-s / s_i "
         "+ latency-s)", "ours", positive)
@@ -322,7 +332,8 @@ class Clock(Settings):
         "fedbuff: K replies per server update", "ours", lambda v: v >= 1)
     reply_timeout_s: float = key(120.0, "a number > 0",
         "async: real seconds to wait for a reply the simulated clock needs next, before the client is given up; "
-        "under the wall clock also the wait before a client whose SuperNode is gone (lost) gets its next task", "ours", positive)
+        "under the wall clock also the wait before a client whose SuperNode is gone (lost) gets its next task",
+        "ours", positive)
 
 
 @dataclass(frozen=True)
@@ -330,7 +341,8 @@ class Init(Settings):
     """X_0 (zofl.core.method.Method.init)."""
 
     x0: str = key("pretrained", "'zeros' or 'pretrained'",
-        "x_0: the task's initial parameters (zeros for softmax), or that plus SGD epochs on the server's data", "ours", choice("zeros", "pretrained"))
+        "x_0: the task's initial parameters (zeros for softmax), or that plus SGD epochs on the server's data",
+        "ours", choice("zeros", "pretrained"))
     x0_epochs: int = key(1, "an integer >= 0",
         "epochs of server SGD for x0 = pretrained", "ours", lambda v: v >= 0)
     x0_lr: float = key(0.1, "a number > 0",
@@ -341,6 +353,8 @@ class Init(Settings):
 class TaskSettings(Settings):
     """The built-in tasks' own keys (zofl.tasks): what a task is handed."""
 
+    device: str = key("cpu", "'cpu' or 'cuda'",
+        "where torch tasks (cnn, torch-softmax, your TorchTask) compute", "run", choice("cpu", "cuda"))
     l2: float = key(0.01, "a number >= 0",
         "FedRZO (lambda/2)||x||^2 weight (paper 001: 0.01)", "paper", nonnegative)
     x_min: float = key(0.001, "a number >= 0",
@@ -348,7 +362,8 @@ class TaskSettings(Settings):
     holdout_fraction: float = key(0.3, "a number in (0, 1)",
         "hyper-logistic: share of each client's examples held out for the upper level f_i", "ours", lambda v: 0 < v < 1)
     corruption: float = key(0.5, "a number in [0, 1]",
-        "hyper-cleaning: probability that a training label is replaced by a random class", "ours", lambda v: 0 <= v <= 1)
+        "hyper-cleaning: probability that a training label is replaced by a random class",
+        "ours", lambda v: 0 <= v <= 1)
     lower_l2: float = key(0.001, "a number > 0",
         "hyper-cleaning: (lower-l2 / 2)||W||^2 in g_i; regularization: the bias row's fixed coefficient "
         "and every feature's starting coefficient (x_0 = log lower-l2)", "ours", positive)
@@ -403,10 +418,12 @@ class NeumannSeries(Settings):
     """The inner loop and the Neumann series of FedNest, AFBO and afbo-global."""
 
     inner_rounds: int = key(5, "an integer >= 1",
-        "K^t: inner (lower-level) steps per outer round (AFBO: server y-steps; FedNest: FedAvg rounds)", "ours", lambda v: v >= 1)
+        "K^t: inner (lower-level) steps per outer round (AFBO: server y-steps; FedNest: FedAvg rounds)",
+        "ours", lambda v: v >= 1)
     neumann_steps: str = key("5", "a comma list of integers >= 1",
         "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first; "
-        "afbo-global: the first, Neumann server steps per outer round)", "ours", lambda v: floats(v, lambda n: n >= 1 and float(n).is_integer()))
+        "afbo-global: the first, Neumann server steps per outer round)",
+        "ours", lambda v: floats(v, lambda n: n >= 1 and float(n).is_integer()))
     lipschitz_g: float = key(10.0, "a number > 0",
         "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", positive)
 

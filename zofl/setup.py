@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
 from .core.method import BILEVEL, HYPERGRAD, MODEL
+from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.data import DataFileError, file_stamp
 
@@ -53,7 +54,7 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
     if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
         try:
-            task.configure(cfg, spec)
+            task.configure(TaskSettings.of(cfg), spec)
         except ValueError as exc:
             raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
     return cfg, task, spec

@@ -24,7 +24,7 @@ from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
-from ..settings import NoParams, Robust, Settings
+from ..settings import NoParams, Robust, Settings, TaskSettings
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 from .sampling import round_size
@@ -120,6 +120,7 @@ class Method:
     def __init__(self, cfg, task, spec):
         self.cfg, self.task, self.spec = cfg, task, spec
         self.hp = self.Params.of(cfg)  # hp: this method's typed parameters (its Params)
+        self.task_cfg = TaskSettings.of(cfg)  # what the task is handed (zofl.settings.TaskSettings)
         self.m = cfg.num_clients
         self.server_data = task.server_data(spec)
         self.test_data = task.test_data(spec)

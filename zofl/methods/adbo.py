@@ -65,7 +65,7 @@ from ..algorithms.smoothing import seed_sequence
 from ..config import Config, ConfigError
 from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, State
 from ..core.protocol import Reply, Work
-from ..settings import LowerSGD, OuterStep, ServerInner, Settings, choice, key, nonnegative, positive
+from ..settings import LowerSGD, OuterStep, ServerInner, Settings, TaskSettings, choice, key, nonnegative, positive
 from ..tasks import DataSpec
 
 STREAM_OUTER, STREAM_CUT = streams.ADBO_OUTER, streams.ADBO_CUT
@@ -81,7 +81,8 @@ class Cuts(Settings):
     cut_every: int = key(5, "an integer >= 1",
         "ADBO's k_pre: outer steps between cutting-plane updates", "ours", lambda v: v >= 1)
     cut_steps: int = key(5, "an integer >= 1",
-        "ADBO: K synchronous rounds of the consensus lower problem behind each new cutting plane", "ours", lambda v: v >= 1)
+        "ADBO: K synchronous rounds of the consensus lower problem behind each new cutting plane",
+        "ours", lambda v: v >= 1)
     cut_penalty: float = key(1.0, "a number >= 0",
         "ADBO: mu of the lower problem's (mu/2)||y_j - z||^2", "ours", nonnegative)
     cut_dual_init: float = key(0.0, "a number >= 0",
@@ -146,15 +147,16 @@ class ADBO(Method):
                               f"num-clients = {cfg.num_clients}: the active set could never be full")
 
     def __init__(self, cfg, task, spec):
+        hp = SDBOParams.of(cfg)
         super().__init__(cfg, task, spec)
-        self.p, self.q = task.dims(cfg, spec)
-        self.L, self.K = cfg.max_cuts, cfg.cut_steps
+        self.p, self.q = task.dims(self.task_cfg, spec)
+        self.L, self.K = hp.max_cuts, hp.cut_steps
         self.rows = max(self.L, 2)  # a task's "rows": b_j (outer), phi_j and z_k (cut), y_j^k and u_j (adjoint)
 
     def init(self) -> State:
         m, p, q, L, K = self.m, self.p, self.q, self.L, self.K
-        x = np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64)
-        y = np.asarray(self.task.init_y(self.cfg, self.spec), dtype=np.float64)
+        x = np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64)
+        y = np.asarray(self.task.init_y(self.task_cfg, self.spec), dtype=np.float64)
         return {"x": x, "y": y, "xs": np.tile(x, (m, 1)), "ys": np.tile(y, (m, 1)),  # x_j = v, y_j = z: the code
                 "theta": np.zeros((m, p)),
                 "on": np.zeros(L, bool), "lam": np.zeros(L), "a": np.zeros((L, p)), "b": np.zeros((L, m, q)),
@@ -193,9 +195,9 @@ class ADBO(Method):
         """The adjoints u_j of y_j^{k+1} that reverse round k sends (``adjoint_u``). With ``cut-gradient`` =
         "code" (the authors' gradient, ``unrolled_grad_v``: phi_j and z_k held fixed, z^K's term dropped) u_j is
         y_j's own adjoint alone: the same rounds then sum the code's gradient."""
-        if self.cfg.cut_gradient == "code":
+        if self.hp.cut_gradient == "code":
             return s["yb"]
-        return adjoint_u(s["yb"], s["zb"], s["pb"], self.cfg.cut_penalty, self.cfg.inner_lr, self.cfg.dual_lr)
+        return adjoint_u(s["yb"], s["zb"], s["pb"], self.hp.cut_penalty, self.hp.inner_lr, self.hp.dual_lr)
 
     def task_steps(self, work: Work) -> int:
         return work.H
@@ -245,7 +247,7 @@ class ADBO(Method):
         if self.phase(state) == CUT:
             return bool(state["got"].all())
         delays = np.where(state["fresh"], 0, state["delay"])
-        return may_update(int(state["fresh"].sum()), delays, self.cfg.buffer_size, self.cfg.delay_bound)
+        return may_update(int(state["fresh"].sum()), delays, self.cfg.buffer_size, self.hp.delay_bound)
 
     # -- the master's steps ------------------------------------------------------------------------
     def update_async(self, state: State, version: int, replies: list[Reply],
@@ -256,29 +258,29 @@ class ADBO(Method):
         return self._cut_round(s)
 
     def _outer_step(self, s: State) -> tuple[State, dict[str, Any]]:
-        cfg = self.cfg
         t, _, _, cuts = (int(v) for v in s["counters"])
         Q = s["fresh"]
-        s["x"], s["y"] = master_step(s["x"], s["y"], s["theta"], s["lam"], s["a"], s["c"], cfg.outer_lr, cfg.inner_lr)
+        hp = self.hp
+        s["x"], s["y"] = master_step(s["x"], s["y"], s["theta"], s["lam"], s["a"], s["c"], hp.outer_lr, hp.inner_lr)
         values = cut_values(s["a"], s["b"], s["c"], s["kappa"], s["x"], s["ys"], s["y"])
-        s["lam"] = cut_dual_step(s["lam"], s["on"], values, cfg.dual_lr, cfg.dual_reg)
-        s["theta"] = consensus_dual_step(s["theta"], s["xs"], s["x"], Q, cfg.dual_lr, cfg.dual_reg)
+        s["lam"] = cut_dual_step(s["lam"], s["on"], values, self.hp.dual_lr, self.hp.dual_reg)
+        s["theta"] = consensus_dual_step(s["theta"], s["xs"], s["x"], Q, self.hp.dual_lr, self.hp.dual_reg)
         s["delay"], s["fresh"] = s["delay"] + 1, np.zeros(self.m, bool)
         fields = {"step": OUTER, "outer_round": t + 1, "active": int(Q.sum()), "cuts": int(s["on"].sum()),
                   "max_cut_violation": float(np.max(values, where=s["on"], initial=0.0)),
                   "consensus_gap": float(np.abs(s["xs"] - s["x"]).max())}
         s["counters"] = np.array([t + 1, 0, 0, cuts])
-        if t % cfg.cut_every == 0:  # the code's k % pre_epochs == 0, after the step (so also after the first)
+        if t % self.hp.cut_every == 0:  # the code's k % pre_epochs == 0, after the step (so also after the first)
             s = self._start_cut(s)
         return s, fields
 
     def _start_cut(self, s: State) -> State:
         """Drop the inactive cuts, start the lower approximation from (y_j, z) with phi = 0 (or warm)."""
-        if self.cfg.drop_inactive_cuts:
+        if self.hp.drop_inactive_cuts:
             s["on"] = drop_inactive(s["lam"], s["on"])
             s["lam"] = np.where(s["on"], s["lam"], 0.0)
         s["zk"] = s["y"].copy()
-        if not self.cfg.cut_warm_start:
+        if not self.hp.cut_warm_start:
             s["phi"] = np.zeros((self.m, self.q))
         s["traj"] = s["traj"].copy()
         s["traj"][0] = s["ys"]
@@ -289,7 +291,6 @@ class ADBO(Method):
     def _cut_round(self, s: State) -> tuple[State, dict[str, Any]]:
         """Forward round k of the lower problem (phase 1) or reverse round k (phase 2, k = K-1 .. 0); after
         reverse round 0 the cut is added."""
-        cfg = self.cfg
         t, ph, k, cuts = (int(v) for v in s["counters"])
         if ph == 2:
             return self._adjoint_round(s)
@@ -297,7 +298,8 @@ class ADBO(Method):
         new = s["yK"] if last else s["traj"][k + 1]
         if not s["got"].all():  # sync engine with failed workers: a silent worker's y stays where it was
             new = np.where(s["got"][:, None], new, s["traj"][k])
-        s["zk"], s["phi"] = lower_master_step(s["zk"], new, s["phi"], cfg.cut_penalty, cfg.inner_lr, cfg.dual_lr)
+        s["zk"], s["phi"] = lower_master_step(s["zk"], new, s["phi"], self.hp.cut_penalty, self.hp.inner_lr,
+                                              self.hp.dual_lr)
         s["got"] = np.zeros(self.m, bool)
         fields = {"step": CUT, "outer_round": t, "cut_round": k + 1, "cuts": int(s["on"].sum())}
         if not last:
@@ -312,11 +314,10 @@ class ADBO(Method):
     def _adjoint_round(self, s: State) -> tuple[State, dict[str, Any]]:
         """Reverse round k: grad_v phi += sum_j (workers' terms); the adjoints of y_j^k (workers), z^k and
         phi_j^k (master). A silent worker (sync engine, failures) contributes nothing this round."""
-        cfg = self.cfg
         t, _, k, cuts = (int(v) for v in s["counters"])
         u, got = self._u(s), s["got"]
-        s["zb"], s["pb"] = adjoint_master(s["zb"], s["pb"], u, cfg.cut_penalty, cfg.lower_lr, cfg.inner_lr,
-                                          cfg.dual_lr)
+        s["zb"], s["pb"] = adjoint_master(s["zb"], s["pb"], u, self.hp.cut_penalty, self.hp.lower_lr, self.hp.inner_lr,
+                                          self.hp.dual_lr)
         s["yb"] = np.where(got[:, None], s["wb"], 0.0)
         s["vb"] = s["vb"] + s["ga"][got].sum(axis=0)
         s["got"], s["ga"] = np.zeros(self.m, bool), np.zeros((self.m, self.p))
@@ -324,9 +325,9 @@ class ADBO(Method):
         if k > 0:
             s["counters"] = np.array([t, 2, k - 1, cuts])
             return s, fields
-        start = (s["yb"], s["zb"]) if cfg.cut_start_gradient else (None, None)  # the adjoints of y_j^0, z^0
+        start = (s["yb"], s["zb"]) if self.hp.cut_start_gradient else (None, None)  # the adjoints of y_j^0, z^0
         a, b, c, kappa = new_cut(s["vb"], s["x"], s["ys"], s["yK"], s["y"], s["zk"], *start)
-        if cfg.cut_normalize:  # the same half-space with a unit normal (ours; the duals then are forces)
+        if self.hp.cut_normalize:  # the same half-space with a unit normal (ours; the duals then are forces)
             scale = float(np.sqrt(a @ a + np.sum(b * b) + c @ c))
             if scale > 0:
                 a, b, c, kappa = a / scale, b / scale, c / scale, kappa / scale
@@ -335,14 +336,14 @@ class ADBO(Method):
             s[name] = s[name].copy()
             s[name][slot] = val
         s["kappa"], s["lam"], s["on"] = s["kappa"].copy(), s["lam"].copy(), s["on"].copy()
-        s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, cfg.cut_dual_init, True
+        s["kappa"][slot], s["lam"][slot], s["on"][slot] = kappa, self.hp.cut_dual_init, True
         s["delay"], s["fresh"] = np.ones(self.m, np.int64), np.zeros(self.m, bool)  # the code: taus = 1
         s["counters"] = np.array([t, 0, 0, cuts + 1])
         phi = float(np.sum((s["ys"] - s["yK"]) ** 2) + np.sum((s["y"] - s["zk"]) ** 2))
         return s, {**fields, "cuts": int(s["on"].sum()), "phi_at_cut": phi}
 
     def metrics(self, state: State) -> dict[str, Any]:
-        return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
+        return {**self.task.evaluate(self.task_cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
 
 
 class SDBO(ADBO):
@@ -381,16 +382,18 @@ class SDBO(ADBO):
 
 
 def _check_cut_keys(cfg) -> None:
-    if cfg.cut_start_gradient and cfg.cut_gradient != "full":
+    hp = SDBOParams.of(cfg)
+    if hp.cut_start_gradient and hp.cut_gradient != "full":
         raise ConfigError("run-config key 'cut-start-gradient' = true needs 'cut-gradient' = 'full' (the start "
                           f"point's adjoints come from the reverse rounds through the coupled lower rounds), got "
-                          f"{cfg.cut_gradient!r}")
+                          f"{hp.cut_gradient!r}")
 
 
 # -- the client half ---------------------------------------------------------------------------------
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    hp = SDBOParams.of(cfg)
     t0 = time.perf_counter()
-    o = task.client_oracles(cfg, spec, work.pid)
+    o = task.client_oracles(TaskSettings.of(cfg), spec, work.pid)
     a, c = work.arrays, work.config
     if c["phase"] == OUTER:
         x, y = a["x"], a["y"]
@@ -399,7 +402,7 @@ def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, 
                                     cfg.batch_size)[0]
             L = len(a["lam"])
             x, y = worker_step(o.grad_x_f(x, y, idx), o.grad_y_f(x, y, idx), x, y, a["theta"], a["lam"],
-                               a["rows"][:L], cfg.outer_lr, cfg.lower_lr)
+                               a["rows"][:L], hp.outer_lr, hp.lower_lr)
         return Reply(work.pid, {"x": x, "y": y}, o.num_examples,
                      {"steps": work.H, "compute_s": time.perf_counter() - t0})
     v, k = a["x"], int(c["k"])
@@ -410,11 +413,11 @@ def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, 
 
     if c["phase"] == ADJOINT:  # reverse round k: products at forward round k's point, on its minibatch
         y_k, u = a["rows"][0], a["rows"][1]
-        w, g = adjoint_worker(u, o.hvp_yy_g(v, y_k, u, batch(k)), o.jvp_xy_g(v, y_k, u, batch(k)), cfg.cut_penalty,
-                              cfg.lower_lr)
+        w, g = adjoint_worker(u, o.hvp_yy_g(v, y_k, u, batch(k)), o.jvp_xy_g(v, y_k, u, batch(k)), hp.cut_penalty,
+                              hp.lower_lr)
         return Reply(work.pid, {"w": w, "a": g}, o.num_examples,
                      {"steps": work.H, "compute_s": time.perf_counter() - t0})
     phi_j, z_k = a["rows"][0], a["rows"][1]
-    out = {"y": lower_worker_step(o.grad_y_g(v, a["y"], batch(k)), a["y"], phi_j, z_k, cfg.cut_penalty,
-                                  cfg.lower_lr)}
+    out = {"y": lower_worker_step(o.grad_y_g(v, a["y"], batch(k)), a["y"], phi_j, z_k, hp.cut_penalty,
+                                  hp.lower_lr)}
     return Reply(work.pid, out, o.num_examples, {"steps": work.H, "compute_s": time.perf_counter() - t0})

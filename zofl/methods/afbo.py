@@ -46,7 +46,7 @@ from ..config import Config
 from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, choice, key
+from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, TaskSettings, choice, key
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES
@@ -56,7 +56,8 @@ INNER, OUTER = "inner", "outer"
 
 def neumann_depth(cfg: Config, pid: int) -> int:
     """N_i: client i's entry of ``neumann-steps``."""
-    return int(per_client(cfg.neumann_steps, pid))
+    hp = AFBOParams.of(cfg)
+    return int(per_client(hp.neumann_steps, pid))
 
 
 def aphe_batches(seed: int, task: int, pid: int, n_upper: int, n_lower: int, N_i: int, batch: int) -> list:
@@ -71,7 +72,8 @@ class StoredUpdates(Settings):
     """How AFBO's server averages the stored client updates (AFBO, afbo-global)."""
 
     stored_average: str = key("stored", "'stored' or 'all'",
-        "AFBO: average the stored updates over the clients heard from, or over all m (never heard = 0)", "ours", choice("stored", "all"))
+        "AFBO: average the stored updates over the clients heard from, or over all m (never heard = 0)",
+        "ours", choice("stored", "all"))
 
 
 @dataclass(frozen=True)
@@ -101,14 +103,15 @@ class AFBO(Method):
     one_task_per_version = True  # a client sends one update per round (Algorithm 1); it waits for the next
 
     def __init__(self, cfg, task, spec):
+        hp = AFBOParams.of(cfg)
         super().__init__(cfg, task, spec)
-        self.p, self.q = task.dims(cfg, spec)
-        self.N = max(int(float(v)) for v in cfg.neumann_steps.split(","))
+        self.p, self.q = task.dims(self.task_cfg, spec)
+        self.N = max(int(float(v)) for v in hp.neumann_steps.split(","))
 
     def init(self) -> State:
         m, p, q = self.m, self.p, self.q
-        return {"x": np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64),
-                "y": np.asarray(self.task.init_y(self.cfg, self.spec), dtype=np.float64),
+        return {"x": np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64),
+                "y": np.asarray(self.task.init_y(self.task_cfg, self.spec), dtype=np.float64),
                 "G": np.zeros((m, q)), "G_have": np.zeros(m, bool), "H": np.zeros((m, p)),
                 "H_have": np.zeros(m, bool), "rho": np.zeros(m, np.int64), "tau": np.zeros(m, np.int64),
                 "H_round": np.full(m, -1, np.int64), "fresh_G": np.zeros(m, bool), "fresh_H": np.zeros(m, bool),
@@ -119,18 +122,18 @@ class AFBO(Method):
     def version_of(self, state: State) -> int:
         """The model version (server steps taken) at ``state``: t (K + 1) + k."""
         t, k, _ = (int(v) for v in state["counters"])
-        return t * (self.cfg.inner_rounds + 1) + k
+        return t * (self.hp.inner_rounds + 1) + k
 
     def inner_index(self, v: np.ndarray | int) -> np.ndarray:
         """Inner steps taken before version v (counted through the outer rounds); -1 for v = -1 (none)."""
         v = np.asarray(v, np.int64)
-        K = self.cfg.inner_rounds
+        K = self.hp.inner_rounds
         return np.where(v < 0, -1, (v // (K + 1)) * K + np.minimum(v % (K + 1), K))
 
     def outer_index(self, v: np.ndarray | int) -> np.ndarray:
         """Outer steps taken before version v (the outer round t); -1 for v = -1 (none)."""
         v = np.asarray(v, np.int64)
-        return np.where(v < 0, -1, v // (self.cfg.inner_rounds + 1))
+        return np.where(v < 0, -1, v // (self.hp.inner_rounds + 1))
 
     @staticmethod
     def phase(state: State) -> str:
@@ -147,7 +150,7 @@ class AFBO(Method):
     def plan_task(self, state: State, version: int, task: int, pid: int) -> Work:
         t, k, _ = (int(v) for v in state["counters"])
         arrays = {"x": state["x"], "y": state["y"]}
-        catch_up = self.cfg.max_outer_delay and t - int(state["H_round"][pid]) > self.cfg.max_outer_delay
+        catch_up = self.hp.max_outer_delay and t - int(state["H_round"][pid]) > self.hp.max_outer_delay
         if self.phase(state) == INNER and not catch_up:
             H = local_steps(t, self.cfg.tau, self.cfg.local_steps)
             E = client_local_steps(H, per_client(self.cfg.local_work, pid))
@@ -196,7 +199,6 @@ class AFBO(Method):
         * ``rho``, ``tau``: per client (index = client id), the delay of its stored G_i / H_i at the last
           step of that kind (this one for its own kind); a client not heard from yet counts from -1
           (the steps of that kind so far, plus 1). ``inner_delay_mean`` / ``outer_delay_mean``: their means."""
-        cfg = self.cfg
         s = dict(state)
         t, k, ph = (int(v) for v in s["counters"])
         now = self.version_of(state)
@@ -208,15 +210,15 @@ class AFBO(Method):
             used = [{"client": i, "kind": INNER, "version": int(s["G_version"][i]), "delay": int(s["rho"][i])}
                     for i in np.flatnonzero(s["fresh_G"]).tolist()]
             s["fresh_G"] = np.zeros(self.m, bool)
-            s["y"] = s["y"] - cfg.inner_lr * stored_mean(s["G"], s["G_have"], cfg.stored_average, self.robust)
+            s["y"] = s["y"] - self.hp.inner_lr * stored_mean(s["G"], s["G_have"], self.hp.stored_average, self.robust)
             k += 1
-            ph = 1 if k >= cfg.inner_rounds else 0
+            ph = 1 if k >= self.hp.inner_rounds else 0
         else:  # outer step (lines 14-15): H_i computed on x^(t - tau_i)
             s["tau"] = (self.outer_index(now) - self.outer_index(s["H_version"])).astype(np.int64)
             used = [{"client": i, "kind": OUTER, "version": int(s["H_version"][i]), "delay": int(s["tau"][i])}
                     for i in np.flatnonzero(s["fresh_H"]).tolist()]
             s["fresh_H"] = np.zeros(self.m, bool)
-            s["x"] = s["x"] - cfg.outer_lr * stored_mean(s["H"], s["H_have"], cfg.stored_average, self.robust)
+            s["x"] = s["x"] - self.hp.outer_lr * stored_mean(s["H"], s["H_have"], self.hp.stored_average, self.robust)
             t, k, ph = t + 1, 0, 0
         step = "outer" if state["counters"][2] else "inner"
         s["counters"] = np.array([t, k, ph])
@@ -225,23 +227,24 @@ class AFBO(Method):
                    "outer_delay_mean": float(s["tau"].mean())}
 
     def metrics(self, state: State) -> dict[str, Any]:
-        return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
+        return {**self.task.evaluate(self.task_cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
 
 
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    hp = AFBOParams.of(cfg)
     t0 = time.perf_counter()
-    o = task.client_oracles(cfg, spec, work.pid)
+    o = task.client_oracles(TaskSettings.of(cfg), spec, work.pid)
     x, y = work.arrays["x"], work.arrays["y"]
     if work.config["phase"] == INNER:
         batches = minibatch_indices(seed_sequence(cfg.seed, work.round, work.pid, STREAM_BATCHES), o.n_lower,
                                     work.H, cfg.batch_size)
-        G, _ = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, cfg.lower_lr)
+        G, _ = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, hp.lower_lr)
         return Reply(work.pid, {"G": G}, o.num_examples, {"steps": work.H, "compute_s": time.perf_counter() - t0})
     N_i = work.H
     batches = aphe_batches(cfg.seed, work.round, work.pid, o.n_upper, o.n_lower, N_i, cfg.batch_size)
     rng = np.random.default_rng(seed_sequence(cfg.seed, work.round, work.pid, STREAM_APHE))
     H = aphe(lambda idx: o.grad_x_f(x, y, idx), lambda idx: o.grad_y_f(x, y, idx),
              lambda v, idx: o.hvp_yy_g(x, y, v, idx), lambda v, idx: o.jvp_xy_g(x, y, v, idx),
-             batches, N_i, cfg.lipschitz_g, cfg.aphe, rng, int(work.config["N"]))
+             batches, N_i, hp.lipschitz_g, hp.aphe, rng, int(work.config["N"]))
     return Reply(work.pid, {"H": H}, o.num_examples, {"steps": N_i + 3, "t": int(work.config["t"]),
                                                        "compute_s": time.perf_counter() - t0})

@@ -49,7 +49,7 @@ from ..config import Config
 from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner
+from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, TaskSettings
 from ..tasks import DataSpec
 from .afbo import StoredUpdates
 
@@ -77,14 +77,15 @@ class AFBOGlobal(Method):
     one_task_per_version = True  # a client sends one update per server step and waits for the next (as AFBO)
 
     def __init__(self, cfg, task, spec):
+        hp = AFBOGlobalParams.of(cfg)
         super().__init__(cfg, task, spec)
-        self.p, self.q = task.dims(cfg, spec)
-        self.N = int(float(cfg.neumann_steps.split(",")[0]))
+        self.p, self.q = task.dims(self.task_cfg, spec)
+        self.N = int(float(hp.neumann_steps.split(",")[0]))
 
     def init(self) -> State:
         m, p, q = self.m, self.p, self.q
-        s = {"x": np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64),
-             "y": np.asarray(self.task.init_y(self.cfg, self.spec), dtype=np.float64), "v": np.zeros(q)}
+        s = {"x": np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64),
+             "y": np.asarray(self.task.init_y(self.task_cfg, self.spec), dtype=np.float64), "v": np.zeros(q)}
         for key, n in (("G", q), ("r", q), ("q", p)):
             s.update({key: np.zeros((m, n)), f"{key}_have": np.zeros(m, bool), f"{key}_ver": np.zeros(m, np.int64)})
         s["counters"] = np.zeros(4, np.int64)
@@ -115,7 +116,7 @@ class AFBOGlobal(Method):
 
     def period(self) -> int:
         """Server steps per outer round: K^t inner + N Neumann + 1 outer."""
-        return self.cfg.inner_rounds + self.N + 1
+        return self.hp.inner_rounds + self.N + 1
 
     def task_kind(self, state: State, pid: int) -> str:
         """The current phase's kind, unless client pid's newest value of another kind was computed more
@@ -159,12 +160,11 @@ class AFBOGlobal(Method):
         return s
 
     def _mean(self, s: State, key: str) -> np.ndarray:
-        return stored_mean(s[key], s[f"{key}_have"], self.cfg.stored_average, self.robust)
+        return stored_mean(s[key], s[f"{key}_have"], self.hp.stored_average, self.robust)
 
     def update_async(self, state: State, version: int, replies: list[Reply],
                      staleness: list[int]) -> tuple[State, dict[str, Any]]:
         """One server step of the current kind, (Y), (N) or (X), with the stored values of all m clients."""
-        cfg = self.cfg
         s = dict(state)
         t, k, ph, step = (int(c) for c in s["counters"])
         kind = PHASES[ph]
@@ -172,38 +172,39 @@ class AFBOGlobal(Method):
                 for name, key in (("inner", "G"), ("neumann", "r"), ("outer", "q"))}
         fields: dict[str, Any] = {"step": kind, **ages}
         if kind == INNER:
-            s["y"] = inner_step(s["y"], self._mean(s, "G"), cfg.inner_lr)
+            s["y"] = inner_step(s["y"], self._mean(s, "G"), self.hp.inner_lr)
             k += 1
-            if k >= cfg.inner_rounds:
+            if k >= self.hp.inner_rounds:
                 k, ph = 0, 1
         elif kind == NEUMANN:
             mean_r = self._mean(s, "r")
-            s["v"] = neumann_step(s["v"], mean_r, cfg.lipschitz_g)
+            s["v"] = neumann_step(s["v"], mean_r, self.hp.lipschitz_g)
             fields["residual_norm"] = float(np.linalg.norm(mean_r))
             k += 1
             if k >= self.N:
                 k, ph = 0, 2
         else:
-            s["x"] = outer_step(s["x"], self._mean(s, "q"), cfg.outer_lr)
+            s["x"] = outer_step(s["x"], self._mean(s, "q"), self.hp.outer_lr)
             t, k, ph = t + 1, 0, 0
         s["counters"] = np.array([t, k, ph, step + 1], dtype=np.int64)
         return s, {**fields, "outer_round": t}
 
     def metrics(self, state: State) -> dict[str, Any]:
-        return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
+        return {**self.task.evaluate(self.task_cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
 
 
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
     """Client i's task: G_i (inner, as AFBO), r_i (Neumann, eq. R) or q_i (outer, eq. Q) on the (x, y, v)
     it received, one minibatch of its upper and one of its lower examples for the products."""
+    hp = AFBOGlobalParams.of(cfg)
     t0 = time.perf_counter()
-    o = task.client_oracles(cfg, spec, work.pid)
+    o = task.client_oracles(TaskSettings.of(cfg), spec, work.pid)
     x, y, v = work.arrays["x"], work.arrays["y"], work.arrays["v"]
     ph = work.config["phase"]
     if ph == INNER:
         batches = minibatch_indices(seed_sequence(cfg.seed, work.round, work.pid, STREAM_BATCHES), o.n_lower,
                                     work.H, cfg.batch_size)
-        G, _ = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, cfg.lower_lr)
+        G, _ = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, hp.lower_lr)
         return Reply(work.pid, {"G": G}, o.num_examples, {"steps": work.H, "compute_s": time.perf_counter() - t0})
     up = minibatch_indices(seed_sequence(cfg.seed, work.round, work.pid, STREAM_BATCHES, 0), o.n_upper, 1,
                            cfg.batch_size)[0]

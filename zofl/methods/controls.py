@@ -29,6 +29,7 @@ from .. import streams
 from ..algorithms.fedavg import local_lrs, local_sgd
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
+from ..algorithms.zohfl import server_step_size, server_update
 from ..config import ConfigError
 from ..core.method import CONTROL, Method, State
 from ..core.protocol import Reply, Work
@@ -90,6 +91,12 @@ class F1Only(ZOHFL):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {}
 
+    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        """x_{r+1} = x_r - gamma_r (grad f1~(x_r, xi_r) + 0): Algorithm 1's line 8 with no client estimate."""
+        x, gamma_r = state["x"], server_step_size(self.hp.gamma, r)
+        x_next = server_update(x, self.grad_f1(x, r), np.zeros(x.size), gamma_r)
+        return {**state, "x": x_next}, {"f2_est": float("nan"), "gamma_r": gamma_r}
+
 
 class ServerSGD(ServerOnly):
     name, title = "server-sgd", "server SGD (control: the server's data alone)"
@@ -109,7 +116,7 @@ class ServerSGD(ServerOnly):
         K = 2 * self.round_H({"x": x}, r)
         batches = minibatch_indices(seed_sequence(cfg.seed, r, STREAM_CONTROL), len(data), K, cfg.batch_size)
         grad = lambda p, idx: self.task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
-        return local_sgd(grad, x, batches, local_lrs(cfg.local_lr_schedule, cfg.local_lr, r, K)), K
+        return local_sgd(grad, x, batches, local_lrs(self.hp.local_lr_schedule, self.hp.local_lr, r, K)), K
 
 
 class Centralised(ServerSGD):

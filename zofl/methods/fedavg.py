@@ -32,7 +32,8 @@ class LocalSGD(Settings):
     local_lr: float = key(0.3, "a number > 0",
         "baselines' client step (docs/results/study.md)", "ours", positive)
     local_lr_schedule: str = key("round-sqrt", "'constant', 'round-sqrt' or 'step'",
-        "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round", "ours", choice("constant", "round-sqrt", "step"))
+        "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round",
+        "ours", choice("constant", "round-sqrt", "step"))
 
 
 @dataclass(frozen=True)

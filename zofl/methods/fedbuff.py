@@ -53,7 +53,8 @@ class FedBuffParams(FedAvgParams):
     """FedBuff."""
 
     staleness_exponent: float = key(0.5, "a number >= 0",
-        "fedbuff: a reply s versions stale is weighted (1 + s)^-a (FedBuff's 1/sqrt(1 + s): a = 0.5)", "paper", nonnegative)
+        "fedbuff: a reply s versions stale is weighted (1 + s)^-a (FedBuff's 1/sqrt(1 + s): a = 0.5)",
+        "paper", nonnegative)
 
 
 class FedBuff(Method):
@@ -80,8 +81,8 @@ class FedBuff(Method):
 
     def update_async(self, state: State, version: int, replies: list[Reply],
                      staleness: list[int]) -> tuple[State, dict[str, Any]]:
-        x = buffered_step(state["x"], [rep.arrays["dy"] for rep in replies], staleness, self.cfg.server_lr,
-                          self.cfg.staleness_exponent, self.robust)
+        x = buffered_step(state["x"], [rep.arrays["dy"] for rep in replies], staleness, self.hp.server_lr,
+                          self.hp.staleness_exponent, self.robust)
         return {**state, "x": x}, {}
 
 

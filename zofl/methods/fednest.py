@@ -45,7 +45,7 @@ from ..algorithms.smoothing import seed_sequence
 from ..config import Config
 from ..core.method import HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
-from ..settings import LowerSGD, NeumannSeries, OuterStep
+from ..settings import LowerSGD, NeumannSeries, OuterStep, TaskSettings
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES
@@ -79,20 +79,21 @@ class FedNest(Method):
     Params = FedNestParams
 
     def __init__(self, cfg, task, spec):
+        hp = FedNestParams.of(cfg)
         super().__init__(cfg, task, spec)
-        self.p, self.q = task.dims(cfg, spec)
-        self.N = int(float(cfg.neumann_steps.split(",")[0]))
+        self.p, self.q = task.dims(self.task_cfg, spec)
+        self.N = int(float(hp.neumann_steps.split(",")[0]))
 
     def init(self) -> State:
-        return {"x": np.asarray(self.task.init_x(self.cfg, self.spec), dtype=np.float64),
-                "y": np.asarray(self.task.init_y(self.cfg, self.spec), dtype=np.float64),
+        return {"x": np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64),
+                "y": np.asarray(self.task.init_y(self.task_cfg, self.spec), dtype=np.float64),
                 "v": np.zeros(self.q), "h": np.zeros(self.q), "d": np.zeros(self.p)}
 
     def phase(self, r: int) -> tuple[int, str, int]:
-        return phase_of(r, self.cfg.inner_rounds, self.N)
+        return phase_of(r, self.hp.inner_rounds, self.N)
 
     def communication_rounds(self) -> int:
-        return self.cfg.num_rounds * (self.cfg.inner_rounds + self.N + 1)
+        return self.cfg.num_rounds * (self.hp.inner_rounds + self.N + 1)
 
     def round_H(self, state: State, r: int) -> int:
         t, ph, _ = self.phase(r)
@@ -115,7 +116,7 @@ class FedNest(Method):
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         t, ph, j = self.phase(r)
         s = dict(state)
-        l_g = self.cfg.lipschitz_g
+        l_g = self.hp.lipschitz_g
 
         def mean(key):  # the mean of the papers, or a robust rule (ours)
             return combine_with(self.cfg, [rep.arrays[key] for rep in replies])
@@ -129,11 +130,11 @@ class FedNest(Method):
                 s["v"] = state["v"] - mean("hv") / l_g
                 s["h"] = state["h"] + s["v"]
             else:
-                s["x"] = state["x"] - self.cfg.outer_lr * (state["d"] - mean("jv"))
+                s["x"] = state["x"] - self.hp.outer_lr * (state["d"] - mean("jv"))
         return s, {"phase": ph, "level": "upper" if ph == HYPER else "lower", "outer_round": t}
 
     def metrics(self, state: State) -> dict[str, Any]:
-        return {**self.task.evaluate(self.cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
+        return {**self.task.evaluate(self.task_cfg, self.spec, state["x"], state["y"]), "f1": float("nan")}
 
     def summary_extra(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {"outer_rounds": sum(r.get("phase") == HYPER for r in records),
@@ -141,14 +142,15 @@ class FedNest(Method):
 
 
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    hp = FedNestParams.of(cfg)
     t0 = time.perf_counter()
-    o = task.client_oracles(cfg, spec, work.pid)
+    o = task.client_oracles(TaskSettings.of(cfg), spec, work.pid)
     a, ph = work.arrays, work.config["phase"]
     x, y = a["x"], a["y"]
     seed = seed_sequence(cfg.seed, work.round, work.pid, STREAM_BATCHES)
     if ph == INNER:
         batches = minibatch_indices(seed, o.n_lower, work.H, cfg.batch_size)
-        _, y_new = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, cfg.lower_lr)
+        _, y_new = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches, hp.lower_lr)
         out, steps = {"y": y_new}, work.H
     elif ph == GRADF:
         idx = minibatch_indices(seed, o.n_upper, 1, cfg.batch_size)[0]
@@ -158,5 +160,5 @@ def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, 
         out, steps = {"hv": o.hvp_yy_g(x, y, a["v"], idx)}, 1
     else:
         idx = minibatch_indices(seed, o.n_lower, 1, cfg.batch_size)[0]
-        out, steps = {"jv": o.jvp_xy_g(x, y, a["h"] / cfg.lipschitz_g, idx)}, 1
+        out, steps = {"jv": o.jvp_xy_g(x, y, a["h"] / hp.lipschitz_g, idx)}, 1
     return Reply(work.pid, out, o.num_examples, {"steps": steps, "compute_s": time.perf_counter() - t0})

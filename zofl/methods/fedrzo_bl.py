@@ -46,7 +46,7 @@ from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
 from ..core.method import BILEVEL, Method, State
 from ..core.protocol import Reply, Work
-from ..settings import CommonRandom, LowerSGD, Smoothing, choice, key, nonnegative
+from ..settings import CommonRandom, LowerSGD, Smoothing, TaskSettings, choice, key, nonnegative
 from ..tasks import DataSpec
 from .fedrzo_nn import ZOLocal, local_set
 
@@ -61,11 +61,12 @@ def global_direction(seed: int, r: int, n: int, eta: float) -> np.ndarray:
 
 def upper_projection(cfg: Config, task, pid: int):
     """P_{X_i}: the task's X, or FedRZO_nn's per-client local sets."""
-    if cfg.upper_set == "local-sets":
+    hp = FedRZOblParams.of(cfg)
+    if hp.upper_set == "local-sets":
         return local_set(cfg, pid)
-    if cfg.upper_set == "none":
+    if hp.upper_set == "none":
         return lambda x: x
-    return lambda x: task.project_x(x, cfg)
+    return lambda x: task.project_x(x, TaskSettings.of(cfg))
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class FedRZOblParams(Smoothing, CommonRandom, ZOLocal, LowerSGD):
     lower_warm_start: bool = key(True, "true or false",
         "each oracle call starts from the last y_eps(x_r) (else from the task's y_0)", "ours")
     upper_set: str = key("task", "'task', 'local-sets' or 'none'",
-        "FedRZO_bl's X_i: the task's set (hyper-logistic: x >= x-min), the local-sets, or R^n", "ours", choice("task", "local-sets", "none"))
+        "FedRZO_bl's X_i: the task's set (hyper-logistic: x >= x-min), the local-sets, or R^n",
+        "ours", choice("task", "local-sets", "none"))
 
 
 class FedRZObl(Method):
@@ -107,10 +109,10 @@ class FedRZObl(Method):
                 "counts": np.array([0, 0])}
 
     def communication_rounds(self) -> int:
-        return communication_rounds(self.cfg.num_rounds, self.cfg.lower_rounds, self.cfg.lower_rounds_growth)
+        return communication_rounds(self.cfg.num_rounds, self.hp.lower_rounds, self.hp.lower_rounds_growth)
 
     def phase(self, r: int) -> Phase:
-        return phase_of(r, self.cfg.lower_rounds, self.cfg.lower_rounds_growth)
+        return phase_of(r, self.hp.lower_rounds, self.hp.lower_rounds_growth)
 
     def begin(self, state: State, r: int) -> State:
         """The state at the start of round r: a new upper round draws its direction, and each oracle
@@ -120,14 +122,14 @@ class FedRZObl(Method):
             return state
         state = dict(state)
         if ph.phase == LOWER_PLUS:
-            state["v"] = global_direction(cfg.seed, ph.r, self.n, cfg.eta)
-        state["y_hat"] = (state["y_base"] if cfg.lower_warm_start else self.y0).copy()
+            state["v"] = global_direction(cfg.seed, ph.r, self.n, self.hp.eta)
+        state["y_hat"] = (state["y_base"] if self.hp.lower_warm_start else self.y0).copy()
         return state
 
     def round_H(self, state: State, r: int) -> int:
         ph = self.phase(r)
         return local_steps(ph.r, self.cfg.tau, self.cfg.local_steps) if ph.phase == UPPER \
-            else self.cfg.lower_local_steps
+            else self.hp.lower_local_steps
 
     def round_config(self, state: State, r: int) -> dict[str, Any]:
         ph = self.phase(r)
@@ -165,7 +167,7 @@ class FedRZObl(Method):
         return state, {"level": level, "phase": ph.phase, "upper_round": ph.r, "lower_rounds_r": ph.lower_rounds}
 
     def metrics(self, state: State) -> dict[str, Any]:
-        m = self.task.evaluate(self.cfg, self.spec, state["x"], state["y_ref"])
+        m = self.task.evaluate(self.task_cfg, self.spec, state["x"], state["y_ref"])
         return {**m, "f1": float("nan")}
 
     def summary_extra(self, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,19 +178,20 @@ class FedRZObl(Method):
 
 
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    hp = FedRZOblParams.of(cfg)
     t0 = time.perf_counter()
     k, pid, H = work.round, work.pid, work.H  # k, the communication round, seeds this round's minibatches
-    prob = task.client_problem(cfg, spec, pid)
+    prob = task.client_problem(TaskSettings.of(cfg), spec, pid)
     a = work.arrays
     if work.config["phase"] == UPPER:
         batches = minibatch_indices(seed_sequence(cfg.seed, k, pid, STREAM_BATCHES), prob.n_upper, H, cfg.batch_size)
-        out = {"x": upper_local_steps(prob.f, a["x"], a["v"], a["y_plus"], a["y_base"], batches, cfg.zo_lr, cfg.eta,
+        out = {"x": upper_local_steps(prob.f, a["x"], a["v"], a["y_plus"], a["y_base"], batches, hp.zo_lr, hp.eta,
                                       upper_projection(cfg, task, pid))}
     else:
         # crn: lower round j of both oracle calls of upper round r draws the same minibatches
         seed = seed_sequence(cfg.seed, STREAM_LOWER_CRN, int(work.config["upper_round"]),
-                             int(work.config["lower_round"]), pid) if cfg.crn \
+                             int(work.config["lower_round"]), pid) if hp.crn \
             else seed_sequence(cfg.seed, k, pid, STREAM_BATCHES)
         batches = minibatch_indices(seed, prob.n_lower, H, cfg.batch_size)
-        out = {"y": lower_local_sgd(prob.lower_grad, a["point"], a["y"], batches, cfg.lower_lr)}
+        out = {"y": lower_local_sgd(prob.lower_grad, a["point"], a["y"], batches, hp.lower_lr)}
     return Reply(pid, out, prob.num_examples, {"steps": H, "compute_s": time.perf_counter() - t0})

@@ -32,12 +32,13 @@ from ..tasks import DataSpec, Task
 
 def local_set(cfg: Config, pid: int) -> Callable[[np.ndarray], np.ndarray]:
     """P_{X_i}: client ``pid`` takes the (pid mod k)-th entry of ``local-sets``."""
-    kinds = cfg.local_sets.split(",")
+    hp = FedRZOnnParams.of(cfg)
+    kinds = hp.local_sets.split(",")
     kind = kinds[pid % len(kinds)]
     if kind == "box":
-        return lambda x: project_box(x, cfg.box_bound)
+        return lambda x: project_box(x, hp.box_bound)
     if kind == "ball":
-        return lambda x: project_ball0(x, cfg.set_radius)
+        return lambda x: project_ball0(x, hp.set_radius)
     return lambda x: x
 
 
@@ -48,7 +49,8 @@ class ZOLocal(Settings):
     zo_lr: float = key(1e-5, "a number > 0",
         "FedRZO local step gamma (paper 001: 1e-5)", "paper", positive)
     local_sets: str = key("box,ball", "a comma list of box, ball, none",
-        "FedRZO local sets X_i: client i takes entry i mod k", "ours", lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(",")))
+        "FedRZO local sets X_i: client i takes entry i mod k",
+        "ours", lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(",")))
     box_bound: float = key(1.0, "a number > 0",
         "X_i = [-b, b]^n for a box client", "ours", positive)
     set_radius: float = key(10.0, "a number > 0",
@@ -78,11 +80,12 @@ class FedRZOnn(Method):
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    hp = FedRZOnnParams.of(cfg)
     t0 = time.perf_counter()
     pid, r, H = work.pid, work.round, work.H
     data = task.client_data(spec, pid)
     x = work.arrays["x"]
-    scale = float(len(data)) if cfg.loss_scale == "sum" else 1.0
+    scale = float(len(data)) if hp.loss_scale == "sum" else 1.0
     lam = cfg.l2
 
     def loss(p: np.ndarray, idx: np.ndarray) -> float:
@@ -90,5 +93,5 @@ def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict
 
     batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), H, cfg.batch_size)
     dirs = sphere_directions(seed_sequence(cfg.seed, r, pid, STREAM_DIRECTIONS), H, x.size)
-    y = local_zo_steps(loss, x, batches, dirs, cfg.zo_lr, cfg.eta, local_set(cfg, pid))
+    y = local_zo_steps(loss, x, batches, dirs, hp.zo_lr, hp.eta, local_set(cfg, pid))
     return Reply(pid, {"x": y}, len(data), {"steps": H, "compute_s": time.perf_counter() - t0})

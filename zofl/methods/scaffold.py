@@ -64,7 +64,7 @@ class Scaffold(Method):
         dys, dcs = [rep.arrays["dy"] for rep in replies], [rep.arrays["dc"] for rep in replies]
         if self.cfg.aggregation != "mean" and replies:  # a robust rule (ours): one robust Delta y and Delta c
             dys, dcs = [combine_with(self.cfg, dys)] * len(dys), [combine_with(self.cfg, dcs)] * len(dcs)
-        x_new, c_new = scaffold_server_update(state["x"], state["c"], dys, dcs, self.cfg.server_lr, self.m)
+        x_new, c_new = scaffold_server_update(state["x"], state["c"], dys, dcs, self.hp.server_lr, self.m)
         return {"x": x_new, "c": c_new, "c_clients": c_clients, "unrestored": unrestored}, {}
 
 

@@ -57,8 +57,9 @@ from ..tasks.base import data_shape
 
 
 def solve_spec(cfg: Config) -> SolveSpec:
-    return SolveSpec(eta=cfg.eta, lam=cfg["lambda"], mu=cfg.mu, lr0=cfg.client_lr, batch_size=cfg.batch_size,
-                     radius=cfg.ball_radius, crn=cfg.crn, Gamma=cfg.client_lr_gamma)
+    hp = ZOHFLParams.of(cfg)
+    return SolveSpec(eta=hp.eta, lam=hp.lambda_, mu=hp.mu, lr0=hp.client_lr, batch_size=cfg.batch_size,
+                     radius=hp.ball_radius, crn=hp.crn, Gamma=hp.client_lr_gamma)
 
 
 HOOKS = ("hfl_f2", "hfl_lower_grad", "hfl_project")
@@ -70,20 +71,22 @@ def hierarchy(cfg: Config, task: Task, data=None) -> Hierarchy:
     """Problem (1) of the run: the task's hooks where it has them, else the paper's instance.
 
     A task may define any of (all optional; see zofl.tasks.toy:HierarchicalQuadratic):
-      ``hfl_f2(cfg, x, y) -> float``                  f2(x, y_i)
-      ``hfl_lower_grad(cfg, data, x, y, idx) -> g``   grad_y h_i(x, y) on minibatch idx of the client's data
-      ``hfl_project(cfg, data, x, y) -> y``           the projection onto Y_i(x), client i's own set
+      ``hfl_f2(hp, x, y) -> float``                  f2(x, y_i)
+      ``hfl_lower_grad(hp, data, x, y, idx) -> g``   grad_y h_i(x, y) on minibatch idx of the client's data
+      ``hfl_project(hp, data, x, y) -> y``           the projection onto Y_i(x), client i's own set
+    ``hp`` is the run's ``ZOHFLParams`` (its typed values: hp.lambda_, hp.mu, hp.ball_radius, ...);
     ``data`` is the client's ArrayData (None on the server, which needs only f2): what makes h_i
     and Y_i client i's."""
+    hp = ZOHFLParams.of(cfg)
     loss_grad = None if data is None else (lambda p, idx: task.grad(p, data.x[idx], data.y[idx]))
-    base = default_hierarchy(loss_grad, cfg["lambda"], cfg.mu, cfg.ball_radius)
+    base = default_hierarchy(loss_grad, hp.lambda_, hp.mu, hp.ball_radius)
     f2 = getattr(task, "hfl_f2", None)
     lower = getattr(task, "hfl_lower_grad", None)
     project = getattr(task, "hfl_project", None)
     return Hierarchy(
-        (lambda x, y: f2(cfg, x, y)) if f2 else base.f2,
-        (lambda x, y, idx: lower(cfg, data, x, y, idx)) if lower else base.lower_grad,
-        (lambda x, y: project(cfg, data, x, y)) if project else base.project)
+        (lambda x, y: f2(hp, x, y)) if f2 else base.f2,
+        (lambda x, y, idx: lower(hp, data, x, y, idx)) if lower else base.lower_grad,
+        (lambda x, y: project(hp, data, x, y)) if project else base.project)
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,14 @@ class ZOHFLParams(Smoothing, CommonRandom, UpperStep):
     estimator: str = key("two-point", "'two-point' or 'envelope'",
         "ZO-HFL's f2 part: the paper's two-point estimate, or (ours, beyond the paper) sum_i w_i lambda "
         "(x - y_i(x)) from one solve at x_r per client (the gradient of a Moreau-envelope objective, not of "
-        "problem (1); each client uploads y_i, n floats; needs ball-radius = 0)", "ours", choice("two-point", "envelope"))
+        "problem (1); each client uploads y_i, n floats; needs ball-radius = 0)",
+        "ours", choice("two-point", "envelope"))
     uplink: str = key("scalars", "'scalars' or 'vectors'",
-        "vectors: clients send y+ and y- (the paper); scalars: the two f2 values (same iterates)", "ours", choice("scalars", "vectors"))
+        "vectors: clients send y+ and y- (the paper); scalars: the two f2 values (same iterates)",
+        "ours", choice("scalars", "vectors"))
     weighting: str = key("uniform", "'uniform', 'participants' or 'rho'",
-        "w_i of a client's estimate: 1/m (Alg. 1), 1/|S_r|, or rho_i = N_i/N_train", "paper", choice("uniform", "participants", "rho"))
+        "w_i of a client's estimate: 1/m (Alg. 1), 1/|S_r|, or rho_i = N_i/N_train",
+        "paper", choice("uniform", "participants", "rho"))
     ball_radius: float = key(0.0, "a number >= 0",
         "radius of Y_i(x) = {||y - x|| <= radius}; 0 = R^n", "ours", nonnegative)
 
@@ -133,9 +139,10 @@ class ZOHFL(Method):
 
     @classmethod
     def check_config(cls, cfg) -> None:
+        hp = cls.Params.of(cfg)
         super().check_config(cfg)
-        if cfg.estimator == "envelope" and cfg.ball_radius > 0:
-            raise ConfigError(f"run-config key 'ball-radius' = {cfg.ball_radius} with estimator = 'envelope': with the "
+        if hp.estimator == "envelope" and hp.ball_radius > 0:
+            raise ConfigError(f"run-config key 'ball-radius' = {hp.ball_radius} with estimator = 'envelope': with the "
                               f"ball Y_i(x) binding, lambda (x - y_i) is no longer lambda / mu times the gradient of "
                               f"client i's Moreau envelope (its factor becomes client- and round-dependent; "
                               f"zofl.algorithms.zohfl.envelope_estimate); use ball-radius = 0 or estimator = "
@@ -143,8 +150,10 @@ class ZOHFL(Method):
 
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:
+        hp = cls.Params.of(cfg)
         out = super().config_warnings(cfg)
-        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != key_by_name()[k].default] if cfg.estimator == "envelope" else []
+        defaults = key_by_name()
+        unused = [k for k in ENVELOPE_UNUSED if cfg[k] != defaults[k].default] if hp.estimator == "envelope" else []
         if unused:
             out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "
                        f"does not read them: one solve at x_r per client, no directions, no two-point "
@@ -164,48 +173,49 @@ class ZOHFL(Method):
         set (``envelope_estimate``): no hooks; and orthonormal directions are at most the model's dimension n
         (given, or from the data's shape alone, ``zofl.tasks.base.data_shape``: no dataset is read
         for a built-in task; the method checks again with the data it loaded)."""
-        if cfg.estimator == "envelope":
+        hp = cls.Params.of(cfg)
+        if hp.estimator == "envelope":
             own = [h for h in HOOKS if hasattr(task, h)]
             if own:
                 raise ConfigError(f"run-config key 'estimator': 'envelope' follows the gradient of the clients' Moreau "
                                   f"envelopes only for the paper's f2 = (lambda/2)||x - y||^2, h_i = loss_i(y) + "
                                   f"(mu/2)||x - y||^2 and Y_i(x) = R^n; task {cfg.task!r} defines its own "
                                   f"{', '.join(own)} (use 'two-point')")
-        if cfg.orthogonal_directions and cfg.directions > 1:
+        if hp.orthogonal_directions and hp.directions > 1:
             n = model_dim(task, spec) if n is None else n
-            if cfg.directions > n:
-                raise ConfigError(f"run-config key 'directions': {cfg.directions} orthogonal directions exceed the "
+            if hp.directions > n:
+                raise ConfigError(f"run-config key 'directions': {hp.directions} orthogonal directions exceed the "
                                   f"model's dimension {n}")
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
-        k, n = self.cfg.directions, state["x"].size
-        if self.cfg.estimator == "envelope":
+        k, n = self.hp.directions, state["x"].size
+        if self.hp.estimator == "envelope":
             return {"y": (n,)}
-        return {"y_plus": (k, n), "y_minus": (k, n)} if self.cfg.uplink == "vectors" else {"f": (2, k)}
+        return {"y_plus": (k, n), "y_minus": (k, n)} if self.hp.uplink == "vectors" else {"f": (2, k)}
 
     def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         cfg, x = self.cfg, state["x"]
-        if cfg.estimator == "envelope":
+        if self.hp.estimator == "envelope":
             return self.update_envelope(state, r, replies)
         n = x.size
         f_values, dirs = {}, {}
         idle = idle_clients(replies)
         for rep in replies:
-            v = client_directions(cfg.seed, r, rep.pid, cfg.directions, n, cfg.orthogonal_directions)
+            v = client_directions(cfg.seed, r, rep.pid, self.hp.directions, n, self.hp.orthogonal_directions)
             if rep.pid in idle:  # H = 0: exactly 0, whatever f2 gives at the uploaded y's
-                f_values[rep.pid] = straggler_f2_values(cfg.directions)
-            elif cfg.uplink == "vectors":
-                f_values[rep.pid] = f2_values_from_vectors(x, v, rep.arrays["y_plus"], rep.arrays["y_minus"], cfg.eta,
-                                                           self.f2)
+                f_values[rep.pid] = straggler_f2_values(self.hp.directions)
+            elif self.hp.uplink == "vectors":
+                f_values[rep.pid] = f2_values_from_vectors(x, v, rep.arrays["y_plus"], rep.arrays["y_minus"],
+                                                           self.hp.eta, self.f2)
             else:
                 f_values[rep.pid] = (rep.arrays["f"][0], rep.arrays["f"][1])
             dirs[rep.pid] = v
         pids = sorted(f_values)
-        weights = client_weights(cfg.weighting, pids, self.m, {rep.pid: rep.num_examples for rep in replies},
+        weights = client_weights(self.hp.weighting, pids, self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
-        g_f2 = zo_estimate(weights, f_values, dirs, cfg.eta, n, self.robust, cfg.coef_clip)
+        g_f2 = zo_estimate(weights, f_values, dirs, self.hp.eta, n, self.robust, cfg.coef_clip)
         grad_f1 = self.grad_f1(x, r)
-        gamma_r = server_step_size(cfg.gamma, r)
+        gamma_r = server_step_size(self.hp.gamma, r)
         f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) \
             if pids else float("nan")
         return {**state, "x": server_update(x, grad_f1, g_f2, gamma_r)}, {"f2_est": f2_est, "gamma_r": gamma_r}
@@ -216,18 +226,18 @@ class ZOHFL(Method):
         if not len(self.server_data):
             return np.zeros(x.size)
         idx = minibatch_indices(seed_sequence(cfg.seed, r, STREAM_SERVER_BATCH), len(self.server_data), 1,
-                                cfg.server_batch_size)[0]
+                                self.hp.server_batch_size)[0]
         return self.task.grad(x, self.server_data.x[idx], self.server_data.y[idx])
 
     def update_envelope(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """estimator = envelope (ours): g = grad f1~ + sum_i w_i lambda (x_r - y_i(x_r))."""
-        cfg, x = self.cfg, state["x"]
+        x = state["x"]
         idle = idle_clients(replies)  # H = 0: y = x, adding exactly 0
         ys = {rep.pid: x if rep.pid in idle else rep.arrays["y"] for rep in replies}
-        weights = client_weights(cfg.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
+        weights = client_weights(self.hp.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
-        g_f2 = envelope_estimate(weights, ys, x, cfg["lambda"], self.robust)
-        gamma_r = server_step_size(cfg.gamma, r)
+        g_f2 = envelope_estimate(weights, ys, x, self.hp.lambda_, self.robust)
+        gamma_r = server_step_size(self.hp.gamma, r)
         f2_est = float(np.mean([self.f2(x, y) for y in ys.values()])) if ys else float("nan")
         return {**state, "x": server_update(x, self.grad_f1(x, r), g_f2, gamma_r)}, \
             {"f2_est": f2_est, "gamma_r": gamma_r}
@@ -246,18 +256,19 @@ def model_dim(task: Task, spec: DataSpec) -> int:
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
     """Client i's work in round r: Algorithm 2 at x_r +- eta v_j for each of its directions (or, with
     estimator = envelope, once at x_r itself)."""
+    hp = ZOHFLParams.of(cfg)
     t0 = time.perf_counter()
     pid, r, H = work.pid, work.round, work.H
     data = task.client_data(spec, pid)
     x = work.arrays["x"]
-    if cfg.estimator == "envelope":
+    if hp.estimator == "envelope":
         batches = minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES, 0, 0), len(data), H,
                                     cfg.batch_size)
-        y = lower_sgd(hierarchy(cfg, task, data), x, x, batches, cfg.client_lr, cfg.client_lr_gamma)
+        y = lower_sgd(hierarchy(cfg, task, data), x, x, batches, hp.client_lr, hp.client_lr_gamma)
         return Reply(pid, {"y": y}, len(data), {"H": H, "steps": H, "compute_s": time.perf_counter() - t0})
-    v = client_directions(cfg.seed, r, pid, cfg.directions, x.size, cfg.orthogonal_directions)
+    v = client_directions(cfg.seed, r, pid, hp.directions, x.size, hp.orthogonal_directions)
     res = client_solve(hierarchy(cfg, task, data), len(data), x, v, H, solve_spec(cfg),
                        (cfg.seed, r, pid, STREAM_BATCHES))
-    out = {"y_plus": res.y_plus, "y_minus": res.y_minus} if cfg.uplink == "vectors" \
+    out = {"y_plus": res.y_plus, "y_minus": res.y_minus} if hp.uplink == "vectors" \
         else {"f": np.stack([res.f_plus, res.f_minus])}
     return Reply(pid, out, len(data), {"H": H, "steps": res.steps, "compute_s": time.perf_counter() - t0})

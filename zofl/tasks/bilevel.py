@@ -56,6 +56,9 @@ class ClientProblem:
 
 @runtime_checkable
 class BilevelTask(Protocol):
+    """``settings`` below is the run's ``zofl.settings.TaskSettings`` (typed: settings.x_min,
+    settings.holdout_fraction, ...), the task's keys and nothing else of the run-config."""
+
     def check(self, spec: DataSpec) -> None: ...
     def server_data(self, spec: DataSpec) -> ArrayData: ...
     def test_data(self, spec: DataSpec) -> ArrayData: ...
@@ -67,12 +70,12 @@ class BilevelTask(Protocol):
     def init_x(self, spec: DataSpec) -> np.ndarray: ...
     def init_y(self, spec: DataSpec) -> np.ndarray: ...
 
-    def project_x(self, x: np.ndarray, cfg) -> np.ndarray:
+    def project_x(self, x: np.ndarray, settings) -> np.ndarray:
         """P_X(x), the upper-level set of the problem (identity if X = R^n)."""
 
-    def client_problem(self, cfg, spec: DataSpec, pid: int) -> ClientProblem: ...
+    def client_problem(self, settings, spec: DataSpec, pid: int) -> ClientProblem: ...
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         """Test metrics of (x, y); always ``test_loss`` and ``test_acc`` (nan where meaningless)."""
 
 
@@ -137,11 +140,11 @@ class HyperLogisticTask(SplitTask):
     def init_y(self, spec: DataSpec) -> np.ndarray:
         return np.zeros(self.dims(spec)[1])
 
-    def project_x(self, x: np.ndarray, cfg) -> np.ndarray:
-        return np.maximum(x, cfg.x_min)
+    def project_x(self, x: np.ndarray, settings) -> np.ndarray:
+        return np.maximum(x, settings.x_min)
 
-    def client_problem(self, cfg, spec: DataSpec, pid: int) -> ClientProblem:
-        u_lo, v_lo, u_up, v_up, num_examples = _hyper_arrays(type(self), spec, pid, cfg.holdout_fraction)
+    def client_problem(self, settings, spec: DataSpec, pid: int) -> ClientProblem:
+        u_lo, v_lo, u_up, v_up, num_examples = _hyper_arrays(type(self), spec, pid, settings.holdout_fraction)
 
         def f(x, y, idx):
             return logistic_loss(y, u_up[idx], v_up[idx])
@@ -151,7 +154,7 @@ class HyperLogisticTask(SplitTask):
 
         return ClientProblem(f, len(v_up), lower_grad, len(v_lo), num_examples)
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         u, v, _, _ = _test_arrays(type(self), spec)
         z = u @ y
         return {"test_loss": float(np.mean(np.logaddexp(0.0, -v * z))),
@@ -162,14 +165,14 @@ class HyperLogisticTask(SplitTask):
 class MinimaxTask:
     """min_x max_y (1/m) sum_i f_i(x, y) through FedRZO_bl: the lower level is h_i = -f_i (Sec. 4.2).
 
-    A subclass gives ``client_upper(cfg, spec, pid) -> (f, grad_y f, n, num_examples)``; both levels
+    A subclass gives ``client_upper(settings, spec, pid) -> (f, grad_y f, n, num_examples)``; both levels
     use the same data (D~_i = D_i, Corollary 1)."""
 
-    def client_upper(self, cfg, spec: DataSpec, pid: int):
+    def client_upper(self, settings, spec: DataSpec, pid: int):
         raise NotImplementedError
 
-    def client_problem(self, cfg, spec: DataSpec, pid: int) -> ClientProblem:
-        f, grad_y_f, n, num_examples = self.client_upper(cfg, spec, pid)
+    def client_problem(self, settings, spec: DataSpec, pid: int) -> ClientProblem:
+        f, grad_y_f, n, num_examples = self.client_upper(settings, spec, pid)
         return ClientProblem(f, n, minimax_lower_grad(grad_y_f), n, num_examples)
 
 
@@ -193,7 +196,7 @@ class FairReluTask(MinimaxTask, SplitTask):
     def init_y(self, spec: DataSpec) -> np.ndarray:
         return np.ones(self.dims(spec)[1])
 
-    def project_x(self, x: np.ndarray, cfg) -> np.ndarray:
+    def project_x(self, x: np.ndarray, settings) -> np.ndarray:
         return x  # X = R^n
 
     def _output(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -205,9 +208,9 @@ class FairReluTask(MinimaxTask, SplitTask):
         per = 0.5 * (_signs(labels, num_classes) - self._output(x, u)) ** 2
         return np.bincount(labels, weights=per, minlength=num_classes) / total
 
-    def client_upper(self, cfg, spec: DataSpec, pid: int):
+    def client_upper(self, settings, spec: DataSpec, pid: int):
         data = self.client_data(spec, pid)
-        C, lam_y, l2 = data.num_classes, cfg.y_l2, cfg.l2
+        C, lam_y, l2 = data.num_classes, settings.y_l2, settings.l2
 
         def f(x, y, idx):
             L = self.group_losses(x, data.x[idx], data.y[idx], C, len(idx))
@@ -218,7 +221,7 @@ class FairReluTask(MinimaxTask, SplitTask):
 
         return f, grad_y_f, len(data), len(data)
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         u, v, labels, C = _test_arrays(type(self), spec)
         out = self._output(x, u)
         correct = np.where(out >= 0, 1.0, -1.0) == v

@@ -2,11 +2,12 @@
 
     min_x (1/m) sum_i f_i(x, y*(x)),   y*(x) = argmin_y (1/m) sum_i g_i(x, y),  g_i strongly convex in y.
 
-A task gives, per client i, ``client_oracles(cfg, spec, pid) -> Oracles``: closures over the
+A task gives, per client i, ``client_oracles(settings, spec, pid) -> Oracles`` (``settings``: the run's
+``zofl.settings.TaskSettings``, typed): closures over the
 client's data for grad_y g_i, grad_x f_i, grad_y f_i and the products grad^2_yy g_i v (Hessian-vector)
 and grad^2_xy g_i v (an x-sized vector), each on a minibatch ``idx`` of the client's lower
 (``n_lower``) or upper (``n_upper``) examples; plus ``dims``, ``init_x``, ``init_y`` and
-``evaluate(cfg, spec, x, y)``. Built in:
+``evaluate(settings, spec, x, y)``. Built in:
 
 * ``hyper-cleaning`` (paper 002, Sec. 5.1, after Franceschi et al. 2017 and FedNest/ADBO): each
   client's examples are split into a training part whose labels are replaced by a uniformly random
@@ -159,21 +160,22 @@ def _offsets(spec: DataSpec, fraction: float) -> tuple[int, ...]:
 class HyperCleaningTask(SplitTask):
     """Data hyper-cleaning (see the module docstring)."""
 
-    def dims(self, cfg, spec: DataSpec) -> tuple[int, int]:
+    def dims(self, settings, spec: DataSpec) -> tuple[int, int]:
         test = self.test_data(spec)
-        return _offsets(spec, cfg.holdout_fraction)[-1], (test.x.shape[1] + 1) * test.num_classes
+        return _offsets(spec, settings.holdout_fraction)[-1], (test.x.shape[1] + 1) * test.num_classes
 
-    def init_x(self, cfg, spec: DataSpec) -> np.ndarray:
-        return np.zeros(self.dims(cfg, spec)[0])
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dims(settings, spec)[0])
 
-    def init_y(self, cfg, spec: DataSpec) -> np.ndarray:
-        return np.zeros(self.dims(cfg, spec)[1])
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dims(settings, spec)[1])
 
-    def client_oracles(self, cfg, spec: DataSpec, pid: int) -> Oracles:
-        u_tr, noisy, _, u_val, val_labels, C = _cleaning_arrays(spec, pid, cfg.holdout_fraction, cfg.corruption)
-        lo, hi = _offsets(spec, cfg.holdout_fraction)[pid:pid + 2]
-        d, mu = u_tr.shape[1], cfg.lower_l2
-        p = _offsets(spec, cfg.holdout_fraction)[-1]
+    def client_oracles(self, settings, spec: DataSpec, pid: int) -> Oracles:
+        u_tr, noisy, _, u_val, val_labels, C = _cleaning_arrays(spec, pid, settings.holdout_fraction,
+                                                                settings.corruption)
+        lo, hi = _offsets(spec, settings.holdout_fraction)[pid:pid + 2]
+        d, mu = u_tr.shape[1], settings.lower_l2
+        p = _offsets(spec, settings.holdout_fraction)[-1]
 
         def weights(x, idx):
             return _sigmoid(x[lo:hi][idx])
@@ -205,23 +207,23 @@ class HyperCleaningTask(SplitTask):
         return Oracles(grad_y_g, hvp_yy_g, jvp_xy_g, grad_x_f, grad_y_f, len(noisy), len(val_labels),
                        len(noisy) + len(val_labels))
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         test = self.test_data(spec)
         u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
         W = y.reshape(u.shape[1], test.num_classes)
         # how well x tells corrupted from clean training examples: mean weight of each kind, and the ROC AUC
         # of sigma(x_j) for "label kept" (0.5 = no separation)
         w = _sigmoid(x)
-        corrupted = self.corrupted(cfg, spec)
+        corrupted = self.corrupted(settings, spec)
         return {"test_loss": float(np.mean(ce_loss(W, u, test.y))),
                 "test_acc": float(np.mean(np.argmax(u @ W, axis=1) == test.y)),
                 "weight_corrupted": float(w[corrupted].mean()) if corrupted.any() else float("nan"),
                 "weight_clean": float(w[~corrupted].mean()) if not corrupted.all() else float("nan"),
                 "weight_auc": roc_auc(w, ~corrupted)}
 
-    def corrupted(self, cfg, spec: DataSpec) -> np.ndarray:
+    def corrupted(self, settings, spec: DataSpec) -> np.ndarray:
         """Which training examples had their label changed (bool, x's order): the truth cleaning should find."""
-        return corrupted_mask(spec, cfg.holdout_fraction, cfg.corruption)
+        return corrupted_mask(spec, settings.holdout_fraction, settings.corruption)
 
 
 @functools.lru_cache(maxsize=None)
@@ -237,34 +239,34 @@ def _labelled_arrays(spec: DataSpec, pid: int, fraction: float):
 class RegularizationTask(SplitTask):
     """Per-feature L2 coefficients (see the module docstring)."""
 
-    def dims(self, cfg, spec: DataSpec) -> tuple[int, int]:
+    def dims(self, settings, spec: DataSpec) -> tuple[int, int]:
         test = self.test_data(spec)
         d = test.x.shape[1]
         return d, (d + 1) * test.num_classes
 
-    def init_x(self, cfg, spec: DataSpec) -> np.ndarray:
-        return np.full(self.dims(cfg, spec)[0], np.log(cfg.lower_l2))
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
+        return np.full(self.dims(settings, spec)[0], np.log(settings.lower_l2))
 
-    def init_y(self, cfg, spec: DataSpec) -> np.ndarray:
-        return np.zeros(self.dims(cfg, spec)[1])
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
+        return np.zeros(self.dims(settings, spec)[1])
 
     @staticmethod
-    def coefficients(cfg, x: np.ndarray) -> np.ndarray:
+    def coefficients(settings, x: np.ndarray) -> np.ndarray:
         """One coefficient per row of W: exp(x_k) for the features, lower-l2 for the bias."""
-        return np.append(np.exp(x), cfg.lower_l2)
+        return np.append(np.exp(x), settings.lower_l2)
 
-    def client_oracles(self, cfg, spec: DataSpec, pid: int) -> Oracles:
-        u_tr, labels, u_val, val_labels, C = _labelled_arrays(spec, pid, cfg.holdout_fraction)
+    def client_oracles(self, settings, spec: DataSpec, pid: int) -> Oracles:
+        u_tr, labels, u_val, val_labels, C = _labelled_arrays(spec, pid, settings.holdout_fraction)
         d1 = u_tr.shape[1]
 
         def grad_y_g(x, y, idx):
             W = y.reshape(d1, C)
-            lam = self.coefficients(cfg, x)[:, None]
+            lam = self.coefficients(settings, x)[:, None]
             return (weighted_ce_grad(W, u_tr[idx], labels[idx], np.ones(len(idx))) + lam * W).reshape(-1)
 
         def hvp_yy_g(x, y, v, idx):
             W, V = y.reshape(d1, C), v.reshape(d1, C)
-            lam = self.coefficients(cfg, x)[:, None]
+            lam = self.coefficients(settings, x)[:, None]
             return (weighted_ce_hvp(W, u_tr[idx], np.ones(len(idx)), V) + lam * V).reshape(-1)
 
         def jvp_xy_g(x, y, v, idx):
@@ -282,7 +284,7 @@ class RegularizationTask(SplitTask):
         return Oracles(grad_y_g, hvp_yy_g, jvp_xy_g, grad_x_f, grad_y_f, len(labels), len(val_labels),
                        len(labels) + len(val_labels))
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         test = self.test_data(spec)
         u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
         W = y.reshape(u.shape[1], test.num_classes)
@@ -353,16 +355,16 @@ class QuadraticHypergrad:
     def num_train(self, spec) -> int:
         return spec.num_clients
 
-    def dims(self, cfg, spec: DataSpec) -> tuple[int, int]:
+    def dims(self, settings, spec: DataSpec) -> tuple[int, int]:
         return self.dim, self.dim
 
-    def init_x(self, cfg, spec: DataSpec) -> np.ndarray:
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
         return np.zeros(self.dim)
 
-    def init_y(self, cfg, spec: DataSpec) -> np.ndarray:
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
         return np.zeros(self.dim)
 
-    def client_oracles(self, cfg, spec: DataSpec, pid: int) -> Oracles:
+    def client_oracles(self, settings, spec: DataSpec, pid: int) -> Oracles:
         A, Bs, cs, es = self._data(spec)
         B, c, e, lam = Bs[pid], cs[pid], es[pid], self.lam
         return Oracles(grad_y_g=lambda x, y, idx: A @ y - B @ x - e,
@@ -372,7 +374,7 @@ class QuadraticHypergrad:
                        grad_y_f=lambda x, y, idx: y - c,
                        n_lower=1, n_upper=1, num_examples=1)
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         xs, ys = self.solution(spec)
         return {"test_loss": float(np.linalg.norm(x - xs)), "test_acc": float("nan"),
                 "y_error": float(np.linalg.norm(y - ys))}

@@ -70,14 +70,14 @@ class TorchTask(SplitTask):
         self._shapes: list[tuple[str, tuple[int, ...]]] = []
 
     # -- run-config ------------------------------------------------------------------------
-    def configure(self, cfg, spec) -> None:
+    def configure(self, settings, spec) -> None:
         """Called by ``zofl.setup.prepare`` in every process (server and clients) once the run-config
         is known: the ``device`` (cuda must be present) and the module, sized from the data."""
         import torch
 
-        if cfg.device == "cuda" and not torch.cuda.is_available():
+        if settings.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("run-config key 'device': 'cuda' asked for, but torch sees no CUDA device here")
-        self.device, self._module = cfg.device, None
+        self.device, self._module = settings.device, None
         if self.num_threads:
             # one thread per process: a simulated client gets one CPU (client-resources-num-cpus=1), and
             # torch's default of all cores made steps ~10x slower on a busy 2-core machine (measured)
@@ -89,7 +89,7 @@ class TorchTask(SplitTask):
     def _built(self):
         if self._module is None:
             raise RuntimeError("TorchTask: the module is built by init_params(num_features, num_classes) or "
-                               "configure(cfg, spec) (zofl.setup.prepare calls it); neither has run")
+                               "configure(settings, spec) (zofl.setup.prepare calls it); neither has run")
         return self._module
 
     def _build(self, num_features: int, num_classes: int):

@@ -67,7 +67,7 @@ class _Toy:
     def init_y(self, spec: DataSpec) -> np.ndarray:
         return np.zeros(DIM)
 
-    def project_x(self, x: np.ndarray, cfg) -> np.ndarray:
+    def project_x(self, x: np.ndarray, settings) -> np.ndarray:
         return x
 
     def _draw(self, spec: DataSpec):
@@ -76,7 +76,7 @@ class _Toy:
         A = np.eye(DIM) + 0.3 * rng.standard_normal((m, DIM, DIM))
         return A, rng.standard_normal((m, DIM)), rng.standard_normal((m, DIM))
 
-    def evaluate(self, cfg, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         x_star = self.solution(spec)
         return {"test_loss": self.implicit_objective(spec, x), "test_acc": float("nan"),
                 "dist_to_solution": float(np.linalg.norm(x - x_star)),
@@ -84,7 +84,7 @@ class _Toy:
 
 
 class QuadraticBilevel(_Toy):
-    def client_problem(self, cfg, spec: DataSpec, pid: int) -> ClientProblem:
+    def client_problem(self, settings, spec: DataSpec, pid: int) -> ClientProblem:
         A, b, c = self._draw(spec)
         Ai, bi, ci, rho = A[pid], b[pid], c[pid], self.rho
 
@@ -118,7 +118,7 @@ class SaddlePoint(MinimaxTask, _Toy):
         B, c, a = self._draw(spec)
         return 1.0 + np.abs(a[:, 0]), B, c  # a_i > 0
 
-    def client_upper(self, cfg, spec: DataSpec, pid: int):
+    def client_upper(self, settings, spec: DataSpec, pid: int):
         a, B, c = self._abc(spec)
         ai, Bi, ci, lam = a[pid], B[pid], c[pid], self.lam
 
@@ -198,14 +198,14 @@ class HierarchicalQuadratic:
         return np.zeros(len(x), dtype=np.int64)
 
     # -- ZO-HFL's hooks -----------------------------------------------------------------------
-    def hfl_f2(self, cfg, x: np.ndarray, y: np.ndarray) -> float:
+    def hfl_f2(self, hp, x: np.ndarray, y: np.ndarray) -> float:
         over = np.maximum(y - self.c, 0.0)
         return 0.5 * float(over @ over) + 0.5 * self.rho * float(x @ x)
 
-    def hfl_lower_grad(self, cfg, data: ArrayData, x: np.ndarray, y: np.ndarray, idx) -> np.ndarray:
+    def hfl_lower_grad(self, hp, data: ArrayData, x: np.ndarray, y: np.ndarray, idx) -> np.ndarray:
         return y - self.s * x - data.x[0, :self.dim].astype(np.float64)
 
-    def hfl_project(self, cfg, data: ArrayData, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def hfl_project(self, hp, data: ArrayData, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.maximum(y, self.kappa * x + data.x[0, self.dim:].astype(np.float64))
 
     # -- the solution ----------------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""Typed settings (zofl.settings): every key declared once in a group; the code reads only declared keys.
+
+A mistyped ``cfg.<attr>`` would fail only on its code path at run time; these tests read the source
+instead, so a typo or a key a method reads without declaring it fails here."""
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from zofl.config import ConfigError, key_by_name, keys, parse_config
+from zofl.methods import METHODS
+from zofl.settings import ENGINE_GROUPS, Clients, Run, TaskSettings
+
+ZOFL = Path(__file__).resolve().parent.parent / "zofl"
+DICT_METHODS = {"get", "items", "keys", "values", "copy", "update", "pop", "setdefault"}
+READ = re.compile(r"(?<![\w.])(?:self\.|run\.|self\.run\.)?cfg\.([a-z_][a-z0-9_]*)")
+
+
+def _reads(path: Path, pattern: re.Pattern = READ) -> set[str]:
+    return {m.group(1) for m in pattern.finditer(path.read_text())} - DICT_METHODS
+
+
+def test_every_cfg_attribute_read_in_the_package_is_a_key():
+    names = set(key_by_name())
+    bad = {str(p.relative_to(ZOFL)): sorted(a for a in _reads(p) if a.replace("_", "-") not in names)
+           for p in ZOFL.rglob("*.py")}
+    assert {p: a for p, a in bad.items() if a} == {}
+
+
+def test_a_method_reads_its_own_keys_only_through_its_typed_params():
+    """In zofl/methods/, ``cfg.<attr>`` reads only the engine groups' keys; a method's own keys are read as
+    ``hp.<field>`` (its Params), so READ_BY (which comes from Params) lists every method that reads a key."""
+    engine = {k.field for g in ENGINE_GROUPS for k in g.keys()}
+    own = {str(p.name): sorted(_reads(p) - engine) for p in (ZOFL / "methods").glob("*.py")}
+    assert {p: a for p, a in own.items() if a} == {}
+    declared = {k.field for e in METHODS.values() for k in e.server.Params.keys()}
+    hp = re.compile(r"\bhp\.([a-z_][a-z0-9_]*)")
+    used = {m.group(1) for p in (ZOFL / "methods").glob("*.py") for m in hp.finditer(p.read_text())}
+    assert used - declared == set()
+
+
+def test_groups_are_typed_frozen_views_of_the_flat_run_config():
+    cfg = parse_config({"num-clients": 4, "beta": 0.5, "seed": 3, "x-min": 0.01})
+    run, clients, task = Run.of(cfg), Clients.of(cfg), TaskSettings.of(cfg)
+    assert (run.seed, clients.beta, task.x_min) == (3, 0.5, 0.01)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.seed = 4
+    zohfl = METHODS["zohfl"].server.Params.of(cfg)
+    assert zohfl.lambda_ == cfg["lambda"] and zohfl.eta == cfg.eta  # 'lambda' is a keyword: field lambda_
+
+
+def test_every_key_belongs_to_exactly_one_group_and_keeps_its_flat_name():
+    all_keys = keys()
+    assert len({k.name for k in all_keys}) == len(all_keys)
+    assert all(k.group and k.field for k in all_keys)
+    assert key_by_name()["lambda"].field == "lambda_" and key_by_name()["num-clients"].group == "Data"
+    with pytest.raises(ConfigError, match="'x-min' must be a number >= 0"):
+        parse_config({"x-min": -1.0})
