@@ -1,17 +1,24 @@
 """The ClientApp: a NumPyClient runs the configured method's client work on its partition.
 
-``ZOFLClient`` (a ``NumPyClient``) is the client-side unit of work in every engine: its ``fit``
-decodes the work (``zofl.core.protocol``), runs the method's ``client_work`` (pure numpy), applies
-the device speed and the injected faults of ``zofl.faults``, and returns the reply. The
-``ClientApp`` routes Flower's messages to it:
-* ``train`` with our records (engines sync and async, and Flower's Message-API FedAvg),
+``ZOFLClient`` (a ``NumPyClient``) is the client-side unit of work in every engine: its ``work``
+runs the method's ``client_work`` (pure numpy) on a ``Work``, applies the device speed and the
+injected faults of ``zofl.faults``, and returns the ``Reply``. The ``ClientApp`` routes Flower's
+messages to it, converting each once (``zofl.strategies.wire``):
+* ``train`` with our records (engines sync and async, and Flower's Message-API FedAvg): the
+  message's RecordDict -> ``Work`` -> ``ZOFLClient.work`` -> ``Reply`` -> a reply RecordDict,
 * ``train`` with the legacy API's FitIns records (engine legacy), through Flower's own legacy
-  handler, which calls the same ``NumPyClient.fit``,
+  handler, which calls ``NumPyClient.fit`` (the NumPyClient form -> ``Work`` -> the same ``work``),
 * ``query.partition``: the node's partition-id, without loading any data (``strategies.nodes``).
+
+The run-config is validated once per process (``prepared``), not per message: Flower builds a new
+client for every message, from the same run-config.
 """
 from __future__ import annotations
 
+import functools
+import os
 import time
+from typing import Any, Mapping
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
@@ -19,12 +26,13 @@ from flwr.client import NumPyClient
 from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
 from flwr.clientapp import ClientApp
 
-from .config import ConfigError
-from .core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, reply_to_numpy, work_from_numpy
+from .config import ConfigError, defaults
+from .core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
 from .setup import DATA_FP, check_data, prepare
-from .strategies.wire import LEGACY_FIT_KEY, numpy_form, reply_content
+from .strategies.wire import LEGACY_FIT_KEY, decode_work, reply_content, reply_to_numpy, work_from_numpy
+from .tasks.data import file_stamp
 
 STATE_KEY = "zofl"
 
@@ -46,6 +54,22 @@ def node_partition(context: Context, num_clients: int | None = None) -> tuple[in
     return pid, int(node.get(NUM_PARTITIONS, num_clients if num_clients is not None else 1))
 
 
+def prepared(run_config: Mapping[str, Any]):
+    """(cfg, task, spec) of a run-config, validated and its data checked once per process, run-config and
+    version of the data file (a file replaced in place is checked again, as every per-process cache)."""
+    given = {**defaults(), **run_config}
+    try:
+        stamp = file_stamp(str(given["dataset"]), os.path.expanduser(str(given["data-dir"])))
+    except (OSError, ValueError, TypeError):
+        stamp = ()  # an impossible value: prepare's checks name it
+    return _prepared(tuple(sorted(run_config.items())), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared(items: tuple, stamp: tuple) -> tuple:
+    return prepare(dict(items))
+
+
 class ZOFLClient(NumPyClient):
     """Thin adapter: Flower in, ``METHODS[strategy].client_work`` (pure numpy) out.
 
@@ -54,7 +78,7 @@ class ZOFLClient(NumPyClient):
 
     def __init__(self, context: Context):
         self.context = context
-        self.cfg, self.task, self.spec = prepare(context.run_config)
+        self.cfg, self.task, self.spec = prepared(context.run_config)
         self.pid, num_partitions = node_partition(context, self.cfg.num_clients)
         if num_partitions != self.cfg.num_clients or not 0 <= self.pid < num_partitions:
             raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
@@ -67,8 +91,12 @@ class ZOFLClient(NumPyClient):
         self.real_time = not (self.cfg.engine == "async" and self.cfg.clock == "simulated")
 
     def fit(self, parameters, config):
+        """NumPyClient's entry (the legacy API's handler calls it): the NumPyClient form in and out."""
+        return reply_to_numpy(self.work(work_from_numpy(self.pid, parameters, config)))
+
+    def work(self, work: Work) -> Reply:
+        """The method's client work on ``work``, with the device speed and the injected faults."""
         cfg = self.cfg
-        work = work_from_numpy(self.pid, parameters, config)
         check_data(work.config.pop(DATA_FP, None), self.task, self.spec, self.pid)  # the server's data?
         fault = draw_fault(cfg.seed, work.round, self.pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob)
         if fault == "crash":
@@ -92,7 +120,7 @@ class ZOFLClient(NumPyClient):
             bad = corrupt(list(reply.arrays.values()), fault.split(":", 1)[1])
             reply.arrays = dict(zip(names, bad))
         reply.metrics.update(speed=self.speed, wall_s=time.perf_counter() - t0)
-        return reply_to_numpy(reply)
+        return reply
 
 
 def client_fn(context: Context):
@@ -107,12 +135,12 @@ def train(msg: Message, context: Context) -> Message:
     if LEGACY_FIT_KEY in msg.content.array_records:  # engine legacy: Flower's FitIns -> NumPyClient.fit
         return handle_legacy_message_from_msgtype(client_fn, msg, context)
     t0 = time.perf_counter()
-    parameters, config = numpy_form(msg.content)
-    arrays, num_examples, metrics = ZOFLClient(context).fit(parameters, config)
+    client = ZOFLClient(context)
+    reply = client.work(decode_work(msg.content, client.pid))
     # handle_s: from receiving the message to the reply, all on this node's clock; the server tells a
     # reply that came late while its work fitted the deadline (it waited in a queue) from a slow client
-    metrics["handle_s"] = time.perf_counter() - t0
-    return Message(reply_content(arrays, num_examples, metrics), reply_to=msg)
+    reply.metrics["handle_s"] = time.perf_counter() - t0
+    return Message(reply_content(reply), reply_to=msg)
 
 
 @app.query("partition")

@@ -17,11 +17,11 @@ from flwr.server.strategy import FedAvg as LegacyFedAvg
 from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 
 from ..algorithms.lower_level import local_steps
-from ..core.protocol import Failure, reply_from_numpy
+from ..core.protocol import Failure
 from ..core.rounds import RoundPlan, SyncRun
 from .legacy import LegacyStrategy, describe
 from .message import MessageStrategy
-from .wire import array_record, decode_reply, error_kind
+from .wire import array_record, decode_reply, error_kind, reply_from_numpy
 
 
 def _plan(run: SyncRun, r: int, replied: list[int], downlink: int) -> RoundPlan:

@@ -16,9 +16,9 @@ from flwr.server.compat import start_grid
 from flwr.server.strategy import Strategy as LegacyAPIStrategy
 from flwr.serverapp import Grid
 
-from ..core.protocol import Failure, reply_from_numpy, work_to_numpy
+from ..core.protocol import Failure
 from ..core.rounds import RoundPlan, SyncRun
-from .wire import error_kind
+from .wire import error_kind, reply_from_numpy, work_to_numpy
 
 
 def describe(failure) -> tuple[int | None, str]:

@@ -1,49 +1,58 @@
-"""The wire protocol of ``zofl.core.protocol`` in Flower's records (Message API and legacy API).
+"""Work and Reply (``zofl.core.protocol``) in Flower's forms: the only module that converts them.
 
-Work travels as Flower's own convention, RecordDict {"arrays": ArrayRecord, "config": ConfigRecord},
-and a reply as {"arrays": ArrayRecord, "metrics": MetricRecord with "num-examples"}, so Flower's
-built-in strategies read our replies as they read any other. Arrays keep their names.
+A message changes form once on each side: the server turns a ``Work`` into a Message and the
+client turns that Message back into the ``Work``; the client turns its ``Reply`` into a RecordDict
+and the server turns that back into the ``Reply``.
+
+* Message API (engines sync and async, and Flower's own Message-API FedAvg): work is Flower's own
+  convention, RecordDict {"arrays": ArrayRecord, "config": ConfigRecord}, and a reply is
+  {"arrays": ArrayRecord, "metrics": MetricRecord with "num-examples"}, so Flower's built-in
+  strategies read our replies as they read any other. Arrays keep their names.
+* The legacy API (engine legacy): Flower's FitIns / FitRes carry the NumPyClient form, arrays in
+  order with the config entry ``arrays`` naming them (``work_to_numpy`` ... ``reply_from_numpy``);
+  Flower's legacy handler calls ``NumPyClient.fit`` with it.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.constant import ErrorCode
 
-from ..core.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, TRAIN, Failure, Reply, Work
+from ..core.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, TRAIN, Failure, Reply, Scalar, Work
 
 LEGACY_FIT_KEY = "fitins.parameters"  # what the legacy API's FitIns becomes in a RecordDict
 
 
-def array_record(arrays: dict[str, np.ndarray]) -> ArrayRecord:
+def array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
     return ArrayRecord({k: Array(np.asarray(v)) for k, v in arrays.items()})
 
 
+# -- the Message API: server -> client -----------------------------------------------------------
 def work_message(work: Work, node_id: int) -> Message:
     config = ConfigRecord({"round": work.round, "H": work.H, **work.config})
     content = RecordDict({ARRAYS: array_record(work.arrays), CONFIG: config})
     return Message(content, dst_node_id=node_id, message_type=TRAIN)
 
 
-def numpy_form(content: RecordDict) -> tuple[list[np.ndarray], dict]:
-    """The NumPyClient form (arrays in order, config naming them) of a work message's content."""
-    arrays = content.array_records[ARRAYS]
+def decode_work(content: RecordDict, pid: int) -> Work:
+    """The client's side of ``work_message`` (also Flower's own FedAvg's, whose config carries round and H)."""
     config = dict(content.config_records[CONFIG])
-    config[ARRAYS] = ",".join(arrays.keys())
-    return [a.numpy() for a in arrays.values()], config
+    if "round" not in config or "H" not in config:
+        raise ValueError(f"work for client {pid}: config {config} lacks 'round' or 'H'")
+    arrays = {k: a.numpy() for k, a in content.array_records[ARRAYS].items()}
+    extra = {k: v for k, v in config.items() if k not in ("round", "H")}
+    return Work(pid, int(config["round"]), int(config["H"]), arrays, extra)
 
 
-def reply_content(arrays: list[np.ndarray], num_examples: int, metrics: dict) -> RecordDict:
-    """A NumPyClient's (arrays, num_examples, metrics) as a reply RecordDict (names from metrics)."""
-    names = [n for n in str(metrics.get(ARRAYS, "")).split(",") if n]
-    if len(names) != len(arrays):
-        names = [f"#{i}" for i in range(len(arrays))]
-    numbers = {k: v for k, v in metrics.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("pid",)}
-    return RecordDict({ARRAYS: array_record(dict(zip(names, arrays))),
-                       METRICS: MetricRecord({**numbers, NUM_EXAMPLES: int(num_examples)})})
+# -- the Message API: client -> server -----------------------------------------------------------
+def reply_content(reply: Reply) -> RecordDict:
+    """A Reply as a reply RecordDict: its named arrays, and its numeric metrics with num-examples (a
+    MetricRecord holds numbers only)."""
+    numbers = {k: v for k, v in reply.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return RecordDict({ARRAYS: array_record(reply.arrays),
+                       METRICS: MetricRecord({**numbers, NUM_EXAMPLES: int(reply.num_examples)})})
 
 
 def error_kind(code: int | None, reason: str) -> str:
@@ -79,3 +88,36 @@ def decode_replies(replies: Iterable[Message], pid_of_node: dict[int, int],
         out = decode_reply(msg, pid_of_node.get(node, -1))
         (bad if isinstance(out, Failure) else good).append(out)
     return good, bad
+
+
+# -- the legacy API's NumPyClient form (FitIns / FitRes) ---------------------------------------
+def work_to_numpy(work: Work) -> tuple[list[np.ndarray], dict[str, Scalar]]:
+    """The arrays in order, and the config entries: round, H, the array names (comma-separated), the method's."""
+    return list(work.arrays.values()), {"round": work.round, "H": work.H, ARRAYS: ",".join(work.arrays), **work.config}
+
+
+def work_from_numpy(pid: int, parameters: list[np.ndarray], config: Mapping[str, Scalar]) -> Work:
+    """Decode NumPyClient work; without the ``arrays`` entry (Flower's own strategies) one array is ``x``."""
+    names = [n for n in str(config.get(ARRAYS, "")).split(",") if n] or (["x"] if len(parameters) == 1 else [])
+    if len(names) != len(parameters):
+        raise ValueError(f"work for client {pid}: {len(parameters)} arrays but names {names}")
+    extra = {k: v for k, v in config.items() if k not in ("round", "H", ARRAYS)}
+    if "round" not in config or "H" not in config:
+        raise ValueError(f"work for client {pid}: config {dict(config)} lacks 'round' or 'H'")
+    return Work(pid, int(config["round"]), int(config["H"]), dict(zip(names, parameters)), extra)
+
+
+def reply_to_numpy(reply: Reply) -> tuple[list[np.ndarray], int, dict[str, Scalar]]:
+    """(arrays in order, num_examples, metrics naming the arrays), as ``NumPyClient.fit`` returns."""
+    metrics = {**reply.metrics, "pid": reply.pid, ARRAYS: ",".join(reply.arrays)}
+    return list(reply.arrays.values()), reply.num_examples, metrics
+
+
+def reply_from_numpy(pid: int, arrays: list[np.ndarray], num_examples: int, metrics: Mapping[str, Any]) -> Reply:
+    """Decode a NumPyClient reply; names that do not match the arrays are kept positionally (the
+    reply checks then report the wrong shapes) rather than raising."""
+    names = [n for n in str(metrics.get(ARRAYS, "")).split(",") if n]
+    if len(names) != len(arrays):
+        names = [f"#{i}" for i in range(len(arrays))]
+    rest = {k: v for k, v in metrics.items() if k not in (ARRAYS, "pid")}
+    return Reply(pid, dict(zip(names, arrays)), int(num_examples), rest)
