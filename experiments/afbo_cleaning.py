@@ -35,11 +35,20 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
+from zofl.setup import prepare
+from zofl.tasks.hypergrad import (
+    HyperCleaningTask,
+    _cleaning_arrays,
+    _offsets,
+    _probs,
+    _residual,
+    _sigmoid,
+    ce_loss,
+    corrupted_mask,
+    roc_auc,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from zofl.setup import prepare  # noqa: E402
-from zofl.tasks.hypergrad import (_cleaning_arrays, _offsets, _probs, _residual, _sigmoid, corrupted_mask,  # noqa: E402
-                                  roc_auc, ce_loss, HyperCleaningTask)
 
 OUT = ROOT / "docs" / "results" / "afbo_cleaning"
 FIELDS = ["experiment", "kind", "method", "seed", "dataset", "corruption", "lower_l2", "holdout", "outer_lr",
@@ -124,13 +133,13 @@ class Central:
             rs = rs_new
         return v
 
-    def neumann(self, x, y, b, N, l):
+    def neumann(self, x, y, b, N, lip):
         S = _probs(y.reshape(self.d, self.C), self.u)
         v, h = b.copy(), b.copy()
         for _ in range(N - 1):
-            v = v - self.hvp(x, y, v, S) / l
+            v = v - self.hvp(x, y, v, S) / lip
             h += v
-        return h / l
+        return h / lip
 
     def hypergrad(self, x, y, v):
         """q_j = -(1/(m n_i)) sigma'(x_j) <r_j, u_j V> (f does not depend on x)."""

@@ -18,12 +18,13 @@ import json
 import sys
 from pathlib import Path
 
+from afbo_share import gaps  # a script beside this one
+from report_common import AFBO, CONTROL, FEDNEST, split_of
+
+from zofl.stats import fmt_interval, interval
+
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 HERE = RESULTS / "afbo" / "comm"  # the regularization latency study's folder
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from afbo_share import AFBO, CONTROL, FEDNEST, gaps  # noqa: E402
-
-from zofl.stats import fmt_interval, interval  # noqa: E402
 
 LATENCIES = [("latency0", "0"), ("latency02c", "0.2c = 0.01 s"), ("latency1c", "c = 0.05 s"),
              ("latency10c", "10c = 0.5 s")]
@@ -67,9 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         for key, setting in json.loads(path.read_text()).items():
             if AFBO + CONTROL not in setting["methods"] or FEDNEST + CONTROL not in setting["methods"]:
                 continue
-            split = "IID (alpha=1000)" if "iid" in key.split("_") else "non-IID (Dirichlet alpha=0.5)"
             g = gaps(setting["methods"], metric)
-            data.setdefault((strag, split), []).append(
+            data.setdefault((strag, split_of(key)), []).append(
                 (label, setting["time_budget_s"], {k: interval([scale * x for x in v]) for k, v in g.items()}))
     keys = sorted(data, key=lambda k: (k[0] != "no stragglers", k[1]))
     ncol = 2

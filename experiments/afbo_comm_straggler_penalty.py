@@ -25,12 +25,12 @@ import csv
 import gzip
 from pathlib import Path
 
+from report_common import AFBO, CONTROL, FEDNEST, hold, split_of  # a module beside this script
+
 from zofl.stats import fmt_interval, interval
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 HERE = RESULTS / "afbo" / "comm"  # the study folder
-AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
-CONTROL = ", x fixed (outer-lr=0: control)"
 LATENCIES = [("latency0", "0"), ("latency1c", "c = 0.05 s"), ("latency10c", "10c = 0.5 s")]
 CLEANING = RESULTS / "afbo_cleaning"
 CLEANING_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
@@ -46,15 +46,9 @@ def read(path: Path, metric: str = "test_loss", scale: float = 1.0) -> dict:
     out: dict = {}
     with gzip.open(path, "rt", newline="") as fh:
         for r in csv.DictReader(fh):
-            split = "IID (alpha=1000)" if "iid" in r["setting"].split("_") else "non-IID (Dirichlet alpha=0.5)"
-            out.setdefault(split, {}).setdefault(r["method"], {}).setdefault(int(r["seed"]), []).append(
-                (float(r["clock_s"] or 0.0), scale * float(r[metric]))
-            )
+            by_seed = out.setdefault(split_of(r["setting"]), {}).setdefault(r["method"], {})
+            by_seed.setdefault(int(r["seed"]), []).append((float(r["clock_s"] or 0.0), scale * float(r[metric])))
     return out
-
-
-def hold(recs: list[tuple[float, float]], t: float) -> float:
-    return next(loss for c, loss in reversed(recs) if c <= t) if recs[0][0] <= t else recs[0][1]
 
 
 def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scale: float = 1.0,

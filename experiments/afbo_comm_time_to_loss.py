@@ -19,10 +19,9 @@ import gzip
 import math
 from pathlib import Path
 
-from zofl.stats import fmt_interval, interval, paired
+from report_common import AFBO, CONTROL, FEDNEST, hold  # a module beside this script
 
-AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
-CONTROL = ", x fixed (outer-lr=0: control)"
+from zofl.stats import fmt_interval, interval, paired
 
 
 def read(path: Path) -> dict[str, dict[str, dict[int, list[tuple[float, float]]]]]:
@@ -40,11 +39,6 @@ def read(path: Path) -> dict[str, dict[str, dict[int, list[tuple[float, float]]]
 
 def first_time(recs: list[tuple[float, float]], thr: float, T: float) -> float:
     return next((t for t, loss in recs if loss <= thr and t <= T), math.nan)
-
-
-def hold(recs: list[tuple[float, float]], t: float) -> float:
-    """Test loss of the last record with clock_s <= t (the figures' zero-order hold)."""
-    return next(loss for c, loss in reversed(recs) if c <= t) if recs[0][0] <= t else recs[0][1]
 
 
 def main(argv: list[str] | None = None) -> None:

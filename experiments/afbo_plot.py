@@ -45,8 +45,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from report_common import band, pm  # a module beside this script
 
-from zofl.stats import interval, t_quantile
+from zofl.stats import interval
 
 GRID_POINTS = 300
 
@@ -167,18 +168,6 @@ def hold(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return y[np.clip(idx, 0, len(y) - 1)]
 
 
-ci = interval  # mean, half-width of the 95% t interval, n (zofl.stats; NaN values are left out)
-
-
-def band(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and 95% t half-width per column (the seeds are the rows)."""
-    n = mat.shape[0]
-    mean = mat.mean(axis=0)
-    if n < 2:
-        return mean, np.zeros_like(mean)
-    return mean, t_quantile(n) * mat.std(axis=0, ddof=1) / np.sqrt(n)
-
-
 AUC_TARGET = 0.9  # hyper-cleaning: time until sigma(x) ranks clean above corrupted examples with AUC 0.9
 
 
@@ -188,6 +177,28 @@ def first_reach(c: dict, thr: float, budget: float, what: str = "acc") -> float:
 
 
 # -- references (plain softmax SGD in numpy on the same split) -------------------------------------
+def softmax_sgd(u: np.ndarray, y: np.ndarray, n_classes: int, l2: float, epochs: int, lr: float,
+                batch: int) -> np.ndarray:
+    """The linear classifier (weight 1 per example, (l2/2)||W||^2) trained by minibatch SGD from W = 0 (seed 0
+    for the order): the average of the iterates of the last epoch."""
+    rng = np.random.default_rng(0)
+    W = np.zeros((u.shape[1], n_classes))
+    avg, k = np.zeros_like(W), 0
+    for ep in range(epochs):
+        order = rng.permutation(len(y))
+        for s in range(0, len(y), batch):
+            idx = order[s : s + batch]
+            z = u[idx] @ W
+            z -= z.max(axis=1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(len(idx)), y[idx]] -= 1.0
+            W -= lr * (u[idx].T @ p / len(idx) + l2 * W)
+            if ep == epochs - 1:
+                avg, k = avg + W, k + 1
+    return avg / k
+
+
 def references(cfg: dict, epochs: int = 4, lr: float = 0.1, batch: int = 128) -> dict[str, float]:
     """Test accuracy of the same linear classifier (weight 1 per example, (lower-l2/2)||W||^2) trained
     by minibatch SGD on the union of the clients' training parts with the noisy labels ("noisy"), with
@@ -210,22 +221,8 @@ def references(cfg: dict, epochs: int = 4, lr: float = 0.1, batch: int = 128) ->
     u_te = np.hstack([test.x, np.ones((len(test), 1))])
 
     def train(u, y):
-        rng = np.random.default_rng(0)
-        W = np.zeros((u.shape[1], C))
-        avg, k = np.zeros_like(W), 0
-        for ep in range(epochs):
-            order = rng.permutation(len(y))
-            for s in range(0, len(y), batch):
-                idx = order[s : s + batch]
-                z = u[idx] @ W
-                z -= z.max(axis=1, keepdims=True)
-                p = np.exp(z)
-                p /= p.sum(axis=1, keepdims=True)
-                p[np.arange(len(idx)), y[idx]] -= 1.0
-                W -= lr * (u[idx].T @ p / len(idx) + c.lower_l2 * W)
-                if ep == epochs - 1:
-                    avg, k = avg + W, k + 1
-        return float(np.mean(np.argmax(u_te @ (avg / k), axis=1) == test.y))
+        W = softmax_sgd(u, y, C, c.lower_l2, epochs, lr, batch)
+        return float(np.mean(np.argmax(u_te @ W, axis=1) == test.y))
 
     return {
         "noisy": train(u_tr, noisy),
@@ -252,22 +249,7 @@ def references_reg(cfg: dict, epochs: int = 30, lr: float = 0.5, batch: int = 32
     C = parts[0][4]
     test = task.test_data(spec)
     u_te = np.hstack([test.x, np.ones((len(test), 1))])
-    rng = np.random.default_rng(0)
-    W = np.zeros((u.shape[1], C))
-    avg, k = np.zeros_like(W), 0
-    for ep in range(epochs):
-        order = rng.permutation(len(y))
-        for s in range(0, len(y), batch):
-            idx = order[s : s + batch]
-            z = u[idx] @ W
-            z -= z.max(axis=1, keepdims=True)
-            p = np.exp(z)
-            p /= p.sum(axis=1, keepdims=True)
-            p[np.arange(len(idx)), y[idx]] -= 1.0
-            W -= lr * (u[idx].T @ p / len(idx) + c.lower_l2 * W)
-            if ep == epochs - 1:
-                avg, k = avg + W, k + 1
-    W = avg / k
+    W = softmax_sgd(u, y, C, c.lower_l2, epochs, lr, batch)
     return {
         "central": float(np.mean(np.argmax(u_te @ W, axis=1) == test.y)),
         "central_loss": float(np.mean(ce_loss(W, u_te, test.y))),
@@ -316,7 +298,9 @@ def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path, name:
         v = float(v)
         return "" if np.isnan(v) else repr(v)
 
-    key = lambda c: (setting_of(c["cfg"]), method_of(c["cfg"], vary), c["cfg"]["seed"], Path(c["dir"]).name)
+    def key(c: dict) -> tuple:
+        return setting_of(c["cfg"]), method_of(c["cfg"], vary), c["cfg"]["seed"], Path(c["dir"]).name
+
     for c in sorted(cells, key=key):
         cfg = c["cfg"]
         head = [setting_of(cfg), method_of(cfg, vary), cfg["strategy"], Path(c["dir"]).name, cfg["seed"],
@@ -342,7 +326,7 @@ PAIRS = (("afbo-global", "afbo"), ("afbo-global", "fednest"), ("afbo", "adbo"), 
 def paired(a: dict, b: dict, key: str, at: float, what: str = "acc") -> tuple[float, float, int]:
     """Mean and 95% interval of a - b at x = ``at`` over the seeds both have (same seed: same split)."""
     common = sorted(set(a) & set(b))
-    return ci(
+    return interval(
         [
             float(hold(a[sd][key], a[sd][what], np.array([at]))[0] - hold(b[sd][key], b[sd][what], np.array([at]))[0])
             for sd in common
@@ -355,261 +339,256 @@ def bilevel_part(A: dict, F: dict, A0: dict, F0: dict, at: float, what: str) -> 
     part of the methods' gap that their outer-lr = 0 controls (same engines, lower level alone) do not have."""
     common = sorted(set(A) & set(F) & set(A0) & set(F0))
     at_ = np.array([at])
-    return ci([float(hold(A[sd]["clock"], A[sd][what], at_)[0] - hold(F[sd]["clock"], F[sd][what], at_)[0]
+    return interval([float(hold(A[sd]["clock"], A[sd][what], at_)[0] - hold(F[sd]["clock"], F[sd][what], at_)[0]
                      - hold(A0[sd]["clock"], A0[sd][what], at_)[0] + hold(F0[sd]["clock"], F0[sd][what], at_)[0])
                for sd in common])
 
 
-def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, records: bool = False) -> None:
+SETTING_ORDER = ["iid_nostragglers", "noniid-alpha0.5_nostragglers", "iid_stragglers", "noniid-alpha0.5_stragglers"]
+# the run-config keys a method's row of summary.json carries
+CONFIG_KEYS = (*STEP_KEYS, "outer-lr", "num-rounds", "engine", "local-steps", "inner-rounds", "speed-profile",
+               "slow-clients", "speed-param", "sim-step-s", "latency-s")
+# the reference classifiers drawn (summary.json's "references"): (kind, line style, label), per task
+REFERENCE_LINES = {
+    True: (("central", "--", "centralised, all client data (SGD ref.)"),),
+    False: (("clean", "--", "clean-label ceiling (SGD ref.)"), ("noisy", "-.", "noisy labels, no cleaning (SGD ref.)"),
+            ("val_only", ":", "clean validation parts only (SGD ref.)")),
+}
+
+
+def group_settings(cells: list[dict], vary: dict[str, set[str]]) -> dict[str, dict[str, list[dict]]]:
+    """setting -> method -> its cells, the settings in the order of the figures and tables."""
+    settings: dict[str, dict[str, list[dict]]] = {}
+    for c in cells:
+        settings.setdefault(setting_of(c["cfg"]), {}).setdefault(method_of(c["cfg"], vary), []).append(c)
+
+    def rank(s: str) -> tuple:
+        base = s.split("_", 1)[1] if s.startswith("reg-") else s
+        return (s.startswith("reg-"), SETTING_ORDER.index(base) if base in SETTING_ORDER else 99, s)
+
+    return {s: settings[s] for s in sorted(settings, key=rank)}
+
+
+def budgets(methods: dict[str, list[dict]]) -> tuple[float, float, dict[str, list[dict]], list[dict]]:
+    """(T, the communication budget, the methods without the runs that failed before T, those runs).
+
+    A run that failed (diverged: replies not finite or beyond reply-max-abs) before the others' budget does not
+    set T: it is left out of every number and named under the table; one that failed after T counts."""
+    T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs if not failed(c))
+    early = [c for cs in methods.values() for c in cs if failed(c) and float(c["clock"][-1]) < T]
+    methods = {n: [c for c in cs if not any(c is e for e in early)] for n, cs in methods.items()}
+    methods = {n: cs for n, cs in methods.items() if cs}
+    Cm = min(float(c["comm"][-1]) for cs in methods.values() for c in cs)
+    return T, Cm, methods, early
+
+
+def method_row(cs: list[dict], T: float, Cm: float, thresholds: list[float], reg: bool) -> dict:
+    """One method's numbers at the budgets (cs: its cells, by seed), as summary.json holds them."""
+    at_T, at_C = np.array([T]), np.array([Cm])
+    tgrid = np.linspace(0, T, GRID_POINTS)
+
+    def by_T(c: dict, what: str) -> float:
+        return float(hold(c["clock"], c[what], at_T)[0])
+
+    atT = [by_T(c, "acc") for c in cs]
+    lossT = [by_T(c, "loss") for c in cs]
+    reach = {thr: [first_reach(c, thr, T) for c in cs] for thr in thresholds}
+    auc_reach = [first_reach(c, AUC_TARGET, T, "auc") for c in cs]
+    return {
+        "seeds": [c["cfg"]["seed"] for c in cs],
+        "acc0": float(cs[0]["acc"][0]),
+        "acc_at_T": interval(atT),
+        "loss_at_T": interval(lossT),
+        "acc_last20pct": interval([float(np.mean(hold(c["clock"], c["acc"], tgrid[tgrid >= 0.8 * T]))) for c in cs]),
+        "acc_at_comm_budget": interval([float(hold(c["comm"], c["acc"], at_C)[0]) for c in cs]),
+        "w_corrupted_at_T": interval([by_T(c, "w_corrupt") for c in cs]),
+        "w_clean_at_T": interval([by_T(c, "w_clean") for c in cs]),
+        "comm_at_T": interval([by_T(c, "comm") for c in cs]),
+        "server_steps_at_T": interval([float(hold(c["clock"], c["steps"].astype(float), at_T)[0]) for c in cs]),
+        "reach": {
+            str(t): {"reached": int(np.sum(~np.isnan(v))), "n": len(v),
+                     "time": interval([x for x in v if not np.isnan(x)])}
+            for t, v in reach.items()
+        },
+        "auc_at_T": interval([by_T(c, "auc") for c in cs]) if not reg else (np.nan, np.nan, 0),
+        "reach_auc": {"target": AUC_TARGET, "reached": int(np.sum(~np.isnan(auc_reach))), "n": len(cs),
+                      "time": interval([x for x in auc_reach if not np.isnan(x)])},
+        "per_seed_acc_at_T": atT,
+        "per_seed_loss_at_T": lossT,
+        "config": {k: cs[0]["cfg"].get(k) for k in CONFIG_KEYS},
+    }
+
+
+def reference_values(ref: dict[str, dict], keys: list[str], reg: bool) -> dict[str, float]:
+    """The reference classifiers of a setting, each the mean over its seeds' splits (keys)."""
+    rr = {kind: float(np.mean([ref[k][kind] for k in keys])) for kind, _, _ in REFERENCE_LINES[reg]}
+    if reg:
+        rr["central_loss"] = float(np.mean([ref[k]["central_loss"] for k in keys]))
+    return rr
+
+
+def plot_setting(path: Path, title: str, methods: dict[str, list[dict]], panels: list[tuple], reg: bool,
+                 rr: dict[str, float], acc0: float) -> None:
+    """The setting's figure: each method's mean and 95% band per panel, the start and the references."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.3))
+    for name, cs in methods.items():
+        cs = sorted(cs, key=lambda c: c["cfg"]["seed"])
+        col = COLORS.get(cs[0]["cfg"]["strategy"])
+        ls = "--" if is_control(cs[0]["cfg"]) else "-"
+        for ax, (key, grid, what) in zip(axes, panels):
+            mat = np.array([hold(c[key], c[what], grid) for c in cs])
+            mean, half = band(mat)
+            scale = 100 if what == "acc" else 1
+            ax.plot(grid, scale * mean, color=col, ls=ls, label=f"{name} (n={len(cs)} seeds)")
+            if what == "auc":  # and every seed's own curve, thin
+                for row in mat:
+                    ax.plot(grid, row, color=col, ls=ls, lw=0.5, alpha=0.5)
+            ax.fill_between(grid, scale * (mean - half), scale * (mean + half), color=col,
+                            alpha=0.12 if ls == "--" else 0.25, lw=0)
+    acc_axes = [ax for ax, (_, _, what) in zip(axes, panels) if what == "acc"]
+    for ax in acc_axes:  # controls: the starting point, and the reference classifiers
+        ax.axhline(100 * acc0, color="gray", ls=":", lw=1, label=f"start (round 0): {100 * acc0:.1f}%")
+    if rr:
+        for kind, style, label in REFERENCE_LINES[reg]:
+            for ax in acc_axes:
+                ax.axhline(100 * rr[kind], color="k", ls=style, lw=0.9, label=f"{label}: {100 * rr[kind]:.1f}%")
+        if reg:
+            axes[2].axhline(rr["central_loss"], color="k", ls="--", lw=0.9,
+                            label=f"centralised (SGD ref.): {rr['central_loss']:.3f}")
+    _axes_ranges(axes, panels, methods, reg, rr)
+    below = 100 * acc0 < axes[0].get_ylim()[0]
+    fig.suptitle(f"{title}; mean and 95% interval over seeds"
+                 + (f" (round-0 accuracy {100 * acc0:.1f}%, below the y-range)" if below else ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _axes_ranges(axes, panels: list[tuple], methods: dict[str, list[dict]], reg: bool, rr: dict[str, float]) -> None:
+    """Labels, grid, y-ranges and the legend of a setting's panels."""
+    xlabels = {
+        "clock": "simulated device time (s)  [clock_s; not machine time]",
+        "comm": "communication: replies received by the server / m  (= rounds for FedNest)",
+    }
+    for ax, (key, _, what) in zip(axes, panels):
+        ax.set_xlabel(xlabels[key])
+        ax.set_ylabel({"acc": "test accuracy (%)", "loss": "test loss (cross-entropy)",
+                       "auc": "ROC AUC of sigma(x_j): clean vs corrupted (thin: each seed)"}[what])
+        ax.grid(alpha=0.3)
+    cells = [c for cs in methods.values() for c in cs]
+    accs = [float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 1.0 for c in cells]
+    lo = min(100 * min(accs), 100 * rr.get("noisy", 1.0)) - 3
+    hi = 100 * max(rr.get("clean", 0), rr.get("central", 0), max(float(np.max(c["acc"])) for c in cells)) + 2
+    for ax, (_, _, what) in zip(axes, panels):
+        if what == "acc":
+            ax.set_ylim(max(lo, 80.0 if reg else 50.0), min(hi, 100.5))
+        elif what == "auc":
+            ax.axhline(0.5, color="gray", ls=":", lw=1, label="0.5: no separation")
+            ax.set_ylim(0.45, 1.0)
+        else:
+            losses = [float(np.nanmin(c["loss"])) for c in cells]
+            ax.set_ylim(0.9 * min(losses + [rr.get("central_loss", np.inf)]), 3 * max(losses))
+            ax.set_yscale("log")
+    (axes[-1] if reg else axes[0]).legend(fontsize=7, loc="upper right" if reg else "lower right")
+
+
+def paired_differences(methods: dict[str, list[dict]], T: float, Cm: float) -> dict[str, dict]:
+    """The paired differences of a setting (same seed = same split and corruption): AFBO - FedNest, the other
+    PAIRS, their outer-lr = 0 controls' gaps and bilevel parts, and each method minus its control."""
+    seeds_by_method = {name: {c["cfg"]["seed"]: c for c in sorted(cs, key=lambda c: c["cfg"]["seed"])}
+                       for name, cs in methods.items()}
+    diff = {}
+    main = [n for n in methods if not is_control(methods[n][0]["cfg"])]
+
+    def of(st: str) -> list[str]:
+        return [n for n in main if methods[n][0]["cfg"]["strategy"] == st]
+
+    def control_of(st: str) -> list[str]:
+        return [n for n in methods if is_control(methods[n][0]["cfg"]) and methods[n][0]["cfg"]["strategy"] == st]
+
+    for one, two in PAIRS:  # afbo-global (ours, item 8) and ADBO (item 4) next to the others
+        if len(of(one)) == 1 and len(of(two)) == 1:
+            G, B = seeds_by_method[of(one)[0]], seeds_by_method[of(two)[0]]
+            q = diff[f"{one}_minus_{two}"] = {"acc_at_T": paired(G, B, "clock", T),
+                                              "loss_at_T": paired(G, B, "clock", T, "loss")}
+            if len(control_of(one)) == 1 and len(control_of(two)) == 1:
+                G0, B0 = seeds_by_method[control_of(one)[0]], seeds_by_method[control_of(two)[0]]
+                q["controls_acc_at_T"] = paired(G0, B0, "clock", T)
+                q["bilevel_part_acc"] = bilevel_part(G, B, G0, B0, T, "acc")
+    a, f = of("afbo"), of("fednest")
+    if len(a) == 1 and len(f) == 1:
+        A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
+        diff["afbo_minus_fednest"] = {
+            "acc_at_T": paired(A, F, "clock", T),
+            "acc_at_comm_budget": paired(A, F, "comm", Cm),
+            "loss_at_T": paired(A, F, "clock", T, "loss"),
+        }
+        ctl = {st: control_of(st) for st in ("afbo", "fednest")}
+        if len(ctl["afbo"]) == 1 and len(ctl["fednest"]) == 1:  # item 5: how much of the gap is asynchrony
+            A0, F0 = seeds_by_method[ctl["afbo"][0]], seeds_by_method[ctl["fednest"][0]]
+            diff["controls_afbo_minus_fednest"] = {"acc_at_T": paired(A0, F0, "clock", T),
+                                                   "loss_at_T": paired(A0, F0, "clock", T, "loss")}
+            diff["bilevel_part"] = {w: bilevel_part(A, F, A0, F0, T, w) for w in ("acc", "loss")}
+    for n in main:
+        ctrl = control_of(methods[n][0]["cfg"]["strategy"])
+        if len(ctrl) == 1:
+            M, K = seeds_by_method[n], seeds_by_method[ctrl[0]]
+            diff[f"{n} minus control"] = {
+                "acc_at_T": paired(M, K, "clock", T),
+                "loss_at_T": paired(M, K, "clock", T, "loss"),
+            }
+    return diff
+
+
+def setting_summary(s: str, methods: dict[str, list[dict]], thresholds: list[float], ref: dict, vary: dict,
+                    out: Path) -> dict:
+    """One setting: its figure (out/fig_<setting>.png) and its entry of summary.json."""
+    methods = dict(sorted(methods.items(), key=lambda kv: (is_control(kv[1][0]["cfg"]), kv[0])))
+    reg = is_reg(next(iter(methods.values()))[0]["cfg"])
+    T, Cm, methods, early = budgets(methods)
+    tgrid, cgrid = np.linspace(0, T, GRID_POINTS), np.linspace(0, Cm, GRID_POINTS)
+    panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + [("clock", tgrid, "loss" if reg else "auc")]
+    srow = {name: method_row(sorted(cs, key=lambda c: c["cfg"]["seed"]), T, Cm, thresholds, reg)
+            for name, cs in methods.items()}
+    keys = sorted({reference_key(c["cfg"]) for cs in methods.values() for c in cs})  # every seed of the setting
+    rr = reference_values(ref, keys, reg) if ref else {}
+    title = setting_title(s, next(iter(methods.values()))[0]["cfg"])
+    plot_setting(out / f"fig_{s}.png", title, methods, panels, reg, rr, next(iter(srow.values()))["acc0"])
+    return {
+        "title": title,
+        "time_budget_s": T,
+        "comm_budget": Cm,
+        "methods": srow,
+        "references": rr,
+        "paired_differences": paired_differences(methods, T, Cm),
+        **({"diverged_before_T": [{"method": method_of(c["cfg"], vary), "seed": c["cfg"]["seed"],
+                                   "clock_s": float(c["clock"][-1])} for c in early]} if early else {}),
+    }
+
+
+def figures(dirs: list[Path], out: Path, thresholds: list[float], refs: bool, records: bool = False) -> None:
     cells = read_cells(dirs)
     if not cells:
         sys.exit("no finished cells")
     out.mkdir(parents=True, exist_ok=True)
     vary = varying_step_keys(cells)
     ref = reference_table(cells, out) if refs else {}
-    settings: dict[str, dict[str, list[dict]]] = {}
-    for c in cells:
-        settings.setdefault(setting_of(c["cfg"]), {}).setdefault(method_of(c["cfg"], vary), []).append(c)
-    order = ["iid_nostragglers", "noniid-alpha0.5_nostragglers", "iid_stragglers", "noniid-alpha0.5_stragglers"]
-
-    def rank(s: str) -> tuple:
-        base = s.split("_", 1)[1] if s.startswith("reg-") else s
-        return (s.startswith("reg-"), order.index(base) if base in order else 99, s)
-
-    names = sorted(settings, key=rank)
+    settings = group_settings(cells, vary)
     summary: dict[str, dict] = {}
     lines_md = []
-    for s in names:
-        methods = dict(sorted(settings[s].items(), key=lambda kv: (is_control(kv[1][0]["cfg"]), kv[0])))
-        reg = is_reg(next(iter(methods.values()))[0]["cfg"])
-        # a run that failed (diverged: replies not finite or beyond reply-max-abs) before the others' budget does
-        # not set T: it is left out of every number and named under the table; one that failed after T counts
-        T = min(float(c["clock"][-1]) for cs in methods.values() for c in cs if not failed(c))
-        early = [c for cs in methods.values() for c in cs if failed(c) and float(c["clock"][-1]) < T]
-        methods = {n: [c for c in cs if not any(c is e for e in early)] for n, cs in methods.items()}
-        methods = {n: cs for n, cs in methods.items() if cs}
-        Cm = min(float(c["comm"][-1]) for cs in methods.values() for c in cs)
-        tgrid, cgrid = np.linspace(0, T, GRID_POINTS), np.linspace(0, Cm, GRID_POINTS)
-        panels = [("clock", tgrid, "acc"), ("comm", cgrid, "acc")] + [("clock", tgrid, "loss" if reg else "auc")]
-        fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.3))
-        srow = {}
-        seeds_by_method = {}
-        for name, cs in methods.items():
-            cs = sorted(cs, key=lambda c: c["cfg"]["seed"])
-            col = COLORS.get(cs[0]["cfg"]["strategy"])
-            ls = "--" if is_control(cs[0]["cfg"]) else "-"
-            seeds_by_method[name] = {c["cfg"]["seed"]: c for c in cs}
-            for ax, (key, grid, what) in zip(axes, panels):
-                mat = np.array([hold(c[key], c[what], grid) for c in cs])
-                mean, half = band(mat)
-                scale = 100 if what == "acc" else 1
-                ax.plot(grid, scale * mean, color=col, ls=ls, label=f"{name} (n={len(cs)} seeds)")
-                if what == "auc":  # and every seed's own curve, thin
-                    for row in mat:
-                        ax.plot(grid, row, color=col, ls=ls, lw=0.5, alpha=0.5)
-                ax.fill_between(
-                    grid,
-                    scale * (mean - half),
-                    scale * (mean + half),
-                    color=col,
-                    alpha=0.12 if ls == "--" else 0.25,
-                    lw=0,
-                )
-            atT = [float(hold(c["clock"], c["acc"], np.array([T]))[0]) for c in cs]
-            lossT = [float(hold(c["clock"], c["loss"], np.array([T]))[0]) for c in cs]
-            last = [float(np.mean(hold(c["clock"], c["acc"], tgrid[tgrid >= 0.8 * T]))) for c in cs]
-            atC = [float(hold(c["comm"], c["acc"], np.array([Cm]))[0]) for c in cs]
-            wcor = [float(hold(c["clock"], c["w_corrupt"], np.array([T]))[0]) for c in cs]
-            wcln = [float(hold(c["clock"], c["w_clean"], np.array([T]))[0]) for c in cs]
-            comm_T = [float(hold(c["clock"], c["comm"], np.array([T]))[0]) for c in cs]
-            steps_T = [float(hold(c["clock"], c["steps"].astype(float), np.array([T]))[0]) for c in cs]
-            reach = {thr: [first_reach(c, thr, T) for c in cs] for thr in thresholds}
-            aucT = [float(hold(c["clock"], c["auc"], np.array([T]))[0]) for c in cs]
-            auc_reach = [first_reach(c, AUC_TARGET, T, "auc") for c in cs]
-            srow[name] = {
-                "seeds": [c["cfg"]["seed"] for c in cs],
-                "acc0": float(cs[0]["acc"][0]),
-                "acc_at_T": ci(atT),
-                "loss_at_T": ci(lossT),
-                "acc_last20pct": ci(last),
-                "acc_at_comm_budget": ci(atC),
-                "w_corrupted_at_T": ci(wcor),
-                "w_clean_at_T": ci(wcln),
-                "comm_at_T": ci(comm_T),
-                "server_steps_at_T": ci(steps_T),
-                "reach": {
-                    str(t): {
-                        "reached": int(np.sum(~np.isnan(v))),
-                        "n": len(v),
-                        "time": ci([x for x in v if not np.isnan(x)]),
-                    }
-                    for t, v in reach.items()
-                },
-                "auc_at_T": ci(aucT) if not reg else (np.nan, np.nan, 0),
-                "reach_auc": {"target": AUC_TARGET, "reached": int(np.sum(~np.isnan(auc_reach))), "n": len(cs),
-                              "time": ci([x for x in auc_reach if not np.isnan(x)])},
-                "per_seed_acc_at_T": atT,
-                "per_seed_loss_at_T": lossT,
-                "config": {
-                    k: cs[0]["cfg"].get(k)
-                    for k in (
-                        *STEP_KEYS,
-                        "outer-lr",
-                        "num-rounds",
-                        "engine",
-                        "local-steps",
-                        "inner-rounds",
-                        "speed-profile",
-                        "slow-clients",
-                        "speed-param",
-                        "sim-step-s",
-                        "latency-s",
-                    )
-                },
-            }
-        # controls: the starting point, and the reference classifiers (mean over the seeds present)
-        acc0 = next(iter(srow.values()))["acc0"]
-        for ax, (_, _, what) in zip(axes, panels):
-            if what == "acc":
-                ax.axhline(100 * acc0, color="gray", ls=":", lw=1, label=f"start (round 0): {100 * acc0:.1f}%")
-        keys = sorted({reference_key(c["cfg"]) for cs in methods.values() for c in cs})  # every seed of the setting
-        rr = {}
-        if ref:
-            kinds = (
-                (("central", "--", "centralised, all client data (SGD ref.)"),)
-                if reg
-                else (
-                    ("clean", "--", "clean-label ceiling (SGD ref.)"),
-                    ("noisy", "-.", "noisy labels, no cleaning (SGD ref.)"),
-                    ("val_only", ":", "clean validation parts only (SGD ref.)"),
-                )
-            )
-            for kind, style, label in kinds:
-                v = np.mean([ref[k][kind] for k in keys])
-                rr[kind] = float(v)
-                for ax, (_, _, what) in zip(axes, panels):
-                    if what == "acc":
-                        ax.axhline(100 * v, color="k", ls=style, lw=0.9, label=f"{label}: {100 * v:.1f}%")
-            if reg:
-                rr["central_loss"] = float(np.mean([ref[k]["central_loss"] for k in keys]))
-                axes[2].axhline(
-                    rr["central_loss"],
-                    color="k",
-                    ls="--",
-                    lw=0.9,
-                    label=f"centralised (SGD ref.): {rr['central_loss']:.3f}",
-                )
-        xlabels = {
-            "clock": "simulated device time (s)  [clock_s; not machine time]",
-            "comm": "communication: replies received by the server / m  (= rounds for FedNest)",
-        }
-        for ax, (key, _, what) in zip(axes, panels):
-            ax.set_xlabel(xlabels[key])
-            ax.set_ylabel({"acc": "test accuracy (%)", "loss": "test loss (cross-entropy)",
-                           "auc": "ROC AUC of sigma(x_j): clean vs corrupted (thin: each seed)"}[what])
-            ax.grid(alpha=0.3)
-        accs = [float(np.min(c["acc"][1:])) if len(c["acc"]) > 1 else 1.0 for cs in methods.values() for c in cs]
-        lo = min(100 * min(accs), 100 * rr.get("noisy", 1.0)) - 3
-        hi = (
-            100
-            * max(
-                rr.get("clean", 0),
-                rr.get("central", 0),
-                max(float(np.max(c["acc"])) for cs in methods.values() for c in cs),
-            )
-            + 2
-        )
-        for ax, (_, _, what) in zip(axes, panels):
-            if what == "acc":
-                ax.set_ylim(max(lo, 80.0 if reg else 50.0), min(hi, 100.5))
-            elif what == "auc":
-                ax.axhline(0.5, color="gray", ls=":", lw=1, label="0.5: no separation")
-                ax.set_ylim(0.45, 1.0)
-            else:
-                losses = [float(np.nanmin(c["loss"])) for cs in methods.values() for c in cs]
-                ax.set_ylim(0.9 * min(losses + [rr.get("central_loss", np.inf)]), 3 * max(losses))
-                ax.set_yscale("log")
-        (axes[-1] if reg else axes[0]).legend(fontsize=7, loc="upper right" if reg else "lower right")
-        below = 100 * acc0 < axes[0].get_ylim()[0]
-        fig.suptitle(
-            f"{setting_title(s, next(iter(methods.values()))[0]['cfg'])}; mean and 95% interval over seeds"
-            + (f" (round-0 accuracy {100 * acc0:.1f}%, below the y-range)" if below else ""),
-            fontsize=9,
-        )
-        fig.tight_layout()
-        fig.savefig(out / f"fig_{s}.png", dpi=110)
-        plt.close(fig)
-        # paired differences (same seed = same split and corruption)
-        diff = {}
-        main = [n for n in methods if not is_control(methods[n][0]["cfg"])]
-
-        def of(st: str) -> list[str]:
-            return [n for n in main if methods[n][0]["cfg"]["strategy"] == st]
-
-        def control_of(st: str) -> list[str]:
-            return [n for n in methods if is_control(methods[n][0]["cfg"]) and methods[n][0]["cfg"]["strategy"] == st]
-
-        a, f = of("afbo"), of("fednest")
-        for one, two in PAIRS:  # afbo-global (ours, item 8) and ADBO (item 4) next to the others
-            if len(of(one)) == 1 and len(of(two)) == 1:
-                G, B = seeds_by_method[of(one)[0]], seeds_by_method[of(two)[0]]
-                q = diff[f"{one}_minus_{two}"] = {"acc_at_T": paired(G, B, "clock", T),
-                                                  "loss_at_T": paired(G, B, "clock", T, "loss")}
-                if len(control_of(one)) == 1 and len(control_of(two)) == 1:
-                    G0, B0 = seeds_by_method[control_of(one)[0]], seeds_by_method[control_of(two)[0]]
-                    q["controls_acc_at_T"] = paired(G0, B0, "clock", T)
-                    q["bilevel_part_acc"] = bilevel_part(G, B, G0, B0, T, "acc")
-        if len(a) == 1 and len(f) == 1:
-            A, F = seeds_by_method[a[0]], seeds_by_method[f[0]]
-            diff["afbo_minus_fednest"] = {
-                "acc_at_T": paired(A, F, "clock", T),
-                "acc_at_comm_budget": paired(A, F, "comm", Cm),
-                "loss_at_T": paired(A, F, "clock", T, "loss"),
-            }
-            ctl = {st: control_of(st) for st in ("afbo", "fednest")}
-            if len(ctl["afbo"]) == 1 and len(ctl["fednest"]) == 1:  # item 5: how much of the gap is asynchrony
-                A0, F0 = seeds_by_method[ctl["afbo"][0]], seeds_by_method[ctl["fednest"][0]]
-                diff["controls_afbo_minus_fednest"] = {"acc_at_T": paired(A0, F0, "clock", T),
-                                                       "loss_at_T": paired(A0, F0, "clock", T, "loss")}
-                diff["bilevel_part"] = {w: bilevel_part(A, F, A0, F0, T, w) for w in ("acc", "loss")}
-        for n in main:
-            ctrl = control_of(methods[n][0]["cfg"]["strategy"])
-            if len(ctrl) == 1:
-                M, K = seeds_by_method[n], seeds_by_method[ctrl[0]]
-                diff[f"{n} minus control"] = {
-                    "acc_at_T": paired(M, K, "clock", T),
-                    "loss_at_T": paired(M, K, "clock", T, "loss"),
-                }
-        summary[s] = {
-            "title": setting_title(s, next(iter(methods.values()))[0]["cfg"]),
-            "time_budget_s": T,
-            "comm_budget": Cm,
-            "methods": srow,
-            "references": rr,
-            "paired_differences": diff,
-            **({"diverged_before_T": [{"method": method_of(c["cfg"], vary), "seed": c["cfg"]["seed"],
-                                       "clock_s": float(c["clock"][-1])} for c in early]} if early else {}),
-        }
-        lines_md += table_md(s, summary[s], thresholds, reg)
+    for s, methods in settings.items():
+        summary[s] = setting_summary(s, methods, thresholds, ref, vary, out)
+        lines_md += table_md(s, summary[s], thresholds, is_reg(next(iter(methods.values()))[0]["cfg"]))
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     (out / "table.md").write_text("\n".join(lines_md) + "\n")
-    print(f"wrote {out}/table.md, summary.json, fig_*.png for {names}")
+    print(f"wrote {out}/table.md, summary.json, fig_*.png for {list(settings)}")
     if records:
         print(f"wrote {write_records(cells, vary, out)}")
-
-
-def pm(t: tuple, scale: float = 100.0, digits: int = 1) -> str:
-    mean, half, n = t
-    if n == 0 or np.isnan(mean):
-        return "-"
-    if np.isnan(half):
-        return f"{scale * mean:.{digits}f} (n={n})"
-    return f"{scale * mean:.{digits}f} +- {scale * half:.{digits}f}"
 
 
 def reach_txt(q: dict) -> str:
@@ -639,13 +618,7 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
         "|---|---|---|---|---|---|" + "---|" * len(thresholds) + "---|---|---|" + ("" if reg else "---|---|"),
     ]
     for name, r in S["methods"].items():
-        reach = []
-        for t in thresholds:
-            q = r["reach"][str(t)]
-            txt = pm(q["time"], 1.0, 2) if q["reached"] else "not reached"
-            if 0 < q["reached"] < q["n"]:
-                txt += f" ({q['reached']}/{q['n']} seeds)"
-            reach.append(txt)
+        reach = [reach_txt(r["reach"][str(t)]) for t in thresholds]
         out.append(
             f"| {name} | {','.join(map(str, r['seeds']))} | {pm(r['acc_at_T'])} | {pm(r['loss_at_T'], 1.0, 4)} | "
             f"{pm(r['acc_last20pct'])} | {pm(r['acc_at_comm_budget'])} | "
@@ -658,7 +631,12 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
         out += ["", "Diverged before T and left out of every number above (replies not finite or beyond "
                     "reply-max-abs): " + "; ".join(f"{e['method']} seed {e['seed']} at {e['clock_s']:.2f} s"
                                                   for e in S["diverged_before_T"]) + "."]
-    d = S["paired_differences"]
+    return out + paired_md(S["paired_differences"]) + references_md(S, reg) + [""]
+
+
+def paired_md(d: dict[str, dict]) -> list[str]:
+    """The paragraphs under a setting's table: its paired differences (summary.json's paired_differences)."""
+    out = []
     if "afbo_minus_fednest" in d:
         q = d["afbo_minus_fednest"]
         out += [
@@ -690,6 +668,12 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
                 f"Paired difference {k} (outer-lr = 0, same seeds): accuracy at T "
                 f"{pm(q['acc_at_T'], 100, 2)} points, test loss at T {pm(q['loss_at_T'], 1.0, 4)}.",
             ]
+    return out
+
+
+def references_md(S: dict, reg: bool) -> list[str]:
+    """The paragraph under a setting's table on its controls: the round-0 accuracy and the references."""
+    out = []
     if S["references"]:
         r = S["references"]
         acc0 = 100 * next(iter(S["methods"].values()))["acc0"]
@@ -708,7 +692,7 @@ def table_md(s: str, S: dict, thresholds: list[float], reg: bool = False) -> lis
                 f"noisy labels {100 * r['noisy']:.1f}%, clean validation parts only {100 * r['val_only']:.1f}%, "
                 f"clean labels (ceiling) {100 * r['clean']:.1f}%.",
             ]
-    return out + [""]
+    return out
 
 
 # -- the tuning table --------------------------------------------------------------------------

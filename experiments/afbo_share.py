@@ -16,10 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-from zofl.stats import fmt_interval, interval
+from report_common import AFBO, CONTROL, FEDNEST  # a module beside this script
 
-AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
-CONTROL = ", x fixed (outer-lr=0: control)"
+from zofl.stats import fmt_interval, interval
 
 
 def per_seed(methods: dict, name: str, metric: str) -> dict[int, float]:

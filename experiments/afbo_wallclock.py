@@ -48,8 +48,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report_common import band, pm  # a module beside this script
 
-from zofl.stats import interval, t_quantile
+from zofl.stats import interval
 
 # The setting: experiments/afbo_regularization_stragglers.toml (digits regularization, IID, clients 0-4 at
 # speed 0.2), AFBO with its picked steps, device time per step 0.2 s (20x the studies' 0.01 s, so that
@@ -206,13 +207,6 @@ def ci(vals) -> tuple[float, float, int]:
     return interval(x for x in vals if np.isfinite(x))
 
 
-def pm(t, digits=2) -> str:
-    m, h, n = t
-    if n == 0:
-        return "-"
-    return f"{m:.{digits}f} (n=1)" if n == 1 else f"{m:.{digits}f} +- {h:.{digits}f}"
-
-
 def timelines(r: dict) -> dict[str, np.ndarray]:
     """The time axes one run offers: the simulated clock (afbo-simulated, fednest) and real time."""
     if r["arm"] == "afbo-wall":
@@ -222,26 +216,25 @@ def timelines(r: dict) -> dict[str, np.ndarray]:
     return {"simulated": r["clock"], "wall": r["real"]}  # fednest: both in one run
 
 
-def cmd_report(a) -> None:
-    runs = [read_run(d) for d in sorted(a.runs.iterdir()) if (d / "summary.json").exists()]
-    if not runs:
-        sys.exit(f"no finished runs in {a.runs}")
-    a.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for r in runs:
-        s = r["summary"]
-        row = {"run": r["name"], "arm": r["arm"], "seed": r["seed"], "rounds": int(r["round"][-1]),
-               "final_acc": float(r["acc"][-1]), "final_loss": float(r["loss"][-1]),
-               "client_compute_s": float(s.get("total_client_compute_s", np.nan)),
-               "total_wall_s": float(s.get("total_wall_s", np.nan)),
-               "command_s": r["machine"].get("command_s", np.nan), "load_before": r["machine"].get("load_before")}
-        for axis, t in timelines(r).items():
-            row[f"end_{axis}_s"] = float(t[-1])
-            for target in TARGETS:
-                row[f"to{target:g}_{axis}_s"] = first(t, r["acc"], target)
-        rows.append(row)
+def report_row(r: dict) -> dict:
+    """One run's row of results.csv: its end, and the time to each target on each of its clocks."""
+    s = r["summary"]
+    row = {"run": r["name"], "arm": r["arm"], "seed": r["seed"], "rounds": int(r["round"][-1]),
+           "final_acc": float(r["acc"][-1]), "final_loss": float(r["loss"][-1]),
+           "client_compute_s": float(s.get("total_client_compute_s", np.nan)),
+           "total_wall_s": float(s.get("total_wall_s", np.nan)),
+           "command_s": r["machine"].get("command_s", np.nan), "load_before": r["machine"].get("load_before")}
+    for axis, t in timelines(r).items():
+        row[f"end_{axis}_s"] = float(t[-1])
+        for target in TARGETS:
+            row[f"to{target:g}_{axis}_s"] = first(t, r["acc"], target)
+    return row
+
+
+def write_report_files(runs: list[dict], rows: list[dict], out: Path) -> None:
+    """results.csv (a row per run) and rounds.csv.gz (every record on both clocks; deterministic bytes)."""
     fields = sorted({k for row in rows for k in row}, key=lambda k: (k not in ("run", "arm", "seed"), k))
-    with open(a.out / "results.csv", "w", newline="") as fh:
+    with open(out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
@@ -252,20 +245,19 @@ def cmd_report(a) -> None:
         for i in range(len(r["round"])):
             w.writerow([r["name"], r["arm"], r["seed"], int(r["round"][i]), repr(float(r["clock"][i])),
                         repr(float(r["real"][i])), repr(float(r["acc"][i])), repr(float(r["loss"][i]))])
-    with open(a.out / "rounds.csv.gz", "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh,
-                                                                   mtime=0) as gz:
+    with open(out / "rounds.csv.gz", "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh,
+                                                                 mtime=0) as gz:
         gz.write(buf.getvalue().encode())
-    # table: per method, time to each target on each clock, and the ratio real / simulated paired by seed
-    by = {}
-    for row in rows:
-        by.setdefault(row["arm"], {})[row["seed"]] = row
+
+
+def times_table(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
+    """Per method and clock: the time to each target, the end of the run and the clients' compute."""
     lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in TARGETS)
              + " | end of run (s) | clients' compute (s, summed) |",
              "|---|---|---|" + "---|" * len(TARGETS) + "---|---|"]
     spec = [("AFBO", "simulated", "afbo-simulated", "simulated"), ("AFBO", "wall (real sleeps, real arrival order)",
                                                                     "afbo-wall", "wall"),
             ("FedNest", "simulated", "fednest", "simulated"), ("FedNest", "wall (same run)", "fednest", "wall")]
-    lat = next((r["cfg"].get("latency-s") for r in runs if r["arm"] == "afbo-simulated-lat"), None)
     if lat is not None:
         spec.insert(1, ("AFBO", f"simulated, latency-s = {lat:g} (calibrated)", "afbo-simulated-lat", "simulated"))
     for method, label, arm, axis in spec:
@@ -273,12 +265,17 @@ def cmd_report(a) -> None:
         if not rs:
             continue
         lines.append(f"| {method} | {label} | {','.join(str(r['seed']) for r in rs)} | "
-                     + " | ".join(pm(ci([r[f'to{t:g}_{axis}_s'] for r in rs]))
+                     + " | ".join(pm(ci([r[f'to{t:g}_{axis}_s'] for r in rs]), 1.0, 2)
                                   + (f" ({sum(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs)}/{len(rs)} reached)"
                                      if not all(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs) else "")
                                   for t in TARGETS)
-                     + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]))} | "
-                       f"{pm(ci([r['client_compute_s'] for r in rs]))} |")
+                     + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]), 1.0, 2)} | "
+                       f"{pm(ci([r['client_compute_s'] for r in rs]), 1.0, 2)} |")
+    return lines
+
+
+def ratio_lines(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
+    """Real time over the simulated clock's prediction, paired by seed."""
     ratios = ["", "Real time over the simulated clock's prediction, per seed then mean +- 95% interval:", ""]
     pairs = [("AFBO", ("afbo-simulated", "afbo-wall")), ("FedNest", ("fednest", "fednest"))]
     if lat is not None:
@@ -288,15 +285,20 @@ def cmd_report(a) -> None:
         seeds = sorted(set(by.get(sim_arm, {})) & set(by.get(wall_arm, {})))
         for t in TARGETS:
             v = [by[wall_arm][sd][f"to{t:g}_wall_s"] / by[sim_arm][sd][f"to{t:g}_simulated_s"] for sd in seeds]
-            ratios.append(f"- {method}, time to {100 * t:g}%: {pm(ci(v))} (n = {sum(np.isfinite(v))} seeds reaching it "
-                          "on both clocks)")
+            ratios.append(f"- {method}, time to {100 * t:g}%: {pm(ci(v), 1.0, 2)} (n = {sum(np.isfinite(v))} seeds "
+                          "reaching it on both clocks)")
         v = [by[wall_arm][sd]["end_wall_s"] / by[sim_arm][sd]["end_simulated_s"] for sd in seeds]
-        ratios.append(f"- {method}, whole run (same number of server steps or rounds): {pm(ci(v))}")
+        ratios.append(f"- {method}, whole run (same number of server steps or rounds): {pm(ci(v), 1.0, 2)}")
         v = [(by[wall_arm][sd]["end_wall_s"] - by[sim_arm][sd]["end_simulated_s"]) / by[sim_arm][sd]["rounds"]
              for sd in seeds]
         ratios.append(f"- {method}, real seconds beyond the prediction per "
                       f"{'round' if method == 'FedNest' else 'server step'}"
-                      f": {pm(ci(v), 3)}")
+                      f": {pm(ci(v), 1.0, 3)}")
+    return ratios
+
+
+def report_head(runs: list[dict], rows: list[dict]) -> list[str]:
+    """The setting, the machine and its load, and the engine's worker threads where they were set."""
     loads = [r["load_before"] for r in rows if r.get("load_before") is not None]
     head = [f"Setting: {json.dumps(SETTING)}; device time per local step {STEP_S} s (sim-step-s = step-time-s); "
             f"`zofl run` on the Ray simulation, --ray-cpus {runs[0]['machine'].get('ray_cpus', '?')} "
@@ -305,10 +307,26 @@ def cmd_report(a) -> None:
     workers = sorted({r["machine"].get("vce_workers") for r in runs
                       if r["machine"].get("vce_workers") and r["arm"] in ("afbo-wall", "fednest")})
     if workers:  # an experiment (--vce-workers), not Flower's default
-        head.insert(1, f"Flower's simulation engine given {', '.join(map(str, workers))} worker threads (--vce-workers; "
-                       f"its default is min(32, cores + 4)) in the runs that sleep for real.")
-    (a.out / "table.md").write_text("\n".join(head + lines + ratios) + "\n")
-    print("\n".join(head + lines + ratios))
+        head.insert(1, f"Flower's simulation engine given {', '.join(map(str, workers))} worker threads "
+                       f"(--vce-workers; its default is min(32, cores + 4)) in the runs that sleep for real.")
+    return head
+
+
+def cmd_report(a) -> None:
+    runs = [read_run(d) for d in sorted(a.runs.iterdir()) if (d / "summary.json").exists()]
+    if not runs:
+        sys.exit(f"no finished runs in {a.runs}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = [report_row(r) for r in runs]
+    write_report_files(runs, rows, a.out)
+    # table: per method, time to each target on each clock, and the ratio real / simulated paired by seed
+    by = {}
+    for row in rows:
+        by.setdefault(row["arm"], {})[row["seed"]] = row
+    lat = next((r["cfg"].get("latency-s") for r in runs if r["arm"] == "afbo-simulated-lat"), None)
+    text = report_head(runs, rows) + times_table(by, lat) + ratio_lines(by, lat)
+    (a.out / "table.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
     figure(runs, a.out)
 
 
@@ -343,6 +361,89 @@ def in_flight(msgs: list[dict]) -> tuple[int, dict[int, float]]:
     return most, spent
 
 
+TRACE_PARTS = [("pushed -> taken from the LinkState (engine polls every 0.1 s)", lambda m: m["delivered"] - m["push"]),
+               ("taken -> a worker thread starts it (queue)", lambda m: m["start"] - m["delivered"]),
+               ("worker: Ray + ClientApp, beyond the device time", lambda m: m["end"] - m["start"] - m["device"]),
+               ("worker done -> ServerApp pulls the reply", lambda m: m["pull"] - m["end"]),
+               ("whole life beyond the device time", lambda m: m["pull"] - m["push"] - m["device"])]
+
+
+def trace_lives(name: str, r: dict, start: dict, msgs: list[dict]) -> list[str]:
+    """A traced run's messages: the parts of a warm task's real life, the queue by client and the worker threads
+    the slow clients hold."""
+    step_s = float(r["cfg"].get("sim-step-s", STEP_S))
+    for m in msgs:
+        m["device"] = m["steps"] * step_s / m["speed"]
+    first_pull = min(m["pull"] for m in msgs)
+    # the first ClientApp an actor runs loads the package and the data (seconds): start-up, kept apart
+    cold = [m for m in msgs if m["end"] - m["start"] - m["device"] > 2.0]
+    warm = [m for m in msgs if m["push"] >= first_pull and m not in cold]
+    most, spent = in_flight(msgs)
+    total = sum(spent.values())
+    lines = [f"### {name} (engine worker threads: {start.get('vce_workers', '?')}, cores {start.get('cpus', '?')}; "
+             f"1-minute load before {r['machine'].get('load_before', float('nan')):.1f})", "",
+             f"{len(msgs)} train messages; {len(cold)} were an actor's first (start-up, "
+             f"{np.mean([m['end'] - m['start'] - m['device'] for m in cold]) if cold else 0:.1f} s each beyond "
+             f"the device time); {len(warm)} pushed after the first reply and warm, summarised below. "
+             f"ClientApps running at once: at most {most}; share of the run with n running: "
+             + ", ".join(f"{k}: {v / total:.0%}" for k, v in sorted(spent.items()) if v / total >= 0.01) + ".", "",
+             "| part of a task's real life (s) | mean | max |", "|---|---|---|"]
+    for label, f in TRACE_PARTS:
+        v = np.array([f(m) for m in warm])
+        lines.append(f"| {label} | {v.mean():.3f} | {v.max():.3f} |")
+    lines.append(f"| device time (steps x sim-step-s / speed: the simulated clock's charge) | "
+                 f"{np.mean([m['device'] for m in warm]):.3f} | {max(m['device'] for m in warm):.3f} |")
+    by_client = {}
+    for m in warm:
+        by_client.setdefault(m["partition"], []).append(m["start"] - m["delivered"])
+    lines.append("\nQueue (taken -> started), mean s by client: "
+                 + ", ".join(f"{p}: {np.mean(v):.2f}" for p, v in sorted(by_client.items())) + ".")
+    slow = slow_clients(r)
+    if slow:  # worker threads held on average (from the first reply on), by the slow clients and the others
+        grid = np.linspace(first_pull, max(m["end"] for m in msgs), 5000)
+        held = {True: np.zeros_like(grid), False: np.zeros_like(grid)}
+        for m in msgs:
+            held[m["partition"] in slow] += (grid >= m["start"]) & (grid < m["end"])
+        lines.append(f"Worker threads held on average from the first reply on: clients {sorted(slow)} (slow) "
+                     f"{held[True].mean():.2f}, the others {held[False].mean():.2f}; the slow clients hold 5 or "
+                     f"more {np.mean(held[True] >= 5):.0%} of that time.")
+    return lines
+
+
+def slow_clients(r: dict) -> set[int]:
+    return {int(c) for c in str(r["cfg"].get("slow-clients", "")).split(",") if c.strip()}
+
+
+def trace_pace(runs: Path, name: str, r: dict) -> list[str]:
+    """Real seconds per server step (AFBO on the wall clock, against its simulated runs) or per round (FedNest)."""
+    if r["arm"] == "afbo-wall":
+        sim = runs / name.replace("afbo-wall", "afbo-simulated")
+        per = (r["clock"][-1] - r["clock"][1]) / (len(r["clock"]) - 2)
+        line = (f"\nServer steps 2..{int(r['round'][-1])}: {per:.3f} real s per step (first step at "
+                f"{r['clock'][1]:.1f} s: start-up)")
+        if (sim / "summary.json").exists():
+            s_ = read_run(sim)
+            sper = (s_["clock"][-1] - s_["clock"][1]) / (len(s_["clock"]) - 2)
+            line += f"; the simulated clock of {sim.name}: {sper:.3f} s per step (ratio {per / sper:.2f})"
+        lat = runs / name.replace("afbo-wall", "afbo-simulated-lat")
+        if (lat / "summary.json").exists():
+            l_ = read_run(lat)
+            lper = (l_["clock"][-1] - l_["clock"][1]) / (len(l_["clock"]) - 2)
+            line += (f"; with latency-s = {l_['cfg'].get('latency-s')} ({lat.name}): {lper:.3f} s per step "
+                     f"(ratio {per / lper:.2f})")
+        used = [u["client"] for rec in (json.loads(x) for x in (runs / name / "rounds.jsonl").read_text()
+                                       .splitlines() if x.strip()) for u in rec.get("used", [])]
+        slow = slow_clients(r)
+        if slow and used:
+            line += (f". Replies the server steps used: {len(used)}, "
+                     f"{np.mean([c not in slow for c in used]):.0%} from the clients not in slow-clients")
+        return [line + "."]
+    real = np.diff(np.concatenate([[0.0], r["real"]]))[2:]
+    simd = np.diff(np.concatenate([[0.0], r["clock"]]))[2:]
+    return [f"\nRounds 2..{int(r['round'][-1])}: {real.mean():.3f} real s per round against "
+            f"{simd.mean():.3f} simulated (ratio {real.mean() / simd.mean():.3f})."]
+
+
 def cmd_trace(a) -> None:
     """Per traced run: where a task's real life goes, against the device time the simulated clock charges."""
     lines = []
@@ -354,74 +455,7 @@ def cmd_trace(a) -> None:
         if r["arm"] not in ("afbo-wall", "fednest"):
             continue  # the simulated clock: clients do not sleep, nothing to set against device time
         start, msgs = read_trace(path)
-        step_s = float(r["cfg"].get("sim-step-s", STEP_S))
-        for m in msgs:
-            m["device"] = m["steps"] * step_s / m["speed"]
-        first_pull = min(m["pull"] for m in msgs)
-        # the first ClientApp an actor runs loads the package and the data (seconds): start-up, kept apart
-        cold = [m for m in msgs if m["end"] - m["start"] - m["device"] > 2.0]
-        warm = [m for m in msgs if m["push"] >= first_pull and m not in cold]
-        most, spent = in_flight(msgs)
-        total = sum(spent.values())
-        parts = [("pushed -> taken from the LinkState (engine polls every 0.1 s)", lambda m: m["delivered"] - m["push"]),
-                 ("taken -> a worker thread starts it (queue)", lambda m: m["start"] - m["delivered"]),
-                 ("worker: Ray + ClientApp, beyond the device time", lambda m: m["end"] - m["start"] - m["device"]),
-                 ("worker done -> ServerApp pulls the reply", lambda m: m["pull"] - m["end"]),
-                 ("whole life beyond the device time", lambda m: m["pull"] - m["push"] - m["device"])]
-        lines += [f"### {name} (engine worker threads: {start.get('vce_workers', '?')}, cores {start.get('cpus', '?')}; "
-                  f"1-minute load before {r['machine'].get('load_before', float('nan')):.1f})", "",
-                  f"{len(msgs)} train messages; {len(cold)} were an actor's first (start-up, "
-                  f"{np.mean([m['end'] - m['start'] - m['device'] for m in cold]) if cold else 0:.1f} s each beyond "
-                  f"the device time); {len(warm)} pushed after the first reply and warm, summarised below. "
-                  f"ClientApps running at once: at most {most}; share of the run with n running: "
-                  + ", ".join(f"{k}: {v / total:.0%}" for k, v in sorted(spent.items()) if v / total >= 0.01) + ".", "",
-                  "| part of a task's real life (s) | mean | max |", "|---|---|---|"]
-        for label, f in parts:
-            v = np.array([f(m) for m in warm])
-            lines.append(f"| {label} | {v.mean():.3f} | {v.max():.3f} |")
-        lines.append(f"| device time (steps x sim-step-s / speed: the simulated clock's charge) | "
-                     f"{np.mean([m['device'] for m in warm]):.3f} | {max(m['device'] for m in warm):.3f} |")
-        by_client = {}
-        for m in warm:
-            by_client.setdefault(m["partition"], []).append(m["start"] - m["delivered"])
-        lines.append("\nQueue (taken -> started), mean s by client: "
-                     + ", ".join(f"{p}: {np.mean(v):.2f}" for p, v in sorted(by_client.items())) + ".")
-        slow = {int(c) for c in str(r["cfg"].get("slow-clients", "")).split(",") if c.strip()}
-        if slow:  # worker threads held on average (from the first reply on), by the slow clients and the others
-            grid = np.linspace(first_pull, max(m["end"] for m in msgs), 5000)
-            held = {True: np.zeros_like(grid), False: np.zeros_like(grid)}
-            for m in msgs:
-                held[m["partition"] in slow] += (grid >= m["start"]) & (grid < m["end"])
-            lines.append(f"Worker threads held on average from the first reply on: clients {sorted(slow)} (slow) "
-                         f"{held[True].mean():.2f}, the others {held[False].mean():.2f}; the slow clients hold 5 or "
-                         f"more {np.mean(held[True] >= 5):.0%} of that time.")
-        if r["arm"] == "afbo-wall":
-            sim = a.runs / name.replace("afbo-wall", "afbo-simulated")
-            per = (r["clock"][-1] - r["clock"][1]) / (len(r["clock"]) - 2)
-            line = (f"\nServer steps 2..{int(r['round'][-1])}: {per:.3f} real s per step (first step at "
-                    f"{r['clock'][1]:.1f} s: start-up)")
-            if (sim / "summary.json").exists():
-                s_ = read_run(sim)
-                sper = (s_["clock"][-1] - s_["clock"][1]) / (len(s_["clock"]) - 2)
-                line += f"; the simulated clock of {sim.name}: {sper:.3f} s per step (ratio {per / sper:.2f})"
-            lat = a.runs / name.replace("afbo-wall", "afbo-simulated-lat")
-            if (lat / "summary.json").exists():
-                l_ = read_run(lat)
-                lper = (l_["clock"][-1] - l_["clock"][1]) / (len(l_["clock"]) - 2)
-                line += (f"; with latency-s = {l_['cfg'].get('latency-s')} ({lat.name}): {lper:.3f} s per step "
-                         f"(ratio {per / lper:.2f})")
-            used = [u["client"] for rec in (json.loads(x) for x in (a.runs / name / "rounds.jsonl").read_text()
-                                           .splitlines() if x.strip()) for u in rec.get("used", [])]
-            if slow and used:
-                line += (f". Replies the server steps used: {len(used)}, "
-                         f"{np.mean([c not in slow for c in used]):.0%} from the clients not in slow-clients")
-            lines.append(line + ".")
-        elif r["arm"] == "fednest":
-            real = np.diff(np.concatenate([[0.0], r["real"]]))[2:]
-            simd = np.diff(np.concatenate([[0.0], r["clock"]]))[2:]
-            lines.append(f"\nRounds 2..{int(r['round'][-1])}: {real.mean():.3f} real s per round against "
-                         f"{simd.mean():.3f} simulated (ratio {real.mean() / simd.mean():.3f}).")
-        lines.append("")
+        lines += trace_lives(name, r, start, msgs) + trace_pace(a.runs, name, r) + [""]
     if not lines:
         sys.exit(f"no traced runs in {a.runs} (run with --trace)")
     text = "\n".join(lines)
@@ -452,8 +486,7 @@ def figure(runs: list[dict], out: Path) -> None:
         g = grid[grid <= ends]
         mat = np.array([100 * r["acc"][np.clip(np.searchsorted(timelines(r)[axis], g, side="right") - 1, 0, None)]
                         for r in rs])
-        mean = mat.mean(axis=0)
-        half = t_quantile(len(rs)) * mat.std(axis=0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else 0 * mean
+        mean, half = band(mat)
         ax.plot(g, mean, color=col, ls=ls, label=f"{label} (n={len(rs)})")
         ax.fill_between(g, mean - half, mean + half, color=col, alpha=0.15, lw=0)
     ax.set_xlabel("time (s): simulated device time, or real seconds")

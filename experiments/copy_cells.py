@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from zofl.compare import cell_id, expand_grid
 

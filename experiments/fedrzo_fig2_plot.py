@@ -15,13 +15,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+from report_common import band  # a module beside this script
+
+from zofl.stats import fmt_interval, paired
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
@@ -35,14 +35,6 @@ def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
         H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
         by_h[H].append((cfg, recs))
     return dict(sorted(by_h.items()))
-
-
-def band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and 95% t-interval half-width over the rows (seeds)."""
-    mean = values.mean(axis=0)
-    if len(values) < 2:
-        return mean, np.zeros_like(mean)
-    return mean, stats.t.ppf(0.975, len(values) - 1) * values.std(axis=0, ddof=1) / np.sqrt(len(values))
 
 
 def curves(runs, metric: str):
@@ -91,7 +83,6 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
 
 def paired_table(by_h, metrics: list[str]) -> None:
     """Final values of each H minus the next smaller H (H = 1 minus the control H = 0), paired by seed."""
-    from zofl.stats import fmt_interval, paired
 
     def finals(H, m):
         return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[H]}
@@ -100,7 +91,8 @@ def paired_table(by_h, metrics: list[str]) -> None:
     print("| H - H' (paired by seed) | " + " | ".join(f"final {m}" for m in metrics) + " |")
     print("|---|" + "---|" * len(metrics))
     for a, b in zip(hs[1:], hs[:-1]):
-        print(f"| {a} - {b} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4) for m in metrics) + " |")
+        print(f"| {a} - {b} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4) for m in metrics)
+              + " |")
     print()
 
 

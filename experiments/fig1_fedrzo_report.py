@@ -11,8 +11,7 @@ import csv
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from zofl.stats import fmt_interval, interval, paired  # noqa: E402
+from zofl.stats import fmt_interval, interval, paired
 
 
 def _last10(rows: list[dict], **want: str) -> dict[int, float]:

@@ -24,11 +24,10 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 
+from zofl.stats import fmt_interval, interval, paired, run_figures
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from zofl.stats import fmt_interval, interval, paired, run_figures  # noqa: E402
 
 REFERENCE_TAU = 20.0
 CONTROLS = {"f1-only": ("k", "--"), "x0-only": ("0.5", ":")}
@@ -108,7 +107,8 @@ def _plot(out: Path, dataset: str, settings: dict, controls: dict) -> None:
 
 def _table(series: dict, controls: dict) -> list[str]:
     lines = ["Test loss of ZO-HFL (lower is better): mean +- the half-width of the 95% t interval over seeds "
-             f"(n). Paired: tau minus tau = {REFERENCE_TAU:g} on the same seeds (same split, x_0, sampling and directions); "
+             f"(n). Paired: tau minus tau = {REFERENCE_TAU:g} on the same seeds (same split, x_0, sampling and "
+             "directions); "
              "an interval that contains 0 is below the noise."]
     if controls:
         lines[0] += (" Against f1-only: ZO-HFL minus the f1-only control (its server steps with no clients) on the "

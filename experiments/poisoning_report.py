@@ -2,7 +2,8 @@
 final test accuracy (%) with its 95% t interval over seeds, for each threat (attack, number of
 hostile clients of 10) and each aggregation rule; written to DIR/poisoning.md and printed.
 
-    python experiments/poisoning_report.py docs/results/poisoning docs/results/poisoning_clip docs/results/poisoning_more
+    python experiments/poisoning_report.py docs/results/poisoning docs/results/poisoning_clip \
+        docs/results/poisoning_more
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def main(dirs: list[str]) -> int:
     lines = ["# Poisoning benchmark: final test accuracy (%) with hostile clients", "",
              "Written by `python experiments/poisoning_report.py " + " ".join(dirs) + "` from the runs of "
              "`experiments/poisoning.toml`, `experiments/poisoning_clip.toml` and `experiments/poisoning_more.toml` "
-             "(digits, 10 clients all sampled every round, 50 rounds or, asynchronous, 50 server updates, seeds 0-2; mean +- 95% t interval, n seeds). Threats: `large` = every reply "
+             "(digits, 10 clients all sampled every round, 50 rounds or, asynchronous, 50 server updates, seeds 0-2; "
+             "mean +- 95% t interval, n seeds). Threats: `large` = every reply "
              "value +-0.99 reply-max-abs, `sign-flip` = the honest update negated, `scale` = the honest update x 10; "
              "h = the number of hostile clients of 10. Rules: the papers' `mean`, the coordinate `median`, the "
              "coordinate `trimmed-mean` dropping 30% at each end, and for ZO-HFL `coef-clip 3` (two-point "

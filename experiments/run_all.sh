@@ -29,7 +29,7 @@
 #   docs/results/soak rows `deployment-12s / sync` (the first deployment attempt, 12 s deadline) and
 #     `deployment-lostloop / async` (the asynchronous engine before the fix of 2026-11-24).
 #
-# Superseded grids, not run here (tests/test_run_all.py checks that every experiments/*.toml is run
+# Superseded grids, not run here (experiments/tests/test_run_all.py checks that every experiments/*.toml is run
 # below or listed here, one per line as "#   superseded: experiments/NAME.toml  why"):
 #   (none: experiments/table1.toml, the one-seed first version, still makes 12 cells of
 #   docs/results/table1 that no other grid makes (CIFAR-10, raw pixels) and seed 0 of the others)

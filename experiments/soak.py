@@ -176,11 +176,12 @@ def row(mode: str, engine: str, run_dir: Path) -> dict:
 
 
 def write_md(rows: list[dict], out: Path, rounds: int) -> None:
-    cols = ["mode", "engine", "clients", "status", "failed_rounds", "total_sampled", "total_participants", "total_dropped",
-            "total_failures", "total_late", "total_late_queued", "total_late_slow", "total_errors", "total_rejected",
-            "total_lost", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite", "soak_wall_s"]
-    lines = [f"# Fault-injection soak: {rounds} rounds, m clients (6 unless the row says), 10% crashes / hangs / corrupt replies, "
-             "one SuperNode killed at R/3 and restarted at R/2", "",
+    cols = ["mode", "engine", "clients", "status", "failed_rounds", "total_sampled", "total_participants",
+            "total_dropped", "total_failures", "total_late", "total_late_queued", "total_late_slow", "total_errors",
+            "total_rejected", "total_lost", "rounds_model_rejected", "rejoined", "final_test_acc", "final_x_finite",
+            "soak_wall_s"]
+    lines = [f"# Fault-injection soak: {rounds} rounds, m clients (6 unless the row says), 10% crashes / hangs / "
+             "corrupt replies, one SuperNode killed at R/3 and restarted at R/2", "",
              "Written by `python experiments/soak.py` (see its docstring).", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from zofl.compare import cell_id
 from zofl.stats import excludes_zero, fmt_interval, interval, paired
@@ -87,7 +86,10 @@ def main() -> None:
       "(Fashion-MNIST, m = 10, alpha 1, beta 0.5, tau 20, R = 200, the in-process engine). Test accuracy (%): "
       "mean +- the half-width of the 95% t interval (n seeds). 'vs base' is paired by seed (same split, x_0, "
       "sampling and minibatches) against the method's base: ZO-HFL's base row, or the baseline's default "
-      "(local-lr 0.3, /sqrt(r+1) schedule, prox-mu 0.01); 'last 10% - x_0' is what the run moved from its own start; 'vs f1-only' pairs ZO-HFL with the control that takes the same server steps on f1 from the same x_0 without the clients' term (same gamma and start; rows whose x_0 differs from the control's, the batch-size rows, are not paired). **Bold**: the interval excludes 0 (an effect at "
+      "(local-lr 0.3, /sqrt(r+1) schedule, prox-mu 0.01); 'last 10% - x_0' is what the run moved from its own "
+      "start; 'vs f1-only' pairs ZO-HFL with the control that takes the same server steps on f1 from the same x_0 "
+      "without the clients' term (same gamma and start; rows whose x_0 differs from the control's, the batch-size "
+      "rows, are not paired). **Bold**: the interval excludes 0 (an effect at "
       "this n); otherwise the difference is below the noise.\n")
     x0 = by_setting.get(0, {}).get("x0", {})
     p("x_0 of the base setting (one SGD epoch on the server's 30%, batch 32), per seed: "

@@ -18,19 +18,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
+import tomllib
 from pathlib import Path
 
-import tomllib
+from table1_tuning_report import STEP_KEYS  # the keys the tuning grid varies (a script beside this one)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from zofl.config import KEY_BY_NAME, defaults  # noqa: E402
-from zofl.methods import METHODS  # noqa: E402
-from zofl.stats import fmt_interval, interval, paired  # noqa: E402
-
-from table1_tuning_report import STEP_KEYS  # noqa: E402  (the keys the tuning grid varies)
+from zofl.config import KEY_BY_NAME, defaults
+from zofl.methods import METHODS
+from zofl.stats import fmt_interval, interval, paired
 
 # The ZO-HFL paper's Table I (test accuracy %), as printed there (Qiu, Kim, Yousefian: "A Randomized
 # Zeroth-Order Hierarchical Framework for Heterogeneous Federated Learning").
@@ -134,7 +129,7 @@ def _summary(got: dict, ctrl: dict, datasets: tuple) -> None:
     line("seeds (n, methods)", [str(len(got.get(("zohfl", ds, a, b), {}))) for ds, a, b in cols])
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="results folder of the methods' grid (results.csv)")
     ap.add_argument("grid", type=Path, nargs="?", default=Path(__file__).with_name("table1.toml"))
@@ -147,25 +142,11 @@ def main() -> None:
     ap.add_argument("--with", dest="more", type=Path, nargs="+", default=[],
                     help="more results folders of methods' grids, read with RESULTS (other datasets, more seeds)")
     ap.add_argument("--summary", action="store_true", help="print the compact one-screen table only")
-    args = ap.parse_args()
-    out, grid_path = args.results, args.grid
-    datasets = tuple(d for d in args.datasets.split(",") if d)
-    spec = tomllib.loads(grid_path.read_text())
-    rows = [r for d in (out, *args.more) for r in _read(d) if r["strategy"] in NAMES and r["dataset"] in datasets
-            and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
-    ctrl_rows = [r for d in args.controls for r in _read(d) if r["strategy"] in CONTROLS and r["dataset"] in datasets]
-    got = _by_cell(rows)
-    other = _by_cell(_read(args.against) if args.against else [])
-    vs = f" - {args.against.name} (last 10%) |" if args.against else ""
-    # (control, dataset, its step: local-lr for the SGD controls, gamma for f1-only, "" for x0-only)
-    # -> seed -> row
-    ctrl: dict[tuple, dict[int, dict]] = {}
-    for r in ctrl_rows:
-        ctrl.setdefault((r["strategy"], r["dataset"], _step(r)), {})[int(r["seed"])] = r
+    return ap.parse_args()
 
-    if args.summary:
-        _summary(got, ctrl, datasets)
-        return
+
+def _intro(spec: dict, datasets: tuple, against: Path | None) -> None:
+    """The page's title and the paragraphs that say what every column means."""
     p = print
     p("# Table I regenerated: ZO-HFL, FedAvg, FedProx, SCAFFOLD, with controls\n")
     p("Test accuracy (%) after R = 500 rounds, tau = 20, m = 10 clients, Dirichlet(alpha) split, beta = fraction")
@@ -191,45 +172,47 @@ def main() -> None:
     p("tuned step), `- ceiling` against centralised SGD on all training data, `- ZO-HFL` a baseline against")
     p("ZO-HFL in the same cell (for the SGD controls, the step run with the most seeds: their tuned one);")
     p("paired over seeds, last-10% means, in points. An interval that contains 0 is below the noise.\n")
-    if args.against:
-        p(f"`- {args.against.name}`: each run minus the run of the same cell and seed in {args.against} (its "
+    if against:
+        p(f"`- {against.name}`: each run minus the run of the same cell and seed in {against} (its "
           "results.csv), last-10% means, in points.\n")
-    # per dataset, the SGD controls each run is paired with (they do not depend on the setting)
-    refs = {ds: (_reference(ctrl, "server-sgd", ds), _reference(ctrl, "centralised", ds)) for ds in datasets}
-    for alpha, beta in SETTINGS:
-        p(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
-        p("| method | dataset | final | last 10% | paper | - x_0 | - f1 only | - server SGD | - ceiling | - ZO-HFL |"
-          + vs)
-        p("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if vs else ""))
-        for ds in datasets:
-            j = DATASETS.index(ds)
-            x0 = _figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
-            f1_own = _f1_own(got, ctrl, ds, alpha, beta)
-            # the baselines, which take no server steps on f1, against the paper's gamma; where that control
-            # was not run (CIFAR-10, whose steps are scaled to the data), against ZO-HFL's gamma in this cell
-            f1_default = _figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc") or f1_own
-            sgd, ceiling = refs[ds]
-            zohfl = _figure(got.get(("zohfl", ds, alpha, beta), {}), "last10_test_acc")
-            for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
-                runs = got.get((s, ds, alpha, beta), {})
-                last = _figure(runs, "last10_test_acc")
-                f1 = f1_own if s == "zohfl" else f1_default  # ZO-HFL against its own server steps alone
-                p(f"| {NAMES[s]} | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
-                  f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
-                  f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} | "
-                  f"{_pm(paired(last, sgd)) if sgd else '-'} | {_pm(paired(last, ceiling)) if ceiling else '-'} | "
-                  f"{_pm(paired(last, zohfl)) if zohfl and s != 'zohfl' else ''} |"
-                  + (f" {_pm(paired(last, _figure(other.get((s, ds, alpha, beta), {}), 'last10_test_acc')))} |"
-                     if vs else ""))
-            for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
-                name = CONTROLS[c] + (f", {'gamma' if c == 'f1-only' else 'local-lr'} {lr}" if lr else "")
-                if cds == ds and runs:
-                    last = _figure(runs, "last10_test_acc")
-                    gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
-                    to_ceiling = _pm(paired(last, ceiling)) if ceiling and c != "centralised" else ""
-                    p(f"| *{name}* | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
-                      f"{_pm(interval(last.values()))} | | {gain} | | | {to_ceiling} | |" + (" |" if vs else ""))
-        p("")
+
+
+def _setting_rows(got: dict, ctrl: dict, other: dict, ds: str, alpha: float, beta: float, refs: tuple,
+                  vs: bool) -> None:
+    """One dataset's rows of a setting's table: the four methods, then the controls run on that dataset."""
+    p = print
+    j = DATASETS.index(ds)
+    x0 = _figure(ctrl.get(("x0-only", ds, ""), {}), "last10_test_acc")
+    f1_own = _f1_own(got, ctrl, ds, alpha, beta)
+    # the baselines, which take no server steps on f1, against the paper's gamma; where that control
+    # was not run (CIFAR-10, whose steps are scaled to the data), against ZO-HFL's gamma in this cell
+    f1_default = _figure(ctrl.get(("f1-only", ds, _gamma({})), {}), "last10_test_acc") or f1_own
+    sgd, ceiling = refs
+    zohfl = _figure(got.get(("zohfl", ds, alpha, beta), {}), "last10_test_acc")
+    for s in ("fedavg", "fedprox", "scaffold", "zohfl"):
+        runs = got.get((s, ds, alpha, beta), {})
+        last = _figure(runs, "last10_test_acc")
+        f1 = f1_own if s == "zohfl" else f1_default  # ZO-HFL against its own server steps alone
+        p(f"| {NAMES[s]} | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
+          f"{_pm(interval(last.values()))} | {PAPER[s][(alpha, beta)][j]:.2f} | "
+          f"{_pm(paired(last, x0)) if x0 else '-'} | {_pm(paired(last, f1)) if f1 else '-'} | "
+          f"{_pm(paired(last, sgd)) if sgd else '-'} | {_pm(paired(last, ceiling)) if ceiling else '-'} | "
+          f"{_pm(paired(last, zohfl)) if zohfl and s != 'zohfl' else ''} |"
+          + (f" {_pm(paired(last, _figure(other.get((s, ds, alpha, beta), {}), 'last10_test_acc')))} |"
+             if vs else ""))
+    for (c, cds, lr), runs in sorted(ctrl.items(), key=lambda kv: (list(CONTROLS).index(kv[0][0]), kv[0][2])):
+        name = CONTROLS[c] + (f", {'gamma' if c == 'f1-only' else 'local-lr'} {lr}" if lr else "")
+        if cds == ds and runs:
+            last = _figure(runs, "last10_test_acc")
+            gain = _pm(paired(last, x0)) if x0 and c != "x0-only" else ""
+            to_ceiling = _pm(paired(last, ceiling)) if ceiling and c != "centralised" else ""
+            p(f"| *{name}* | {ds} | {_pm(interval(_figure(runs, 'final_test_acc').values()))} | "
+              f"{_pm(interval(last.values()))} | | {gain} | | | {to_ceiling} | |" + (" |" if vs else ""))
+
+
+def _runs_table(rows: list[dict], ctrl_rows: list[dict], spec: dict, datasets: tuple) -> list:
+    """The table of every run read; returns the grid's seeds."""
+    p = print
     p("## Runs\n")
     p("| method | dataset | alpha | beta | seed | x_0 acc | final acc | last 10% | best acc | wall (s) "
       "| local SGD steps | cell |")
@@ -244,6 +227,12 @@ def main() -> None:
     seeds = spec.get("grid", {}).get("seed", [0])
     total = len(datasets) * len(SETTINGS) * 4 * len(seeds)
     p(f"\n{len(rows)} of {total} method cells finished (seeds {seeds}); {len(ctrl_rows)} control cells.\n")
+    return seeds
+
+
+def _hyperparameters(spec: dict, seeds: list) -> None:
+    """Each method's keys: the paper's, the fixed ones and the tuned ones, and the tuned steps per cell."""
+    p = print
     p("## Hyperparameters\n")
     fixed = {**defaults(), **spec.get("fixed", {})}
     p(f"Common: {', '.join(f'{k} = {fixed[k]}' for k in ('tau', 'num-rounds', 'num-clients', 'server-fraction'))}; "
@@ -280,6 +269,12 @@ def main() -> None:
             steps = ", ".join(f"{k} {v:g}" for k, v in c.items() if k in ("gamma", "local-lr", "server-lr"))
             extra = ", standardized inputs, x0-lr " + f"{c['x0-lr']:g}" if c.get("standardize") else ""
             p(f"| {NAMES[c['strategy']]} | {c['dataset']} | {c['alpha']:g} | {c['beta']:g} | {steps}{extra} |")
+
+
+def _command(args: argparse.Namespace) -> None:
+    """The commands that make the page."""
+    p = print
+    out, grid_path = args.results, args.grid
     p("\n## Command\n")
     p("```bash")
     p(f"python -m zofl.compare {grid_path} --out {out} --via inprocess --set 'data-dir=\"/abs/path/to/npz\"'")
@@ -293,6 +288,40 @@ def main() -> None:
     p(f"python experiments/table1_report.py {out} {grid_path}{extra} > docs/results/{out.name}.md")
     p("```")
 
+
+def main() -> None:
+    args = _args()
+    datasets = tuple(d for d in args.datasets.split(",") if d)
+    spec = tomllib.loads(args.grid.read_text())
+    rows = [r for d in (args.results, *args.more) for r in _read(d) if r["strategy"] in NAMES
+            and r["dataset"] in datasets and (float(r["alpha"]), float(r["beta"])) in SETTINGS]  # Table I's cells only
+    ctrl_rows = [r for d in args.controls for r in _read(d) if r["strategy"] in CONTROLS and r["dataset"] in datasets]
+    got = _by_cell(rows)
+    other = _by_cell(_read(args.against) if args.against else [])
+    vs = f" - {args.against.name} (last 10%) |" if args.against else ""
+    # (control, dataset, its step: local-lr for the SGD controls, gamma for f1-only, "" for x0-only)
+    # -> seed -> row
+    ctrl: dict[tuple, dict[int, dict]] = {}
+    for r in ctrl_rows:
+        ctrl.setdefault((r["strategy"], r["dataset"], _step(r)), {})[int(r["seed"])] = r
+
+    if args.summary:
+        _summary(got, ctrl, datasets)
+        return
+    _intro(spec, datasets, args.against)
+    # per dataset, the SGD controls each run is paired with (they do not depend on the setting)
+    refs = {ds: (_reference(ctrl, "server-sgd", ds), _reference(ctrl, "centralised", ds)) for ds in datasets}
+    for alpha, beta in SETTINGS:
+        print(f"## (alpha, beta) = ({alpha:g}, {int(beta * 100)}%)\n")
+        print("| method | dataset | final | last 10% | paper | - x_0 | - f1 only | - server SGD | - ceiling "
+              "| - ZO-HFL |" + vs)
+        print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if vs else ""))
+        for ds in datasets:
+            _setting_rows(got, ctrl, other, ds, alpha, beta, refs[ds], bool(vs))
+        print("")
+    seeds = _runs_table(rows, ctrl_rows, spec, datasets)
+    _hyperparameters(spec, seeds)
+    _command(args)
 
 if __name__ == "__main__":
     main()

@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STEP_KEYS = {"zohfl": ("gamma",), "fedavg": ("local-lr", "server-lr"), "fedprox": ("local-lr", "server-lr"),

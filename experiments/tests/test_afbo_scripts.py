@@ -11,7 +11,7 @@ import pytest
 
 from zofl.inprocess import run_inprocess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 TINY = {"task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0, "local-steps": 2, "lower-lr": 0.5,
         "inner-lr": 0.5, "inner-rounds": 2, "neumann-steps": "2", "lipschitz-g": 20.0, "checkpoint-every": 0}
 
