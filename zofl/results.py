@@ -26,14 +26,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ConfigError
+from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
 
-ROUND_FIELDS = (
-    "round", "test_acc", "test_loss", "f1", "f2_est", "objective", "sampled", "participants", "stragglers",
-    "failures", "uplink_bytes", "downlink_bytes", "wall_s", "client_compute_s", "client_compute_max_s",
-    "local_steps", "H", "gamma_r",
-)
-# fields read back on resume besides ROUND_FIELDS (the summary's totals), checked when a record has them
-COUNT_FIELDS = ("dropped", "rejected", "late", "errors", "lost", "late_queued", "late_slow", "late_failed")
 CHECKPOINT_FILE = "checkpoint.npz"  # zofl.core.checkpoint
 RESTORE_RECORDS = "restore the file, or start a new run (another run-name)"
 # the files of a run folder, with the temporary names they are written under: none may be a link

@@ -55,8 +55,9 @@ from ..faults import draw_fault
 from .checkpoint import array_problem, refuse, scalar
 from .checks import finite_or_kept, reply_problem
 from .method import Method
-from .policy import allowed_failures, async_windows, failure_message, kind_counts, round_failed
+from .policy import allowed_failures, async_windows, failure_message, round_failed
 from .protocol import Failure, Reply, Work
+from .record import failure_fields, reply_fields
 from .rounds import SyncRun
 from .sampling import available, away, parse_leave, per_client
 
@@ -115,7 +116,7 @@ class AsyncRun(SyncRun):
 
     def _reset_counts(self) -> None:
         self.counts = {"failures": [], "uplink_bytes": 0, "downlink_bytes": 0, "unavailable": 0,
-                       "t0": time.perf_counter(), "failed_clients": set()}
+                       "t0": time.perf_counter()}
 
     # -- clock and durations --------------------------------------------------------------
     def clock(self) -> float:
@@ -247,7 +248,6 @@ class AsyncRun(SyncRun):
         usable = False
         if isinstance(result, Failure):
             self.counts["failures"].append(result)
-            self.counts["failed_clients"].add(pid)
             log.warning("update %d: client %s failed: %s", self.version + 1, pid, result.reason)
         else:
             self.counts["uplink_bytes"] += result.nbytes()
@@ -256,7 +256,6 @@ class AsyncRun(SyncRun):
                                     self.cfg.reply_max_abs)
             if problem:
                 self.counts["failures"].append(Failure(pid, problem, "rejected"))
-                self.counts["failed_clients"].add(pid)
                 log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
             else:
                 usable = True
@@ -330,19 +329,13 @@ class AsyncRun(SyncRun):
         self.version += 1
         self.buffer = []
         self.replied = set()
-        computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in replies]
         c = self.counts
         info = {
             "clients": [rep.pid for rep in replies], "staleness": staleness, "sampled": [rep.pid for rep in replies],
-            "participants": len(replies), "failures": len(c["failures"]), **kind_counts(c["failures"]),
-            **self.late_fields(), "dropped": 0,
+            "participants": len(replies), **failure_fields(c["failures"], self.late_fields()), "dropped": 0,
             "unavailable": c["unavailable"], "uplink_bytes": c["uplink_bytes"],
             "downlink_bytes": c["downlink_bytes"], "wall_s": time.perf_counter() - c["t0"],
-            "clock_s": self.clock(), "client_compute_s": float(sum(computes)),
-            "client_compute_max_s": max(computes, default=0.0),
-            "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in replies), default=0.0),
-            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in replies),
-            "failed_clients": sorted(c["failed_clients"]), "outliers": outliers, **fields,
+            "clock_s": self.clock(), **reply_fields(replies), "outliers": outliers, **fields,
         }
         self._reset_counts()
         return info

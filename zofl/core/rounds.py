@@ -25,8 +25,9 @@ from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
 from .checks import finite_or_kept, reply_problem
 from .method import Method, State
-from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, kind_counts, late_kind, round_failed
+from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, late_kind, round_failed
 from .protocol import Failure, Reply, Work
+from .record import RoundRecord, failure_fields, make_record, reply_fields
 from .sampling import parse_leave, round_available, sample_round
 from .summary import add_pending, fmt, outlier_fields, summarize, summary_lines
 
@@ -247,19 +248,13 @@ class SyncRun:
         state, fields = (aggregate or self.method.update)(self.state, plan.r, used)
         self.state, fields = finite_or_kept(state, fields, self.state, f"round {plan.r + 1}")
         self.sim_clock += self.round_sim_s(used, plan.r)
-        computes = [float(rep.metrics.get("compute_s", 0.0)) for rep in used]
         info = {
             "sampled": plan.sampled, "stragglers": len(plan.stragglers), "participants": len(used),
-            "failures": len(failures), **kind_counts(failures), **self.late_fields(),
-            "dropped": len(plan.sampled) - len(used),
-            "failed_clients": sorted({f.pid for f in failures if f.pid is not None}), "round_failed": failed,
-            "client_wall_max_s": max((float(rep.metrics.get("wall_s", 0.0)) for rep in used), default=0.0),
-            "uplink_bytes": sum(rep.nbytes() for rep in replies),
+            **failure_fields(failures, self.late_fields()), "dropped": len(plan.sampled) - len(used),
+            "round_failed": failed, "uplink_bytes": sum(rep.nbytes() for rep in replies),
             "downlink_bytes": sum(w.nbytes() for w in plan.works) if plan.downlink_bytes is None
             else plan.downlink_bytes,
-            "wall_s": time.perf_counter() - plan.t0,
-            "client_compute_s": float(sum(computes)), "client_compute_max_s": max(computes, default=0.0),
-            "local_steps": sum(int(rep.metrics.get("steps", 0)) for rep in used), "H": plan.H,
+            "wall_s": time.perf_counter() - plan.t0, **reply_fields(used), "H": plan.H,
             "clock_s": self.sim_clock, "outliers": outliers, **fields,
         }
         return self._write_record(plan.r + 1, info)
@@ -271,15 +266,9 @@ class SyncRun:
         sent = {w.pid: w.arrays for w in plan.works}
         return [used[i].pid for i in far_replies([rep.arrays for rep in used], [sent.get(rep.pid) for rep in used])]
 
-    def _write_record(self, k: int, info: dict[str, Any]) -> dict[str, Any]:
+    def _write_record(self, k: int, info: dict[str, Any]) -> RoundRecord:
         metrics = self.method.metrics(self.state)
-        f2_est = info.pop("f2_est", float("nan"))
-        record = {**metrics, "round": k, "f2_est": f2_est, "objective": metrics["f1"] + f2_est,
-                  "sampled": [], "participants": 0, "stragglers": 0, "failures": 0, "dropped": 0, "rejected": 0,
-                  "late": 0, "errors": 0, "lost": 0, "late_queued": 0, "late_slow": 0, "late_failed": 0,
-                  "client_wall_max_s": 0.0, "uplink_bytes": 0, "downlink_bytes": 0, "wall_s": 0.0, "outliers": [],
-                  "client_compute_s": 0.0, "client_compute_max_s": 0.0, "local_steps": 0, "H": 0, "gamma_r": 0.0,
-                  **info}
+        record = make_record(k, metrics, info)
         self.writer.write_round(record)
         log.info("round %d: test acc %s, test loss %s", k, fmt(metrics["test_acc"]), fmt(metrics["test_loss"]))
         every = self.cfg.checkpoint_every

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .record import RoundRecord
+
 
 def fmt(v) -> str:
     return "n/a" if v is None or v != v else f"{v:.4f}"
 
 
-def summarize(records: list[dict[str, Any]], **fields) -> dict[str, Any]:
+def summarize(records: list[RoundRecord], **fields) -> dict[str, Any]:
     return {
         **fields,
         "final_test_acc": records[-1]["test_acc"], "final_test_loss": records[-1]["test_loss"],
@@ -47,7 +49,7 @@ def add_pending(summary: dict[str, Any], failures: list) -> None:
     summary["failures_by_client"] = {str(p): n for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
-def _by_client(records: list[dict[str, Any]], key: str = "failed_clients") -> dict[str, int]:
+def _by_client(records: list[RoundRecord], key: str = "failed_clients") -> dict[str, int]:
     """{client id: rounds in which it failed, was late or was rejected}, most first (lost SuperNodes show
     here); with key = "outliers": rounds in which its reply lay far outside the round's spread."""
     counts: dict[int, int] = {}
@@ -82,7 +84,7 @@ def defence(cfg, strategy: str) -> str | None:
     return None
 
 
-def used_rounds(records: list[dict[str, Any]]) -> dict[int, int]:
+def used_rounds(records: list[RoundRecord]) -> dict[int, int]:
     """{client id: records (rounds, or asynchronous updates) that used its reply}: an update's ``used``
     list where it has one (AFBO's ``clients`` also lists replies held for a later step), else its
     ``clients``, else a round's sampled clients without a failure."""
@@ -100,7 +102,7 @@ def used_rounds(records: list[dict[str, Any]]) -> dict[int, int]:
     return counts
 
 
-def outlier_warning(records: list[dict[str, Any]], rule: str | None, clip: bool = False,
+def outlier_warning(records: list[RoundRecord], rule: str | None, clip: bool = False,
                     unit: str = "rounds") -> str | None:
     """The one warning line of a run under the papers' mean (``rule`` None) in which some client's replies were
     flagged as far outside their round's spread in at least OUTLIER_ROUNDS rounds and OUTLIER_SHARE of the
@@ -117,7 +119,7 @@ def outlier_warning(records: list[dict[str, Any]], rule: str | None, clip: bool 
             f'"mean" one hostile client can move the model: try {rules} (docs/robustness.md)')
 
 
-def outlier_fields(records: list[dict[str, Any]], cfg, strategy: str) -> dict[str, Any]:
+def outlier_fields(records: list[RoundRecord], cfg, strategy: str) -> dict[str, Any]:
     """summary.json's ``robust_rule`` (``defence``) and ``outlier_warning`` (``outlier_warning``, or None)."""
     rule = defence(cfg, strategy)
     unit = "updates" if cfg.engine == "async" else "rounds"
