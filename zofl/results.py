@@ -253,7 +253,7 @@ class ResultsWriter:
         self.config = dict(config)
         self.data = dict(data) if data else None  # data.json: the data's fingerprint and source (zofl.setup)
         self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
-        self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.rounds.resume_point)
+        self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.run.resume_point)
         self._lock_fd: int | None = None
         self._lock_pid = os.getpid()
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,8 @@ from flwr.serverapp import Grid, ServerApp
 
 from .config import Config, ConfigError, config_warnings
 from .core.method import Method
-from .core.rounds import SyncRun, resume_point
+from .core.rounds import SyncRun
+from .core.run import resume_point
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
 from .setup import data_identity, prepare

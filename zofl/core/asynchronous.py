@@ -58,8 +58,8 @@ from .method import Method
 from .policy import allowed_failures, async_windows, failure_message, round_failed
 from .protocol import Failure, Reply, Work
 from .record import failure_fields, reply_fields
-from .rounds import SyncRun
-from .sampling import available, away, parse_leave, per_client
+from .run import Run
+from .sampling import available, away, per_client
 
 log = logging.getLogger("zofl")
 POLL_S = 0.002
@@ -81,7 +81,7 @@ class Task:
     due: float  # simulated completion time (nan under the wall clock)
 
 
-class AsyncRun(SyncRun):
+class AsyncRun(Run):
     """One run of an asynchronous method over a ``Transport`` (see the module docstring)."""
 
     def __init__(self, cfg, method: Method, writer, transport: Transport):
@@ -99,7 +99,6 @@ class AsyncRun(SyncRun):
         self.buffer: list[tuple[Reply, int]] = []
         self.replied: set[int] = set()  # clients whose reply was buffered at this version
         self.waiting: list[int] = []  # clients waiting for the next version (one_task_per_version)
-        self.leave = parse_leave(cfg.leave)
         self.away: list[int] = []  # clients on leave (``leave``), back when the version leaves their stretch
         # the failure policy over windows of m task results (zofl.core.policy)
         self.windows_needed = async_windows(self.total, self.K, self.m)
@@ -124,7 +123,7 @@ class AsyncRun(SyncRun):
 
     def duration(self, work: Work) -> float:
         """Simulated seconds a task takes: download, its local steps at the client's speed (times a
-        straggler's multiplier), upload, latency (the module docstring; ``SyncRun.sim_delays``)."""
+        straggler's multiplier), upload, latency (the module docstring; ``Run.sim_delays``)."""
         steps = self.method.task_steps(work)
         down, up, mult = self.sim_delays(work.round, work.pid)
         return steps * self.cfg.sim_step_s / self.speeds[work.pid] * mult + down + up + self.cfg.latency_s
@@ -389,7 +388,7 @@ class AsyncRun(SyncRun):
             log.warning("resume: clients %s were given up before the checkpoint and stay so", sorted(lost))
 
 
-# -- checks of a checkpoint's queue before a resume (zofl.core.rounds.resume_point) ----------------
+# -- checks of a checkpoint's queue before a resume (zofl.core.run.resume_point) ----------------
 ASYNC_EXTRA = ("now", "task_no", "policy", "rejoins", "lost")  # AsyncRun.checkpoint_extra, besides task<i>/...
 TASK_META = ("pid", "task", "H", "version", "sent_at", "due")
 

@@ -8,7 +8,7 @@ engines' simulated clock, the asynchronous engine's queue).
 
 A resume trusts nothing in it: every array must have the dtype and shape of a fresh state of the
 same run, hold finite values, and pass the magnitude rule (``magnitude_problem``); the round and
-extras are checked likewise (``zofl.core.rounds.resume_point``). The file is written to a new
+extras are checked likewise (``zofl.core.run.resume_point``). The file is written to a new
 temporary file (never through a link) and read without following one.
 """
 from __future__ import annotations
