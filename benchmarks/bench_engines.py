@@ -1,10 +1,12 @@
 """Benchmark: the engines side by side (message, legacy, async through Ray; in-process), the cost of
-learning which node holds which partition, peak memory at 1,000 clients, and a Table I cell
-against its physical floor. Every figure comes from one invocation, runs interleaved.
+learning which node holds which partition, peak memory at 1,000 clients, a Table I cell against its
+physical floor, and the sync engine's per-round overhead against Flower's own FedAvg. Every figure
+comes from one invocation, runs interleaved.
 
     python benchmarks/bench_engines.py --data-dir /tmp/zofl-data --out docs/benchmark-engines.json
+    python benchmarks/bench_engines.py --data-dir /tmp/zofl-data --part overhead --out docs/benchmark-overhead.json
 
-Parts (``--part``, repeatable; default all):
+Parts (``--part``, repeatable; default all but overhead):
   scaling     for m in --clients and work in {noop, real}: seconds per round of engine sync (Ray),
               legacy (Ray), in-process (InProcessGrid, 2 spawned workers, engine sync), and seconds
               per update of engine async (fedbuff, Ray), run one after the other. Round / update 1
@@ -19,9 +21,30 @@ Parts (``--part``, repeatable; default all):
   table1      ZO-HFL, Fashion-MNIST, m = 10, alpha 1, beta 0.5, R = --table1-rounds (500), tau 20,
               other keys at their defaults: `flwr run` (engine sync, 10 SuperNodes, 2 Ray actors of 1
               CPU), in-process with 2 spawned workers, in-process with workers = 0 (serial).
+  overhead    for m in --overhead-clients (10, 100), noop work, beta 1: strategy fedavg (our
+              MessageStrategy, engine sync) and flwr-fedavg (Flower's ``flwr.serverapp.strategy.FedAvg``
+              driving the same clients), --repeats runs of each in alternating order (A B, B A, ...),
+              through `flwr run` (Ray, as scaling) and in-process (2 spawned workers). Seconds per round =
+              the median, over --overhead-rounds rounds after round 1, of the time between two
+              configure_train calls (the whole round as Flower's Strategy.start runs it, evaluation and
+              record included; the records' wall_s cannot serve: Flower's FedAvg plans only when it
+              aggregates). Per configuration: the median over repeats with its distribution-free 95%
+              interval, the paired ratio ours / Flower's (geometric mean, 95% t interval on the logs),
+              the floor (client compute / 2 cores + the server's own steps: plan + complete) and the
+              split of a round (wire: building and reading messages; engine: push, Ray, pull).
+              What is equal: the clients (the same ClientApp, NumPyClient.fit, client_work, 2 SGD steps),
+              the arrays both ways ("x", 62,720 bytes per client each way: the records' downlink and
+              uplink bytes, printed per run), x_0, the DeadlineGrid and Strategy.start loop, and
+              SyncRun.complete (checks, evaluation, record, checkpoint). What differs: ours samples S_r
+              with the run's seed and builds one Work and one ArrayRecord per client, its config
+              carrying the data fingerprint the client checks (cached per process); Flower's samples
+              with its own random.sample, sends one shared RecordDict (config "server-round" instead of
+              the fingerprint) and averages with aggregate_arrayrecords (the replies decoded twice) in
+              place of FedAvg.update. Both reach the same model (final accuracy printed in the JSON).
 
-Work: noop = fedavg, tau = 0, local-steps = 0 (0 local steps; the client still decodes, loads its
-data once per process and replies with its model); real = fedavg, tau = 20 (K = 2 ceil(20 sqrt(r+1))
+Work: noop = fedavg, local-steps = 1 (K = 2 SGD steps of batch 32, about a millisecond; the
+run-config refuses tau = 0 with local-steps = 0; the client still decodes, loads its data once per
+process and replies with its model); real = fedavg, tau = 20 (K = 2 ceil(20 sqrt(r+1))
 local SGD steps, batch 32). Scaling runs use Fashion-MNIST, alpha = 1000 (near-equal splits),
 min-partition-size 1, seed 0; beta = 1 up to 100 clients and --beta-1000 (0.1) at 1,000. The async
 engine gets buffer-size = concurrency = clients per synchronous round, so one update aggregates as
@@ -31,13 +54,17 @@ Instrumentation without touching the App: the script writes a ``sitecustomize.py
 temporary folder on PYTHONPATH of every process it starts. It sends the "zofl" logger's partition
 line and warnings to stdout (the App configures no handler, so Flower's stream does not show them)
 and, when ``zofl.server_app`` is imported, wraps the server's own steps (make_run, SyncRun init /
-plan / complete, the method's update and metrics, the round record, the checkpoint) with timers
-whose totals are printed when the run finishes.
+plan / complete, the method's update and metrics, the round record, the checkpoint) and the sync
+strategies' configure_train / aggregate_train and DeadlineGrid.send_and_receive with timers whose
+totals (and, for the overhead part, every call's start and duration) are printed when the run
+finishes.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import platform
 import re
@@ -55,7 +82,7 @@ sys.path.insert(0, str(HERE.parent))
 PARTITIONS_RE = re.compile(r"learned the partitions of (\d+) SuperNodes in ([0-9.]+)s")
 TIMING_PREFIX = "zofl-bench-timing "
 WORK = {
-    "noop": {"strategy": "fedavg", "tau": 0.0, "local-steps": 0},
+    "noop": {"strategy": "fedavg", "tau": 0.0, "local-steps": 1},
     "real": {"strategy": "fedavg", "tau": 20.0},
 }
 HOOK = '''\
@@ -86,9 +113,10 @@ _lg.addHandler(_ZoflToStdout())
 _lg.setLevel(_logging.INFO)
 
 _TIMES = {}
+_SEQ = {}  # key -> [[start, seconds], ...] of every call (the overhead part's per-round figures)
 
 
-def _wrap(owner, name, key):
+def _wrap(owner, name, key, seq=False):
     fn = getattr(owner, name, None)
     if fn is None or getattr(fn, "_bench_wrapped", False):
         return
@@ -98,8 +126,11 @@ def _wrap(owner, name, key):
         try:
             return fn(*a, **k)
         finally:
-            _TIMES[key] = _TIMES.get(key, 0.0) + _time.perf_counter() - t
+            d = _time.perf_counter() - t
+            _TIMES[key] = _TIMES.get(key, 0.0) + d
             _TIMES["n_" + key] = _TIMES.get("n_" + key, 0) + 1
+            if seq:
+                _SEQ.setdefault(key, []).append([round(t, 6), round(d, 6)])
 
     timed._bench_wrapped = True
     setattr(owner, name, timed)
@@ -113,8 +144,8 @@ def _instrument():
 
     _wrap(sa, "make_run", "make_run")  # parse, load + split the data, server data, test set
     _wrap(rounds.SyncRun, "__init__", "run_init")  # x_0 (pretrain), round-0 evaluation and record
-    _wrap(rounds.SyncRun, "plan", "plan")  # S_r, every sampled client's Work
-    _wrap(rounds.SyncRun, "complete", "complete")  # checks, update, evaluation, record, checkpoint
+    _wrap(rounds.SyncRun, "plan", "plan", seq=True)  # S_r, every sampled client's Work
+    _wrap(rounds.SyncRun, "complete", "complete", seq=True)  # checks, update, evaluation, record, checkpoint
     _wrap(rounds, "save_checkpoint", "checkpoint")
     _wrap(ResultsWriter, "write_round", "write_round")
     for entry in METHODS.values():
@@ -125,11 +156,23 @@ def _instrument():
     finish = rounds.SyncRun.finish
 
     def finish_and_report(self, *a, **k):
+        t = _time.perf_counter()
         out = finish(self, *a, **k)
-        print("zofl-bench-timing " + _json.dumps(_TIMES), flush=True)
+        _TIMES["finish_s"] = _time.perf_counter() - t
+        print("zofl-bench-timing " + _json.dumps({**_TIMES, "seq": _SEQ}), flush=True)
         return out
 
     rounds.SyncRun.finish = finish_and_report
+    # a synchronous round as Flower's Strategy.start runs it, for our strategy and Flower's FedAvg:
+    # configure_train (S_r, the messages), send_and_receive (push, the clients, pull), aggregate_train
+    from zofl.strategies.deadline import DeadlineGrid
+    from zofl.strategies.flwr_fedavg import FlowerFedAvg
+    from zofl.strategies.message import MessageStrategy
+
+    for cls in (MessageStrategy, FlowerFedAvg):
+        _wrap(cls, "configure_train", "configure_train", seq=True)
+        _wrap(cls, "aggregate_train", "aggregate_train", seq=True)
+    _wrap(DeadlineGrid, "send_and_receive", "send_and_receive", seq=True)
 
 
 class _Finder(_abc.MetaPathFinder):
@@ -291,13 +334,17 @@ def collect(run_dir: Path, keep_records: bool = False) -> dict:
     return out
 
 
-def parse_output(text: str) -> dict:
+def parse_output(text: str, seq: bool = False) -> dict:
+    """The partition-learning time and the hook's server timing (with its per-call ``seq`` if asked)."""
     out = {}
     m = PARTITIONS_RE.search(text)
     out["partitions_s"] = float(m.group(2)) if m else None
     for line in text.splitlines():
         if line.startswith(TIMING_PREFIX):
             out["server_timing"] = json.loads(line[len(TIMING_PREFIX):])
+            calls = out["server_timing"].pop("seq", None)
+            if seq:
+                out["seq"] = calls
     return out
 
 
@@ -317,7 +364,7 @@ PHASES = {  # first line of the `flwr run --stream` output that marks each phase
 }
 
 
-def ray_run(sl, cfg: dict, m: int, timeout: float, keep_records: bool = False) -> dict:
+def ray_run(sl, cfg: dict, m: int, timeout: float, keep_records: bool = False, seq: bool = False) -> dict:
     """``flwr run`` of ``cfg`` on SuperLink ``sl`` (as SuperLink.run), its output lines time-stamped."""
     from zofl.launch import PROJECT_DIR, flwr_run_command
 
@@ -347,14 +394,14 @@ def ray_run(sl, cfg: dict, m: int, timeout: float, keep_records: bool = False) -
         reader.join(10)
     text = "".join(lines)
     out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, load_end=load(), **smp.result,
-               phases_s={k: round(v, 2) for k, v in phases.items()}, **parse_output(text))
+               phases_s={k: round(v, 2) for k, v in phases.items()}, **parse_output(text, seq))
     out.update(collect(Path(cfg["output-dir"]) / cfg["run-name"], keep_records))
     if rc != 0 or "summary" not in out:
         out["error_tail"] = text[-3000:]
     return out
 
 
-def inprocess_run(cfg: dict, workers: int, timeout: float, keep_records: bool = False) -> dict:
+def inprocess_run(cfg: dict, workers: int, timeout: float, keep_records: bool = False, seq: bool = False) -> dict:
     """``zofl.inprocess.run_inprocess`` in a fresh child process (its own imports and data, as a Ray run)."""
     out = {"how": f"inprocess-w{workers}", "load_start": load()}
     code = ("import json, sys; from zofl.inprocess import run_inprocess; "
@@ -373,7 +420,7 @@ def inprocess_run(cfg: dict, workers: int, timeout: float, keep_records: bool = 
             text, _ = proc.communicate()
             rc = f"timeout after {timeout:.0f}s"
     out.update(cmd_wall_s=time.perf_counter() - t, returncode=rc, load_end=load(), **smp.result,
-               **parse_output(text))
+               **parse_output(text, seq))
     out.update(collect(Path(cfg["output-dir"]) / cfg["run-name"], keep_records))
     if rc != 0 or "summary" not in out:
         out["error_tail"] = text[-3000:]
@@ -442,6 +489,164 @@ def part_scaling(args, tmp: Path) -> list[dict]:
                     print_row(r)
                     results.append(r)
     return results
+
+
+OURS, FLOWER = "fedavg", "flwr-fedavg"  # the overhead part's pair: our MessageStrategy, Flower's FedAvg
+
+
+def overhead_rounds(r: dict, cfg: dict) -> dict:
+    """Per-round figures of one overhead run from the hook's per-call times and the run's records.
+
+    Round k's period runs from configure_train(k) to configure_train(k+1): the whole round as Flower's
+    Strategy.start runs it (messages out, clients, replies in, aggregation, evaluation, record,
+    checkpoint, the empty evaluate step). Round 1 is dropped and the last round has no period, so
+    ``num-rounds`` = measured + 2. Per round: own = configure_train + aggregate_train (the strategy's
+    code); core = plan + complete (S_r and the Works, checks, update, evaluation, record, checkpoint:
+    the server's own steps); wire = own - core (building and reading messages, Flower's FedAvg
+    code); engine = period - own (push, Ray, the ClientApps, pull, Strategy.start);
+    floor = client compute / 2 cores + core."""
+    from zofl.results import read_rounds
+
+    seq = r.pop("seq", None) or {}
+    conf, agg = seq.get("configure_train", []), seq.get("aggregate_train", [])
+    sends, plans, comps = seq.get("send_and_receive", []), seq.get("plan", []), seq.get("complete", [])
+    folder = Path(cfg["output-dir"]) / cfg["run-name"]
+    recs = {rec["round"]: rec for rec in read_rounds(folder)} if (folder / "rounds.jsonl").exists() else {}
+    rows = []
+    for k in range(2, len(conf)):  # 1-based round k, period conf[k-1] -> conf[k]
+        (t0, dc), (t1, _) = conf[k - 1], conf[k]
+        ta, da = agg[k - 1]
+        plan = sum(d for t, d in plans if t0 <= t < ta)
+        core = sum(d for t, d in comps if ta <= t < t1)
+        send = sum(d for t, d in sends if t0 + dc <= t < ta)
+        rec = recs.get(k, {})
+        c = rec.get("client_compute_s", 0.0)
+        rows.append({"round": k, "period_s": t1 - t0, "own_s": dc + da, "core_s": plan + core,
+                     "wire_s": dc + da - plan - core, "send_s": send, "engine_s": t1 - t0 - dc - da,
+                     "client_compute_s": c, "floor_s": c / 2 + plan + core,
+                     "uplink_bytes": rec.get("uplink_bytes"), "downlink_bytes": rec.get("downlink_bytes"),
+                     "participants": rec.get("participants")})
+    med = {key: statistics.median([row[key] for row in rows]) if rows else None
+           for key in ("period_s", "own_s", "core_s", "wire_s", "send_s", "engine_s", "client_compute_s",
+                       "floor_s", "uplink_bytes", "downlink_bytes", "participants")}
+    return {"per_round": med, "periods_s": [round(row["period_s"], 5) for row in rows],
+            "measured_rounds": len(rows)}
+
+
+def median_ci(values: list[float]) -> tuple[float | None, float | None, float | None, float | None]:
+    """(median, lower, upper, coverage): the distribution-free interval for the median from order
+    statistics x_(j) .. x_(n+1-j), j the largest with coverage >= 95% (j = 1 below n = 6: then the
+    range, with the coverage it has, 1 - 2^(1-n))."""
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        return None, None, None, None
+    cover = lambda j: 1 - 2 * sum(math.comb(n, i) for i in range(j)) / 2 ** n  # noqa: E731
+    j = 1
+    while j + 1 <= (n + 1) // 2 and cover(j + 1) >= 0.95:
+        j += 1
+    return statistics.median(v), v[j - 1], v[n - j], cover(j)
+
+
+def ratio_ci(ratios: list[float]) -> dict:
+    """Paired ratios: geometric mean with its 95% Student-t interval (on the logs), median, range."""
+    logs = [math.log(x) for x in ratios]
+    n = len(logs)
+    out = {"n": n, "ratios": [round(x, 4) for x in ratios], "median": statistics.median(ratios) if n else None,
+           "min": min(ratios, default=None), "max": max(ratios, default=None),
+           "geomean": math.exp(statistics.fmean(logs)) if n else None, "lo": None, "hi": None}
+    if n >= 2:
+        from scipy import stats as st
+
+        h = float(st.t.ppf(0.975, n - 1)) * statistics.stdev(logs) / math.sqrt(n)
+        out["lo"], out["hi"] = math.exp(statistics.fmean(logs) - h), math.exp(statistics.fmean(logs) + h)
+    return out
+
+
+def print_overhead_row(r: dict) -> None:
+    f = r.get("per_round") or {}
+    print(f"  m={r['m']:<4} {r['how']:<12} rep {r['rep']} {r['strategy']:<12} s/round {fmt(f.get('period_s'), 4)} "
+          f"(floor {fmt(f.get('floor_s'), 4)}: compute {fmt(f.get('client_compute_s'), 4)} / 2 + core "
+          f"{fmt(f.get('core_s'), 4)}; wire {fmt(f.get('wire_s'), 4)}, engine {fmt(f.get('engine_s'), 4)}), "
+          f"bytes down {f.get('downlink_bytes')} up {f.get('uplink_bytes')}, command {r['cmd_wall_s']:.1f} s, "
+          f"other work {100 * r['foreign_cpu_share']:.0f}% of the cores, load {r['load_start'][0]}->"
+          f"{r['load_end'][0]}" + (f"  rc={r['returncode']}" if r["returncode"] != 0 else ""), flush=True)
+
+
+def overhead_summary(runs: list[dict]) -> list[dict]:
+    """Per (m, how): each strategy's seconds per round (median over repeats and its 95% interval), the
+    paired ratio ours / Flower's, the floor and the split of a round."""
+    out = []
+    for m, how in dict.fromkeys((r["m"], r["how"]) for r in runs):
+        group = [r for r in runs if r["m"] == m and r["how"] == how and r.get("per_round", {}).get("period_s")]
+        row = {"m": m, "how": how}
+        by = {}
+        for strat in (OURS, FLOWER):
+            rs = {r["rep"]: r for r in group if r["strategy"] == strat}
+            by[strat] = rs
+            per = lambda key: [r["per_round"][key] for r in rs.values()]  # noqa: E731
+            med, lo, hi, cov = median_ci(per("period_s"))
+            row[strat] = {"n": len(rs), "s_per_round": med, "lo": lo, "hi": hi, "coverage": cov,
+                          **{k: statistics.median(per(k)) if rs else None
+                             for k in ("floor_s", "client_compute_s", "own_s", "core_s", "wire_s", "engine_s",
+                                       "send_s", "downlink_bytes", "uplink_bytes", "participants")},
+                          "final_test_acc": sorted({(r.get("summary") or {}).get("final_test_acc")
+                                                    for r in rs.values()}, key=str)}
+        reps = sorted(set(by[OURS]) & set(by[FLOWER]))
+        row["ratio"] = ratio_ci([by[OURS][k]["per_round"]["period_s"] / by[FLOWER][k]["per_round"]["period_s"]
+                                 for k in reps])
+        # the strategies' own code alone (configure_train + aggregate_train), without the engine between them
+        row["own_ratio"] = ratio_ci([by[OURS][k]["per_round"]["own_s"] / by[FLOWER][k]["per_round"]["own_s"]
+                                     for k in reps])
+        a, b = row[OURS], row[FLOWER]
+        if a["s_per_round"] and b["s_per_round"]:
+            row["ratio_of_medians"] = a["s_per_round"] / b["s_per_round"]
+        out.append(row)
+        rc, ro = row["ratio"], row["own_ratio"]
+        print(f"  m={m:<4} {how:<12} ours {fmt(a['s_per_round'], 4)} [{fmt(a['lo'], 4)}, {fmt(a['hi'], 4)}] s/round, "
+              f"Flower's {fmt(b['s_per_round'], 4)} [{fmt(b['lo'], 4)}, {fmt(b['hi'], 4)}] "
+              f"(n = {a['n']}, {b['n']}; coverage {fmt(a['coverage'], 3)}); ratio {fmt(rc['geomean'])} "
+              f"[{fmt(rc['lo'])}, {fmt(rc['hi'])}] (median {fmt(rc['median'])}, range {fmt(rc['min'])}-"
+              f"{fmt(rc['max'])}); floor {fmt(a['floor_s'], 4)} / {fmt(b['floor_s'], 4)} s; strategy code "
+              f"{fmt(a['own_s'], 4)} / {fmt(b['own_s'], 4)} s (ratio {fmt(ro['geomean'])} [{fmt(ro['lo'])}, "
+              f"{fmt(ro['hi'])}]) of which wire {fmt(a['wire_s'], 4)} / {fmt(b['wire_s'], 4)} s; engine "
+              f"{fmt(a['engine_s'], 4)} / {fmt(b['engine_s'], 4)} s; bytes down {a['downlink_bytes']:.0f} / "
+              f"{b['downlink_bytes']:.0f}, up {a['uplink_bytes']:.0f} / {b['uplink_bytes']:.0f}", flush=True)
+    return out
+
+
+def part_overhead(args, tmp: Path) -> dict:
+    from zofl.launch import local_superlink
+
+    ms = [int(x) for x in args.overhead_clients.split(",")]
+    hows = [h for h in args.overhead_engines.split(",") if h]
+    n_rounds = args.overhead_rounds
+    print(f"[overhead] no-op clients, m in {ms}, {args.repeats} repeats of ours / Flower's FedAvg in alternating "
+          f"order, {n_rounds} measured rounds per run (+1 dropped, +1 without a period), {hows}", flush=True)
+    runs = []
+    for m in ms:
+        with local_superlink(tmp / f"superlink-overhead-{m}") if "ray" in hows else contextlib.nullcontext() as sl:
+            for rep in range(args.repeats):
+                order = (OURS, FLOWER) if rep % 2 == 0 else (FLOWER, OURS)  # A B, B A, ...: a drift cancels
+                for how in hows:
+                    for strat in order:
+                        name = f"overhead-{m}-{how}-{strat}-{rep}"
+                        cfg = {**scaling_cfg(args.data_dir, str(tmp / "out"), m, "noop", "sync", 1.0, n_rounds + 1,
+                                             name), "strategy": strat}
+                        if how == "ray":
+                            r = ray_run(sl, cfg, m, timeout=args.run_timeout, seq=True)
+                        else:
+                            r = inprocess_run(cfg, workers=2, timeout=args.run_timeout, seq=True)
+                        r.update(m=m, how="ray" if how == "ray" else "inprocess-w2", strategy=strat, rep=rep,
+                                 config=cfg, **overhead_rounds(r, cfg))
+                        r.pop("rounds", None)
+                        print_overhead_row(r)
+                        if r.get("error_tail"):
+                            print(r["error_tail"], flush=True)
+                        runs.append(r)
+    print("[overhead] per configuration: median [95% interval] over repeats; ratio = geometric mean of the paired "
+          "ratios ours / Flower's [95% t interval]", flush=True)
+    return {"runs": runs, "summary": overhead_summary(runs)}
 
 
 def part_memory(args, tmp: Path, scaling: list[dict]) -> list[dict]:
@@ -580,20 +785,32 @@ def table1_analysis(res: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", required=True, help="absolute folder holding fashion_mnist.npz")
+    ap.add_argument("--data-dir", help="absolute folder holding fashion_mnist.npz (required unless --summarize)")
     ap.add_argument("--clients", default="10,100,1000", help="comma list of client counts (scaling)")
     ap.add_argument("--rounds", type=int, default=5, help="measured rounds per run (round 1 is dropped)")
     ap.add_argument("--rounds-1000", type=int, default=3, help="measured rounds per run at 1,000 clients")
     ap.add_argument("--beta-1000", type=float, default=0.1, help="beta at 1,000 clients (100 clients per round)")
     ap.add_argument("--table1-rounds", type=int, default=500)
     ap.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a run is stopped (x4: table1)")
-    ap.add_argument("--part", action="append", choices=("scaling", "memory", "diag", "table1"),
+    ap.add_argument("--overhead-clients", default="10,100", help="comma list of client counts (overhead)")
+    ap.add_argument("--overhead-rounds", type=int, default=20, help="measured rounds per overhead run")
+    ap.add_argument("--overhead-engines", default="ray,inprocess",
+                    help="comma list of ray (flwr run) and inprocess (2 spawned workers) for the overhead part")
+    ap.add_argument("--repeats", type=int, default=6, help="runs of each strategy per configuration (overhead)")
+    ap.add_argument("--summarize", metavar="JSON",
+                    help="print the overhead part's summary again from a report written by --out (runs nothing)")
+    ap.add_argument("--part", action="append", choices=("scaling", "memory", "diag", "table1", "overhead"),
                     help="run only these parts (repeatable); default: all")
     ap.add_argument("--out", help="write every figure as JSON to this file")
     ap.add_argument("--keep", help="keep run folders and SuperLink logs in this folder (default: a temp folder)")
     args = ap.parse_args()
+    if args.summarize:
+        overhead_summary(json.loads(Path(args.summarize).read_text())["overhead"]["runs"])
+        return
+    if not args.data_dir:
+        ap.error("--data-dir is required")
     args.data_dir = str(Path(args.data_dir).resolve())
-    parts = args.part or ["scaling", "memory", "diag", "table1"]
+    parts = args.part or ["scaling", "memory", "diag", "table1"]  # overhead: only when named
 
     report = {"command": "python benchmarks/bench_engines.py " + " ".join(sys.argv[1:]),
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": os.cpu_count(),
@@ -629,6 +846,8 @@ def main() -> None:
             report["diag"] = part_diag()
         if "table1" in parts:
             report["table1"] = part_table1(args, tmp)
+        if "overhead" in parts:
+            report["overhead"] = part_overhead(args, tmp)
     report["load_end"] = load()
     report["total_s"] = time.perf_counter() - t_all
     print(f"bench_engines: done in {report['total_s']:.0f} s, load {report['load_start']} -> {report['load_end']}",
