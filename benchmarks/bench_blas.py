@@ -46,7 +46,8 @@ def start(cfg: dict, one_thread: bool) -> subprocess.Popen:
 
 def result(run_dir: Path) -> tuple[float, list]:
     summary = json.loads((run_dir / "summary.json").read_text())
-    return summary["total_client_compute_s"], [(r["round"], r["test_acc"], r["test_loss"]) for r in read_rounds(run_dir)]
+    rounds = [(r["round"], r["test_acc"], r["test_loss"]) for r in read_rounds(run_dir)]
+    return summary["total_client_compute_s"], rounds
 
 
 def main() -> None:

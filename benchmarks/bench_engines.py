@@ -77,7 +77,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 PARTITIONS_RE = re.compile(r"learned the partitions of (\d+) SuperNodes in ([0-9.]+)s")
 TIMING_PREFIX = "zofl-bench-timing "
@@ -116,8 +115,10 @@ _TIMES = {}
 _SEQ = {}  # key -> [[start, seconds], ...] of every call (the overhead part's per-round figures)
 
 
-def _wrap(owner, name, key, seq=False):
+def _wrap(owner, name, key, seq=False, optional=False):
     fn = getattr(owner, name, None)
+    if fn is None and not optional:  # the App moved it: fail loudly rather than time nothing
+        raise AttributeError(f"bench hook: {owner!r} has no {name!r}; update _instrument")
     if fn is None or getattr(fn, "_bench_wrapped", False):
         return
 
@@ -138,22 +139,23 @@ def _wrap(owner, name, key, seq=False):
 
 def _instrument():
     import zofl.core.rounds as rounds
+    import zofl.core.run as run_mod
     import zofl.server_app as sa
     from zofl.methods import METHODS
     from zofl.results import ResultsWriter
 
     _wrap(sa, "make_run", "make_run")  # parse, load + split the data, server data, test set
-    _wrap(rounds.SyncRun, "__init__", "run_init")  # x_0 (pretrain), round-0 evaluation and record
+    _wrap(run_mod.Run, "__init__", "run_init")  # x_0 (pretrain), round-0 evaluation and record (both engines)
     _wrap(rounds.SyncRun, "plan", "plan", seq=True)  # S_r, every sampled client's Work
     _wrap(rounds.SyncRun, "complete", "complete", seq=True)  # checks, update, evaluation, record, checkpoint
-    _wrap(rounds, "save_checkpoint", "checkpoint")
+    _wrap(run_mod, "save_checkpoint", "checkpoint")
     _wrap(ResultsWriter, "write_round", "write_round")
     for entry in METHODS.values():
         _wrap(entry.server, "update", "update")
-        _wrap(entry.server, "update_async", "update")
-        _wrap(entry.server, "plan_task", "plan")
+        _wrap(entry.server, "update_async", "update", optional=True)  # asynchronous methods only
+        _wrap(entry.server, "plan_task", "plan", optional=True)
         _wrap(entry.server, "metrics", "metrics")  # evaluation of the new model
-    finish = rounds.SyncRun.finish
+    finish = run_mod.Run.finish
 
     def finish_and_report(self, *a, **k):
         t = _time.perf_counter()
@@ -162,7 +164,7 @@ def _instrument():
         print("zofl-bench-timing " + _json.dumps({**_TIMES, "seq": _SEQ}), flush=True)
         return out
 
-    rounds.SyncRun.finish = finish_and_report
+    run_mod.Run.finish = finish_and_report
     # a synchronous round as Flower's Strategy.start runs it, for our strategy and Flower's FedAvg:
     # configure_train (S_r, the messages), send_and_receive (push, the clients, pull), aggregate_train
     from zofl.strategies.deadline import DeadlineGrid

@@ -19,10 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from zofl.launch import local_superlink  # noqa: E402
-from zofl.results import read_rounds  # noqa: E402
+from zofl.launch import local_superlink
+from zofl.results import read_rounds
 
 
 def _tree_rss(root: int) -> tuple[int, int]:

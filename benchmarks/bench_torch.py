@@ -16,15 +16,12 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from zofl.setup import prepare  # noqa: E402
+from zofl.setup import prepare
 
 TASKS = ("softmax", "torch-softmax", "cnn")
 

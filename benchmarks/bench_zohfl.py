@@ -25,13 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from zofl.algorithms.lower_level import minibatch_indices, projected_sgd  # noqa: E402
-from zofl.inprocess import run_inprocess  # noqa: E402
-from zofl.launch import local_superlink  # noqa: E402
-from zofl.results import read_rounds  # noqa: E402
-from zofl.tasks import DataSpec, SoftmaxTask  # noqa: E402
+from zofl.algorithms.lower_level import minibatch_indices, projected_sgd
+from zofl.inprocess import run_inprocess
+from zofl.launch import local_superlink
+from zofl.results import read_rounds
+from zofl.tasks import DataSpec, SoftmaxTask
 
 
 def plain_loop(X, Y, idx, lr0, mu, C):

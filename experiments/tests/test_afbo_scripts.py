@@ -1,6 +1,5 @@
 """The AFBO study scripts at their smallest setting, on tiny in-process runs, so that none breaks silently:
-experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report); and
-benchmarks/bench_engines.py's overhead part (in-process; through Ray under the ``flower`` marker)."""
+experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report)."""
 import gzip
 import json
 import shutil
@@ -142,21 +141,3 @@ def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
         assert arm in table
     with gzip.open(out / "rounds.json.gz", "rt") as fh:
         assert set(json.load(fh)) >= {"afbo-s0", "afbo-global-control-s1", "fednest-s1"}
-
-
-@pytest.mark.parametrize("engine", ["inprocess", pytest.param("ray", marks=pytest.mark.flower)])
-def test_bench_engines_overhead_part_at_its_smallest_setting(engine, fake_npz_dir, tmp_path):
-    """`bench_engines.py --part overhead` with 2 clients, one repeat, one measured round (a tiny Fashion-MNIST
-    stand-in): both strategies run, the hook's per-round figures are read, and the summary pairs them."""
-    shutil.copy(fake_npz_dir / "mnist.npz", fake_npz_dir / "fashion_mnist.npz")
-    out = tmp_path / "overhead.json"
-    text = _script("benchmarks/bench_engines.py", "--data-dir", fake_npz_dir, "--part", "overhead",
-                   "--overhead-clients", 2, "--repeats", 1, "--overhead-rounds", 1, "--overhead-engines", engine,
-                   "--out", out)
-    assert "ratio" in text
-    (row,) = json.loads(out.read_text())["overhead"]["summary"]
-    ours, flower = row["fedavg"], row["flwr-fedavg"]
-    assert ours["s_per_round"] > 0 and flower["s_per_round"] > 0 and ours["floor_s"] > 0
-    assert row["ratio"]["n"] == 1 and row["ratio"]["geomean"] > 0
-    assert ours["downlink_bytes"] == flower["downlink_bytes"] > 0 and ours["uplink_bytes"] == flower["uplink_bytes"]
-    assert ours["final_test_acc"] == flower["final_test_acc"]  # the same model either way

@@ -36,7 +36,7 @@ class FlowerFedAvg(MessageFedAvg):
         cfg = run.cfg
         super().__init__(fraction_train=cfg.beta, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0,
                          min_available_nodes=cfg.num_clients)
-        self.run, self.pid_of_node = run, {n: p for p, n in fed.nodes.items()}
+        self.run, self.fed = run, fed
 
     def configure_train(self, server_round, arrays, config, grid):
         r = self.run.round_of(server_round)
@@ -49,7 +49,7 @@ class FlowerFedAvg(MessageFedAvg):
     def aggregate_train(self, server_round, replies):
         by_pid, replies_, failures = {}, [], []
         for msg in replies:
-            pid = self.pid_of_node.get(msg.metadata.src_node_id, -1)
+            pid = self.fed.partition_of(msg.metadata.src_node_id)
             out = decode_reply(msg, pid)
             if isinstance(out, Failure):
                 failures.append(out)
@@ -78,7 +78,7 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
         cfg = run.cfg
         super().__init__(fraction_fit=cfg.beta, fraction_evaluate=0.0, min_fit_clients=1, min_evaluate_clients=0,
                          min_available_clients=cfg.num_clients, accept_failures=True)
-        self.run, self.pid_of_cid = run, {str(n): p for p, n in fed.nodes.items()}
+        self.run, self.fed = run, fed
 
     initialize_parameters = LegacyStrategy.initialize_parameters
     evaluate = LegacyStrategy.evaluate
@@ -94,13 +94,13 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
     def aggregate_fit(self, server_round, results, failures):
         by_pid, replies = {}, []
         for proxy, res in results:
-            pid = self.pid_of_cid.get(proxy.cid, -1)
+            pid = self.fed.partition_of(proxy.cid)
             replies.append(reply_from_numpy(pid, parameters_to_ndarrays(res.parameters), res.num_examples, res.metrics))
             by_pid[pid] = (proxy, res)
         fails = []
         for f in failures:
             cid, why = describe(f)
-            fails.append(Failure(self.pid_of_cid.get(cid), why, error_kind(None, why)))
+            fails.append(Failure(None if cid is None else self.fed.partition_of(cid), why, error_kind(None, why)))
         plan = _plan(self.run, self.t_r, [rep.pid for rep in replies], self.downlink)
 
         def aggregate(state, r, used):

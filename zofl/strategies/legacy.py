@@ -34,7 +34,6 @@ class LegacyStrategy(LegacyAPIStrategy):
     def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         super().__init__()
         self.run, self.fed, self.nodes = run, fed, fed.nodes
-        self.pid_of_cid = {str(n): p for p, n in self.nodes.items()}
         self.plan: RoundPlan | None = None
         self.grid: Grid | None = None  # set by serve_legacy: the federation is refreshed between rounds
 
@@ -42,8 +41,8 @@ class LegacyStrategy(LegacyAPIStrategy):
         return ndarrays_to_parameters([self.run.x])
 
     def configure_fit(self, server_round: int, parameters: Parameters, client_manager: ClientManager):
-        if self.grid is not None and self.fed.refresh(self.grid, self.run.cfg.num_clients):  # a restarted
-            self.pid_of_cid.update({str(n): p for p, n in self.nodes.items()})  # SuperNode takes its partition back
+        if self.grid is not None:  # a restarted SuperNode takes its partition back
+            self.fed.refresh(self.grid, self.run.cfg.num_clients)
         self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.run.round_of(server_round))
         clients = client_manager.all()
@@ -60,12 +59,12 @@ class LegacyStrategy(LegacyAPIStrategy):
         return out
 
     def aggregate_fit(self, server_round: int, results, failures):
-        replies = [reply_from_numpy(self.pid_of_cid.get(proxy.cid, -1), parameters_to_ndarrays(res.parameters),
+        replies = [reply_from_numpy(self.fed.partition_of(proxy.cid), parameters_to_ndarrays(res.parameters),
                                     res.num_examples, res.metrics) for proxy, res in results]
         fails = []
         for f in failures:
             cid, why = describe(f)
-            fails.append(Failure(self.pid_of_cid.get(cid), why, error_kind(None, why)))
+            fails.append(Failure(None if cid is None else self.fed.partition_of(cid), why, error_kind(None, why)))
         self.run.complete(self.plan, replies, fails)
         return ndarrays_to_parameters([self.run.x]), {}
 

@@ -31,24 +31,21 @@ class MessageStrategy(Strategy):
     def __init__(self, run: SyncRun, fed):
         self.run, self.fed = run, fed  # fed: nodes.Federation, the server's map client id i -> node id
         self.nodes = fed.nodes
-        self.pid_of_node = {n: p for p, n in self.nodes.items()}
-        self.pid_ever = dict(self.pid_of_node)  # every node that held a partition (its late replies)
         self.plan: RoundPlan | None = None
         self.grid: DeadlineGrid | None = None  # set by serve
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         if isinstance(grid, DeadlineGrid):  # replies to earlier rounds that came after their deadline
-            self.run.note_late([decode_reply(m, self.pid_ever.get(n, -1)) for n, m in grid.late_replies()])
-        if self.fed.refresh(grid, self.run.cfg.num_clients):  # a restarted SuperNode takes its partition back
-            self.pid_of_node = {n: p for p, n in self.nodes.items()}
-            self.pid_ever.update(self.pid_of_node)
+            self.run.note_late([decode_reply(m, self.fed.partition_of(n)) for n, m in grid.late_replies()])
+        self.fed.refresh(grid, self.run.cfg.num_clients)  # a restarted SuperNode takes its partition back
         self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.run.round_of(server_round))
         return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
-        good, bad = decode_replies(replies, self.pid_ever, self.grid.node_of if self.grid is not None else None)
+        good, bad = decode_replies(replies, self.fed.partition_of,
+                                   self.grid.node_of if self.grid is not None else None)
         # a client that neither replied nor raised missed the deadline: SyncRun counts it as dropped
         self.run.complete(self.plan, good, bad)
         return array_record({"x": self.run.x}), None

@@ -79,6 +79,21 @@ class Federation:
     asked: set[int] = field(default_factory=set)  # every node id asked its partition
     pending: dict[int, int] = field(default_factory=dict)  # refused node -> partition, until its holder is gone
     rejoined: list[tuple[int, int, int]] = field(default_factory=list)  # (node, partition, node it replaced)
+    held: dict[int, int] = field(default_factory=dict)  # node id -> partition, of every node that ever held one
+
+    def __post_init__(self):
+        self.held.update({n: p for p, n in self.nodes.items()})
+
+    def hold(self, pid: int, node: int) -> None:
+        """``node`` holds partition ``pid`` from now on (the node that held it before stays in ``held``: its
+        late replies are still its partition's)."""
+        self.nodes[pid] = node
+        self.held[node] = pid
+
+    def partition_of(self, node: int | str) -> int:
+        """The partition (client id) of a node that holds or held one (a legacy ClientProxy's cid is its node id
+        as a string), -1 for any other node."""
+        return self.held.get(int(node), -1)
 
     def refresh(self, grid: Grid, m: int, timeout: float = 10.0) -> bool:
         """Between rounds: a SuperNode that connected since (a restarted one gets a new node id) is
@@ -110,7 +125,7 @@ class Federation:
             if node not in online:
                 del self.pending[node]
             elif holder is None or holder not in online:
-                self.nodes[pid] = node
+                self.hold(pid, node)
                 del self.pending[node]
                 self.refused = [r for r in self.refused if r[0] != node]  # refused while its holder was there
                 self.rejoined.append((node, pid, holder if holder is not None else -1))
@@ -180,4 +195,4 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
         log.warning("SuperNode %d also claims partition-id=%d, held by SuperNode %d: refused, it gets no work "
                     "(give every SuperNode its own partition-id)", node, pid, fed.nodes[pid])
         return
-    fed.nodes[pid] = node
+    fed.hold(pid, node)

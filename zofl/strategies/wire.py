@@ -14,7 +14,7 @@ and the server turns that back into the ``Reply``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -79,13 +79,14 @@ def decode_reply(msg: Message, pid: int) -> Reply | Failure:
         return Failure(pid, f"malformed reply ({type(exc).__name__}: {exc})", "rejected")
 
 
-def decode_replies(replies: Iterable[Message], pid_of_node: dict[int, int],
+def decode_replies(replies: Iterable[Message], partition_of: Callable[[int], int],
                    node_of=None) -> tuple[list[Reply], list[Failure]]:
-    """Replies and failures; ``node_of(msg)`` names the node a reply is about (default: its sender)."""
+    """Replies and failures; ``partition_of(node)`` is a node's client id (``nodes.Federation.partition_of``),
+    ``node_of(msg)`` names the node a reply is about (default: its sender)."""
     good, bad = [], []
     for msg in replies:
         node = node_of(msg) if node_of is not None else msg.metadata.src_node_id
-        out = decode_reply(msg, pid_of_node.get(node, -1))
+        out = decode_reply(msg, partition_of(node))
         (bad if isinstance(out, Failure) else good).append(out)
     return good, bad
 

@@ -1,0 +1,75 @@
+"""Every benchmark script at its smallest setting, on tiny stand-in data, so that none breaks silently
+(a script that times the App hooks into it by name). The measured figures are in docs/benchmark-*.md;
+nothing here times anything. The scripts that start ``flwr run`` carry the ``flower`` marker."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(*args, timeout: int = 600) -> str:
+    res = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return res.stdout
+
+
+@pytest.fixture
+def data(fake_npz_dir) -> Path:
+    """The tiny mnist.npz as fashion_mnist.npz too, and a tiny cifar10.npz (32x32x3, labels as a column)."""
+    shutil.copy(fake_npz_dir / "mnist.npz", fake_npz_dir / "fashion_mnist.npz")
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 10, (300, 1)).astype(np.uint8)
+    x = (rng.integers(0, 60, (300, 32, 32, 3)) + y[:, :, None, None] * 19).astype(np.uint8)
+    np.savez(fake_npz_dir / "cifar10.npz", x_train=x[:250], y_train=y[:250], x_test=x[250:], y_test=y[250:])
+    return fake_npz_dir
+
+
+@pytest.mark.parametrize("engine", ["inprocess", pytest.param("ray", marks=pytest.mark.flower)])
+def test_bench_engines_overhead_part_at_its_smallest_setting(engine, data, tmp_path):
+    """`bench_engines.py --part overhead` with 2 clients, one repeat, one measured round: both strategies run,
+    the hook's per-round figures are read, and the summary pairs them."""
+    out = tmp_path / "overhead.json"
+    text = _script("benchmarks/bench_engines.py", "--data-dir", data, "--part", "overhead",
+                   "--overhead-clients", 2, "--repeats", 1, "--overhead-rounds", 1, "--overhead-engines", engine,
+                   "--out", out)
+    assert "ratio" in text
+    (row,) = json.loads(out.read_text())["overhead"]["summary"]
+    ours, flower = row["fedavg"], row["flwr-fedavg"]
+    assert ours["s_per_round"] > 0 and flower["s_per_round"] > 0 and ours["floor_s"] > 0
+    assert row["ratio"]["n"] == 1 and row["ratio"]["geomean"] > 0
+    assert ours["downlink_bytes"] == flower["downlink_bytes"] > 0 and ours["uplink_bytes"] == flower["uplink_bytes"]
+    assert ours["final_test_acc"] == flower["final_test_acc"]  # the same model either way
+
+
+def test_bench_blas_at_its_smallest_setting(data, tmp_path):
+    out = tmp_path / "blas.json"
+    _script("benchmarks/bench_blas.py", "--data-dir", data, "--rounds", 1, "--repeats", 1, "--out", out)
+    assert json.loads(out.read_text())
+
+
+def test_bench_torch_at_its_smallest_setting(data, tmp_path):
+    out = tmp_path / "torch.json"
+    _script("benchmarks/bench_torch.py", "--data-dir", data, "--steps", 5, "--repeats", 1, "--out", out)
+    assert json.loads(out.read_text())
+
+
+@pytest.mark.flower
+def test_bench_zohfl_at_its_smallest_setting(data, tmp_path):
+    out = tmp_path / "zohfl.md"
+    _script("benchmarks/bench_zohfl.py", "--data-dir", data, "--rounds", 1, "--tau", 1, "--solver-steps", 10,
+            "--repeats", 1, "--out", out)
+    assert out.read_text().strip()
+
+
+@pytest.mark.flower
+def test_bench_scale_at_its_smallest_setting(data, tmp_path):
+    out = tmp_path / "scale.md"
+    _script("benchmarks/bench_scale.py", "--data-dir", data, "--clients", 4, "--rounds", 1, "--out", out)
+    assert out.read_text().strip()
