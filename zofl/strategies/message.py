@@ -20,7 +20,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..core.rounds import RoundPlan, SyncRun
 from .deadline import DeadlineGrid
-from .wire import array_record, decode_replies, decode_reply, work_message
+from .wire import array_record, decode_replies, decode_reply, work_messages
 
 log = logging.getLogger("zofl")
 
@@ -41,7 +41,7 @@ class MessageStrategy(Strategy):
         self.fed.refresh(grid, self.run.cfg.num_clients)  # a restarted SuperNode takes its partition back
         self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.run.round_of(server_round))
-        return [work_message(w, self.nodes[w.pid]) for w in self.plan.works]
+        return work_messages(self.plan.works, self.nodes)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
         good, bad = decode_replies(replies, self.fed.partition_of,

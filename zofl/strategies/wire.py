@@ -31,9 +31,22 @@ def array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
 
 # -- the Message API: server -> client -----------------------------------------------------------
 def work_message(work: Work, node_id: int) -> Message:
-    config = ConfigRecord({"round": work.round, "H": work.H, **work.config})
-    content = RecordDict({ARRAYS: array_record(work.arrays), CONFIG: config})
-    return Message(content, dst_node_id=node_id, message_type=TRAIN)
+    return work_messages([work], {work.pid: node_id})[0]
+
+
+def work_messages(works: list[Work], nodes: Mapping[int, int]) -> list[Message]:
+    """One message per work (to ``nodes[work.pid]``); an array sent to several clients (x_r) becomes Flower's
+    ``Array`` once, shared by their records, as Flower's own strategies share one ArrayRecord."""
+    made: dict[int, Array] = {}
+
+    def array(v: np.ndarray) -> Array:
+        if id(v) not in made:
+            made[id(v)] = Array(np.asarray(v))
+        return made[id(v)]
+
+    return [Message(RecordDict({ARRAYS: ArrayRecord({k: array(v) for k, v in w.arrays.items()}),
+                                CONFIG: ConfigRecord({"round": w.round, "H": w.H, **w.config})}),
+                    dst_node_id=nodes[w.pid], message_type=TRAIN) for w in works]
 
 
 def decode_work(content: RecordDict, pid: int) -> Work:
