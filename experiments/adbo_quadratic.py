@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from zofl.core.method import RoundPlan
 from zofl.inprocess import run_inprocess
 from zofl.methods.adbo import SDBO, client_work
 from zofl.results import read_rounds
@@ -60,7 +61,8 @@ def sdbo(keys: dict, rounds: int) -> str:
     marks, first, tail = {}, None, 0.0
     for r in range(rounds):
         works = method.plan(state, r, list(range(4)), [])
-        state, _ = method.update(state, r, [client_work(cfg, task, spec, w, {}) for w in works])
+        state, _ = method.update(state, RoundPlan(r, list(range(4)), [], works),
+                                 [client_work(cfg, task, spec, w, {}) for w in works])
         err = float(np.linalg.norm(state["x"] - x_star) / np.linalg.norm(x_star))
         if first is None and err <= 1e-3:
             first = r + 1
@@ -180,7 +182,8 @@ def frozen(rounds: int = 20000, steps: int = 50000) -> None:
     n = np.linalg.norm(x_star)
     while r < rounds or method.phase(state) != "outer":
         works = method.plan(state, r, list(range(4)), [])
-        state, _ = method.update(state, r, [client_work(cfg, task, spec, w, {}) for w in works])
+        state, _ = method.update(state, RoundPlan(r, list(range(4)), [], works),
+                                 [client_work(cfg, task, spec, w, {}) for w in works])
         r += 1
     on = state["on"]
     G = np.concatenate([state["a"][on], state["b"][on].reshape(on.sum(), -1), state["c"][on]], axis=1)
@@ -192,7 +195,8 @@ def frozen(rounds: int = 20000, steps: int = 50000) -> None:
     cfg["cut-every"] = 10 ** 12  # no more planes
     for t in range(1, steps + 1):
         works = method.plan(state, r, list(range(4)), [])
-        state, _ = method.update(state, r, [client_work(cfg, task, spec, w, {}) for w in works])
+        state, _ = method.update(state, RoundPlan(r, list(range(4)), [], works),
+                                 [client_work(cfg, task, spec, w, {}) for w in works])
         r += 1
         if t in (1000, 10000, steps):
             print(f"+{t} outer steps: iterate {np.linalg.norm(state['x'] - x_star) / n:.4f} from x*, "

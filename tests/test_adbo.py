@@ -21,6 +21,7 @@ from zofl.algorithms.adbo import (
     unrolled_grad_v,
 )
 from zofl.config import ConfigError
+from zofl.core.method import RoundPlan
 from zofl.core.protocol import Reply
 from zofl.inprocess import run_inprocess
 from zofl.methods.adbo import ADBO, SDBO, client_work
@@ -228,7 +229,8 @@ def _sdbo(rounds: int, **keys):
     state = method.init()
     for r in range(rounds):
         works = method.plan(state, r, list(range(4)), [])
-        state, _ = method.update(state, r, [client_work(cfg, task, spec, w, {}) for w in works])
+        state, _ = method.update(state, RoundPlan(r, list(range(4)), [], works),
+                                 [client_work(cfg, task, spec, w, {}) for w in works])
     return state, task.solution(spec)[0]
 
 

@@ -7,7 +7,8 @@ and returned (a dict of numpy arrays with at least ``x``, the global model), so 
 
     works = method.plan(state, r, sampled, stragglers)     # per-client Work
     ... the clients run ``client_work`` (the method module's client half) ...
-    state, fields = method.update(state, r, replies)       # checked replies, sorted by client id
+    state, fields = method.update(state, plan, replies)    # plan: the round's RoundPlan (r, S_r, the works);
+                                                           # replies: checked, sorted by client id
 
 and ``method.metrics(state)`` for the round record. An asynchronous method (``asynchronous =
 True``) instead has ``plan_task``, ``task_steps``, ``ready`` and ``update_async``, see
@@ -15,6 +16,8 @@ True``) instead has ``plan_task``, ``task_steps``, ``ready`` and ``update_async`
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +45,21 @@ def pretrain(task, x: np.ndarray, data, epochs: int, lr: float, batch_size: int,
             idx = order[start:start + batch_size]
             x -= lr * task.grad(x, data.x[idx], data.y[idx])
     return x
+
+
+@dataclass
+class RoundPlan:
+    """A synchronous round as planned (``zofl.core.rounds.SyncRun.plan``): S_r, the stragglers and each
+    sampled client's Work; handed to ``Method.update`` with the replies."""
+
+    r: int  # the papers' 0-based round index
+    sampled: list[int]  # S_r
+    stragglers: list[int]
+    works: list[Work]
+    H: int = 0
+    t0: float = field(default_factory=time.perf_counter)
+    downlink_bytes: int | None = None  # None: the works' arrays
+    unreachable: list[int] = field(default_factory=list)  # sampled, but no SuperNode holds the partition
 
 
 SYNC, ASYNC, CONTROL = "sync", "async", "control"  # a method's kind
@@ -180,8 +198,9 @@ class Method:
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         raise NotImplementedError
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
-        """The state after round r from the checked replies (sorted by client id), and record fields."""
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        """The state after round ``plan.r`` from the checked replies (sorted by client id), and record fields;
+        ``plan`` says whom the round asked for what (e.g. which clients were sent H = 0)."""
         raise NotImplementedError
 
     # -- an asynchronous method (asynchronous = True) ----------------------------------------

@@ -56,7 +56,6 @@ class Reply:
     arrays: dict[str, np.ndarray]
     num_examples: int
     metrics: dict[str, Scalar] = field(default_factory=dict)
-    H: int | None = None  # the local steps its work asked for: set by the server's engine (0: a straggler's)
 
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in self.arrays.values())

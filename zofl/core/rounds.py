@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..algorithms.outliers import far_replies
 from .checks import finite_or_kept, reply_problem
-from .method import Method
+from .method import Method, RoundPlan  # noqa: F401  (RoundPlan: the engines import it from here)
 from .policy import round_failed
-from .protocol import Failure, Reply, Work
+from .protocol import Failure, Reply
 from .record import failure_fields, reply_fields
 from .run import Run
 from .sampling import round_available, sample_round
@@ -31,24 +30,13 @@ from .sampling import round_available, sample_round
 log = logging.getLogger("zofl")
 
 
-@dataclass
-class RoundPlan:
-    r: int  # the papers' 0-based round index
-    sampled: list[int]  # S_r
-    stragglers: list[int]
-    works: list[Work]
-    H: int = 0
-    t0: float = field(default_factory=time.perf_counter)
-    downlink_bytes: int | None = None  # None: the works' arrays
-    unreachable: list[int] = field(default_factory=list)  # sampled, but no SuperNode holds the partition
-
-
 class SyncRun(Run):
     """One run of a synchronous method: rounds (see the module docstring)."""
 
     def __init__(self, cfg, method: Method, writer):
         super().__init__(cfg, method, writer)
-        self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))  # on resume: the clock at the checkpoint
+        # simulated device time (``round_sim_s``); on resume the clock at the checkpoint
+        self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))
 
     def round_of(self, server_round: int) -> int:
         """The papers' 0-based round index r of Flower's 1-based ``server_round`` (after a resume, counted on
@@ -117,12 +105,9 @@ class SyncRun(Run):
                  aggregate=None) -> dict[str, Any]:
         """Apply round ``plan.r``: check the replies, update the state, write the record.
 
-        ``aggregate(state, r, used_replies) -> (state, fields)`` replaces the method's ``update``
+        ``aggregate(state, plan, used_replies) -> (state, fields)`` replaces the method's ``update``
         (the cross-check with Flower's own FedAvg aggregation)."""
         used, failures = self.check(plan, replies, failures)
-        sent = {w.pid: w.H for w in plan.works}
-        for rep in used:  # the update sees what each client was asked (a straggler: H = 0), not a new draw
-            rep.H = sent.get(rep.pid)
         outliers = self.outliers(plan, used)  # before the update: the replies as the clients sent them
         failed = not self.method.server_only and round_failed(len(used), self.cfg.min_replies)
         if failed:
@@ -130,7 +115,7 @@ class SyncRun(Run):
             log.warning("round %d failed: %d usable replies, fewer than min-replies = %d (%d failed round(s) of "
                         "%d allowed)", plan.r + 1, len(used), self.cfg.min_replies, self.failed_rounds,
                         self.allowed_failed)
-        state, fields = (aggregate or self.method.update)(self.state, plan.r, used)
+        state, fields = (aggregate or self.method.update)(self.state, plan, used)  # the plan: who was asked what
         self.state, fields = finite_or_kept(state, fields, self.state, f"round {plan.r + 1}")
         self.sim_clock += self.round_sim_s(used, plan.r)
         info = {

@@ -92,7 +92,6 @@ class Run:
         # straggler-factor F for the clients of slow-clients, 1 for the others (``sim_delays``)
         self.delay_factors = [cfg.straggler_factor if pid in straggler_ids(cfg.slow_clients) else 1.0
                               for pid in range(cfg.num_clients)]
-        self.sim_clock = 0.0  # simulated device time (a synchronous run's; see ``SyncRun.round_sim_s``)
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
         self.late_seen = dict.fromkeys(LATE_KINDS, 0)  # late replies classified since the last record

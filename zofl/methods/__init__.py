@@ -1,9 +1,10 @@
 """The methods, one module each: the server half (a ``zofl.core.method.Method`` subclass, no
 Flower) and the client half (the module's ``client_work(cfg, task, spec, work, state) -> Reply``, no
 Flower). Each Method class declares, once, its name, kind (sync / async / control), the task it needs
-and the run-config keys it reads (``zofl.core.method.Method``); ``REGISTERED`` below lists them, and
-every other list (the values of the run-config key ``strategy``, the engine routing, ``READ_BY``, the
-Flower strategy classes of ``zofl.strategies``, ``zofl run --help``) is derived here. Adding a method is
+and its typed parameters, ``Params``: the run-config keys it reads (``zofl.core.method.Method``);
+``REGISTERED`` below lists them, and every other list (the values of the run-config key ``strategy``,
+the engine routing, ``READ_BY``, the run-config keys themselves (``zofl.config.keys``), the Flower
+strategy classes of ``zofl.strategies``, ``zofl run --help``) is derived here. Adding a method is
 its module and one line in ``REGISTERED``; docs/architecture.md, "Add a method"."""
 from __future__ import annotations
 

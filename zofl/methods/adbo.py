@@ -63,7 +63,7 @@ from ..algorithms.adbo import (
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config, ConfigError
-from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, State
+from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import LowerSGD, OuterStep, ServerInner, Settings, TaskSettings, choice, key, nonnegative, positive
 from ..tasks import DataSpec
@@ -375,7 +375,8 @@ class SDBO(ADBO):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return self._shapes((OUTER, CUT, ADJOINT)[int(state["counters"][1])])
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        r = plan.r
         for rep in replies:
             state = self.receive(state, rep, 0)
         return self.update_async(state, r, replies, [0] * len(replies))

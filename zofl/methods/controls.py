@@ -31,7 +31,7 @@ from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import server_step_size, server_update
 from ..config import ConfigError
-from ..core.method import CONTROL, Method, State
+from ..core.method import CONTROL, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..tasks.data import ArrayData
 from .fedavg import LocalSGD
@@ -51,7 +51,8 @@ class ServerOnly(Method):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        r = plan.r
         x, steps = self.step(state["x"], r)
         return {**state, "x": x}, {"server_steps": steps}
 
@@ -75,7 +76,7 @@ class F1Only(ZOHFL):
 
     @classmethod
     def check(cls, cfg, task, spec, n: int | None = None) -> None:
-        pass  # reads none of the client keys ZO-HFL checks (its params)
+        pass  # reads none of the client keys ZO-HFL checks (its Params: UpperStep only)
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -91,8 +92,9 @@ class F1Only(ZOHFL):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """x_{r+1} = x_r - gamma_r (grad f1~(x_r, xi_r) + 0): Algorithm 1's line 8 with no client estimate."""
+        r = plan.r
         x, gamma_r = state["x"], server_step_size(self.hp.gamma, r)
         x_next = server_update(x, self.grad_f1(x, r), np.zeros(x.size), gamma_r)
         return {**state, "x": x_next}, {"f2_est": float("nan"), "gamma_r": gamma_r}

@@ -19,7 +19,7 @@ from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import Settings, choice, key, positive
 from ..tasks import DataSpec, Task
@@ -56,7 +56,7 @@ class FedAvg(Method):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         x = state["x"]
         if not replies:
             return state, {}

@@ -43,7 +43,7 @@ from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
-from ..core.method import HYPERGRAD, Method, State
+from ..core.method import HYPERGRAD, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import LowerSGD, NeumannSeries, OuterStep, TaskSettings
 from ..tasks import DataSpec
@@ -113,7 +113,8 @@ class FedNest(Method):
         return {INNER: {"y": (self.q,)}, GRADF: {"gy": (self.q,), "gx": (self.p,)}, NEUMANN: {"hv": (self.q,)},
                 HYPER: {"jv": (self.p,)}}[ph]
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        r = plan.r
         t, ph, j = self.phase(r)
         s = dict(state)
         l_g = self.hp.lipschitz_g

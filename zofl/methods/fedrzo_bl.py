@@ -44,7 +44,7 @@ from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
-from ..core.method import BILEVEL, Method, State
+from ..core.method import BILEVEL, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import CommonRandom, LowerSGD, Smoothing, TaskSettings, choice, key, nonnegative
 from ..tasks import DataSpec
@@ -146,7 +146,8 @@ class FedRZObl(Method):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": (self.n,)} if self.phase(r).phase == UPPER else {"y": (self.n_y,)}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        r = plan.r
         ph = self.phase(r)
         state = dict(self.begin(state, r))
         counts = state["counts"].copy()

@@ -24,7 +24,7 @@ from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import Settings, Smoothing, choice, key, positive
 from ..tasks import DataSpec, Task
@@ -73,7 +73,7 @@ class FedRZOnn(Method):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"x": state["x"].shape}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         if not replies:
             return state, {}
         return {**state, "x": combine_with(self.cfg, [rep.arrays["x"] for rep in replies])}, {}  # mean by default

@@ -23,7 +23,7 @@ import numpy as np
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
 from ..algorithms.robust import combine_with
 from ..config import Config
-from ..core.method import Method, State
+from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..tasks import DataSpec, Task
 from .fedavg import FedAvgParams, local_training
@@ -56,7 +56,7 @@ class Scaffold(Method):
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {"dy": state["x"].shape, "dc": state["x"].shape}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         c_clients, unrestored = state["c_clients"].copy(), state["unrestored"].copy()
         for rep in replies:
             c_clients[rep.pid] += rep.arrays["dc"]

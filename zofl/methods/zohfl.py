@@ -49,7 +49,7 @@ from ..algorithms.zohfl import (
     zo_estimate,
 )
 from ..config import Config, ConfigError, key_by_name
-from ..core.method import Method, State
+from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..settings import CommonRandom, Settings, Smoothing, choice, key, nonnegative, positive
 from ..tasks import DataSpec, Task
@@ -193,13 +193,14 @@ class ZOHFL(Method):
             return {"y": (n,)}
         return {"y_plus": (k, n), "y_minus": (k, n)} if self.hp.uplink == "vectors" else {"f": (2, k)}
 
-    def update(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        r = plan.r
         cfg, x = self.cfg, state["x"]
         if self.hp.estimator == "envelope":
-            return self.update_envelope(state, r, replies)
+            return self.update_envelope(state, plan, replies)
         n = x.size
         f_values, dirs = {}, {}
-        idle = idle_clients(replies)
+        idle = idle_clients(plan)
         for rep in replies:
             v = client_directions(cfg.seed, r, rep.pid, self.hp.directions, n, self.hp.orthogonal_directions)
             if rep.pid in idle:  # H = 0: exactly 0, whatever f2 gives at the uploaded y's
@@ -229,10 +230,10 @@ class ZOHFL(Method):
                                 self.hp.server_batch_size)[0]
         return self.task.grad(x, self.server_data.x[idx], self.server_data.y[idx])
 
-    def update_envelope(self, state: State, r: int, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+    def update_envelope(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """estimator = envelope (ours): g = grad f1~ + sum_i w_i lambda (x_r - y_i(x_r))."""
-        x = state["x"]
-        idle = idle_clients(replies)  # H = 0: y = x, adding exactly 0
+        x, r = state["x"], plan.r
+        idle = idle_clients(plan)  # H = 0: y = x, adding exactly 0
         ys = {rep.pid: x if rep.pid in idle else rep.arrays["y"] for rep in replies}
         weights = client_weights(self.hp.weighting, sorted(ys), self.m, {rep.pid: rep.num_examples for rep in replies},
                                  self.n_train)
@@ -243,9 +244,9 @@ class ZOHFL(Method):
             {"f2_est": f2_est, "gamma_r": gamma_r}
 
 
-def idle_clients(replies: list[Reply]) -> set[int]:
-    """The clients whose work had H = 0 (the stragglers, or everyone when H_r = 0), as the engine sent it."""
-    return {rep.pid for rep in replies if rep.H == 0}
+def idle_clients(plan: RoundPlan) -> set[int]:
+    """The clients whose work had H = 0 (the stragglers, or everyone when H_r = 0), as the round's plan sent it."""
+    return {w.pid for w in plan.works if w.H == 0}
 
 
 def model_dim(task: Task, spec: DataSpec) -> int:

@@ -58,7 +58,7 @@ class FlowerFedAvg(MessageFedAvg):
                 by_pid[pid] = msg
         plan = _plan(self.run, self.t_r, [rep.pid for rep in replies_], self.downlink)
 
-        def aggregate(state, r, used):
+        def aggregate(state, round_plan, used):
             if not used:
                 return state, {}
             arrays, _ = MessageFedAvg.aggregate_train(self, server_round, [by_pid[rep.pid] for rep in used])
@@ -103,7 +103,7 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
             fails.append(Failure(None if cid is None else self.fed.partition_of(cid), why, error_kind(None, why)))
         plan = _plan(self.run, self.t_r, [rep.pid for rep in replies], self.downlink)
 
-        def aggregate(state, r, used):
+        def aggregate(state, round_plan, used):
             if not used:
                 return state, {}
             params, _ = LegacyFedAvg.aggregate_fit(self, server_round, [by_pid[rep.pid] for rep in used], [])
