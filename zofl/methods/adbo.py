@@ -147,10 +147,9 @@ class ADBO(Method):
                               f"num-clients = {cfg.num_clients}: the active set could never be full")
 
     def __init__(self, cfg, task, spec):
-        hp = SDBOParams.of(cfg)
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
-        self.L, self.K = hp.max_cuts, hp.cut_steps
+        self.L, self.K = self.hp.max_cuts, self.hp.cut_steps
         self.rows = max(self.L, 2)  # a task's "rows": b_j (outer), phi_j and z_k (cut), y_j^k and u_j (adjoint)
 
     def init(self) -> State:

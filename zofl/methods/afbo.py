@@ -103,10 +103,9 @@ class AFBO(Method):
     one_task_per_version = True  # a client sends one update per round (Algorithm 1); it waits for the next
 
     def __init__(self, cfg, task, spec):
-        hp = AFBOParams.of(cfg)
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
-        self.N = max(int(float(v)) for v in hp.neumann_steps.split(","))
+        self.N = max(int(float(v)) for v in self.hp.neumann_steps.split(","))
 
     def init(self) -> State:
         m, p, q = self.m, self.p, self.q

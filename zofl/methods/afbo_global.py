@@ -77,10 +77,9 @@ class AFBOGlobal(Method):
     one_task_per_version = True  # a client sends one update per server step and waits for the next (as AFBO)
 
     def __init__(self, cfg, task, spec):
-        hp = AFBOGlobalParams.of(cfg)
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
-        self.N = int(float(hp.neumann_steps.split(",")[0]))
+        self.N = int(float(self.hp.neumann_steps.split(",")[0]))
 
     def init(self) -> State:
         m, p, q = self.m, self.p, self.q

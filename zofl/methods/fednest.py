@@ -79,10 +79,9 @@ class FedNest(Method):
     Params = FedNestParams
 
     def __init__(self, cfg, task, spec):
-        hp = FedNestParams.of(cfg)
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
-        self.N = int(float(hp.neumann_steps.split(",")[0]))
+        self.N = int(float(self.hp.neumann_steps.split(",")[0]))
 
     def init(self) -> State:
         return {"x": np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64),
