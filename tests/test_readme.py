@@ -34,7 +34,8 @@ def test_fab_holds_the_package_only(tmp_path):
 
     flwr = Path(sys.executable).parent / "flwr"
     app = tmp_path / "app"
-    shutil.copytree(ROOT, app, ignore=shutil.ignore_patterns(".venv", ".git", ".superlink-*", "__pycache__"))
+    # the checkout without docs/results (hundreds of MB of run records: what the FAB must leave out anyway)
+    shutil.copytree(ROOT, app, ignore=shutil.ignore_patterns(".venv", ".git", ".superlink-*", "__pycache__", "results"))
     subprocess.run([str(flwr), "build", "--app", str(app)], cwd=tmp_path, check=True, capture_output=True,
                    env={**os.environ, "FLWR_HOME": str(tmp_path / "home")})
     fab = next(tmp_path.glob("*.fab"))
