@@ -328,3 +328,25 @@ def test_zofl_run_warns_when_real_sleeps_meet_fewer_clientapps_at_once_than_clie
     assert "at most 5 of the 10" in concurrency_warning(sleeps, 10, 2, cores=8)  # Ray: 10 CPUs / 2 per client
     assert concurrency_warning(sleeps, 10, 1, cores=6) is None  # 10 threads, 10 Ray CPUs
     assert concurrency_warning(parse_config({"num-clients": 10}), 1, 1, cores=1) is None  # no real sleeps
+
+
+def test_zofl_compare_help_names_the_command_the_user_typed(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: zofl compare ")
+
+
+def test_flowers_final_results_show_the_recorded_test_metrics(tmp_path, caplog):
+    """Flower's "Final results" (its server-side evaluation) hold each round's recorded test metrics, not {}."""
+    import logging
+
+    from zofl.inprocess import run_inprocess
+    from zofl.results import read_rounds
+
+    caplog.set_level(logging.INFO, logger="flwr")
+    d, _ = run_inprocess({"strategy": "fedavg", "num-rounds": 2, "num-clients": 3, "beta": 1.0, "tau": 1.0,
+                          "output-dir": str(tmp_path), "run-name": "r", "checkpoint-every": 0}, workers=0)
+    acc = read_rounds(d)[-1]["test_acc"]
+    text = caplog.text
+    assert "ServerApp-side Evaluate Metrics" in text and f"'test_acc': '{acc:.4e}'" in text, text[-1500:]
+

@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "compare":
         from .compare import main as compare_main
 
-        compare_main(argv[1:])
+        compare_main(argv[1:], prog="zofl compare")
         return 0
     if argv and argv[0] == "deploy":
         from .deploy import main as deploy_main

@@ -45,6 +45,11 @@ class DataError(ValueError):
     """A dataset cannot be found or built; the message says how to get it."""
 
 
+class SplitError(DataError):
+    """The run's split cannot be made (the Dirichlet draw cannot give every client min-partition-size
+    examples): a matter of num-clients, alpha and min-partition-size, not of the file."""
+
+
 class DataFileError(DataError):
     """A data file is unusable (not a .npz, corrupt, absurd sizes, bad arrays); the message starts with
     the file's path. A caller reporting it should name the file, not run-config keys such as alpha."""
