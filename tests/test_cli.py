@@ -350,3 +350,46 @@ def test_flowers_final_results_show_the_recorded_test_metrics(tmp_path, caplog):
     text = caplog.text
     assert "ServerApp-side Evaluate Metrics" in text and f"'test_acc': '{acc:.4e}'" in text, text[-1500:]
 
+
+
+def test_run_out_is_the_output_dir_made_absolute(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from zofl.cli import _run_config
+
+    monkeypatch.chdir(tmp_path)
+    args = SimpleNamespace(set=[], strategy=None, rounds=None, clients=None, out="runs")
+    assert _run_config(args)["output-dir"] == str(tmp_path / "runs")
+    args.set = ["output-dir=/elsewhere"]
+    with pytest.raises(ValueError, match="--out .* and --set output-dir='/elsewhere' disagree"):
+        _run_config(args)
+
+
+def test_deploy_local_writes_its_results_under_its_folder(tmp_path, monkeypatch, capsys):
+    """`python -m zofl.deploy local DIR`: the run-config's output-dir defaults to DIR/results (the deployment
+    itself is replaced here: this is about where results go; tests/test_deploy.py runs real deployments)."""
+    import contextlib
+    import json
+
+    import zofl.deploy as deploy
+
+    seen = {}
+
+    @contextlib.contextmanager
+    def fake_deployment(workdir, n, tls=True):
+        class Dep:
+            def run(self, run_config, capture=False):
+                seen.update(run_config)
+                folder = Path(run_config["output-dir"]) / run_config["run-name"]
+                folder.mkdir(parents=True)
+                (folder / "summary.json").write_text(json.dumps({"failure": None}))
+                return SimpleNamespace(returncode=0)
+        yield Dep()
+
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(deploy, "local_deployment", fake_deployment)
+    assert deploy.main(["local", str(tmp_path / "dep"), "--run-config", "num-rounds=1"]) == 0
+    assert seen["output-dir"] == str(tmp_path / "dep" / "results")
+    assert f"results in {tmp_path / 'dep' / 'results'}" in capsys.readouterr().out

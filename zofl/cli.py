@@ -135,8 +135,10 @@ class _Progress:
 def _run_config(args) -> dict[str, Any]:
     """--set KEY=VALUE ... with the shorthands; a shorthand and --set of the same key must agree."""
     run_config = _parse_set(args.set)
+    out = getattr(args, "out", None)
     for flag, key, value in (("--strategy", "strategy", args.strategy), ("--rounds", "num-rounds", args.rounds),
-                             ("--clients", "num-clients", args.clients)):
+                             ("--clients", "num-clients", args.clients),
+                             ("--out", "output-dir", None if out is None else str(Path(out).expanduser().resolve()))):
         if value is None:
             continue
         if key in run_config and run_config[key] != value:
@@ -439,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", help="shorthand for --set strategy=...")
     run.add_argument("--rounds", type=int, help="shorthand for --set num-rounds=...")
     run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
+    run.add_argument("--out", metavar="DIR", help="results go to DIR/<run-name>/ (shorthand for --set output-dir=DIR, "
+                                                  "made absolute; default ~/zofl-results)")
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                      help="run-config keys (zofl keys, docs/keys.md), e.g. --set dataset=\"mnist\" alpha=0.1")
     run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
