@@ -393,3 +393,36 @@ def test_deploy_local_writes_its_results_under_its_folder(tmp_path, monkeypatch,
     assert deploy.main(["local", str(tmp_path / "dep"), "--run-config", "num-rounds=1"]) == 0
     assert seen["output-dir"] == str(tmp_path / "dep" / "results")
     assert f"results in {tmp_path / 'dep' / 'results'}" in capsys.readouterr().out
+
+
+def test_a_task_of_the_users_is_found_from_their_folder(tmp_path, monkeypatch):
+    """`zofl run --set task=mymodels:TASK` in the model's folder, a relative PYTHONPATH, or the task as a file:
+    the folders every process of the run needs are absolute (the real run: tests/test_flower_e2e.py)."""
+    from zofl.cli import user_task_path
+
+    (tmp_path / "mymodels.py").write_text("")
+    (tmp_path / "lib").mkdir()
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert user_task_path({"task": "mymodels:TASK"}, cwd=str(tmp_path)) == [str(tmp_path)]
+    assert user_task_path({"task": "softmax"}, cwd=str(tmp_path)) == []  # the folder is added only for its task
+    monkeypatch.setenv("PYTHONPATH", "lib")
+    assert user_task_path({"task": "other:TASK"}, cwd=str(tmp_path)) == [str(tmp_path / "lib")]
+    cfg = {"task": "mymodels.py:TASK"}
+    assert user_task_path(cfg, cwd=str(tmp_path)) == [str(tmp_path / "lib")] and \
+        cfg["task"] == f"{tmp_path / 'mymodels.py'}:TASK"
+
+
+def test_a_task_given_as_a_file_runs(tmp_path):
+    from zofl.config import ConfigError
+    from zofl.inprocess import run_inprocess
+    from zofl.setup import prepare
+
+    (tmp_path / "mytask.py").write_text("from zofl.tasks import SoftmaxTask\n\n\nclass Mine(SoftmaxTask):\n    pass\n")
+    d, x = run_inprocess({"task": f"{tmp_path / 'mytask.py'}:Mine", "num-rounds": 1, "output-dir": str(tmp_path),
+                          "run-name": "file"}, workers=0)
+    assert x.size == 64 * 10  # digits: 64 features x 10 classes
+    with pytest.raises(ConfigError, match="cannot be imported: no such file: .*nothere.py"):
+        prepare({"task": f"{tmp_path / 'nothere.py'}:Mine"})
+    (tmp_path / "broken.py").write_text("def (:\n")
+    with pytest.raises(ConfigError, match="cannot be imported: SyntaxError"):
+        prepare({"task": f"{tmp_path / 'broken.py'}:Mine"})

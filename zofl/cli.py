@@ -132,6 +132,31 @@ class _Progress:
         self.bar.close()
 
 
+def user_task_path(run_config: dict[str, Any], cwd: str | None = None) -> list[str]:
+    """A task of the user's, named from the folder they run ``zofl run`` in, is found by the check here and by
+    every process of the run (the SuperLink, Ray's workers: other folders): a 'file.py:attr' task gets an
+    absolute path; the entries of PYTHONPATH are made absolute; the current folder is added when the task's
+    module lies there (as ``python -m`` would). Returns the folders to put first on sys.path and PYTHONPATH."""
+    cwd = cwd or os.getcwd()
+    task = str(run_config.get("task", ""))
+    module, _, attr = task.rpartition(":")
+    if module.endswith(".py"):
+        run_config["task"] = f"{Path(cwd, module).expanduser().resolve()}:{attr}"
+    given = [os.path.abspath(os.path.join(cwd, p)) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    top = module.partition(".")[0]
+    here = [cwd] if top and not module.endswith(".py") and \
+        (Path(cwd, f"{top}.py").is_file() or Path(cwd, top, "__init__.py").is_file()) else []
+    return list(dict.fromkeys([*here, *given]))
+
+
+def _use_path(folders: list[str]) -> None:
+    for folder in reversed(folders):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    if folders:
+        os.environ["PYTHONPATH"] = os.pathsep.join(folders)
+
+
 def _run_config(args) -> dict[str, Any]:
     """--set KEY=VALUE ... with the shorthands; a shorthand and --set of the same key must agree."""
     run_config = _parse_set(args.set)
@@ -226,6 +251,7 @@ def cmd_run(args) -> int:
         return EXIT_CONFIG
     try:
         run_config = _run_config(args)
+        _use_path(user_task_path(run_config))  # a task module of the user's: found here and in every process
         cfg, run_name, out = check_locally(run_config)
         lock = _hold_run_name(out)
     except (ConfigError, ValueError, OSError) as exc:

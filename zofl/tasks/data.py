@@ -387,7 +387,12 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     """Fetch ``name`` with torchvision into ``data_dir`` and write ``<name>.npz`` (needs a network)."""
     if name == "covtype":
         return download_covtype(data_dir)
-    import torchvision  # imported lazily: only this path needs it
+    from .torch_task import MissingExtra, require
+
+    try:
+        torchvision = require("torchvision", f"downloading {name!r}")  # lazily: only this path needs it
+    except MissingExtra as exc:
+        raise DataError(f"{exc}; or convert the original files you have: zofl data get {name} --from FOLDER") from exc
 
     cls = {"mnist": torchvision.datasets.MNIST, "fashion_mnist": torchvision.datasets.FashionMNIST,
            "cifar10": torchvision.datasets.CIFAR10}[name]
