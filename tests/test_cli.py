@@ -91,6 +91,35 @@ def test_progress_reads_only_whole_records(tmp_path):
     assert (p.seen, p.last["round"]) == (2, 1)
 
 
+def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, capsys):
+    """Redirected output gets a line every tenth of the run and no carriage returns; FedNest's bar counts the
+    communication rounds its summary gives in brackets, AFBO's the server steps."""
+    import json
+
+    from zofl.cli import _Progress, progress_unit
+    from zofl.config import parse_config
+
+    f = tmp_path / "rounds.jsonl"
+    f.write_text("".join(json.dumps({"round": k, "test_acc": 0.5, "test_loss": 1.0}) + "\n" for k in range(21)))
+    p = _Progress(f, 20, quiet=False, unit="rounds", tty=False)
+    p.close()
+    out = capsys.readouterr().out
+    assert "\r" not in out and out.count("zofl run: ") == 10 and "zofl run: 20/20 rounds, round 20: test acc 0.5000" in out
+    fednest = parse_config({"strategy": "fednest", "task": "hyper-cleaning"})
+    assert progress_unit(fednest, 220) == "communication rounds" and progress_unit(fednest, 20) == "rounds"
+    afbo = parse_config({"strategy": "afbo", "engine": "async", "task": "hyper-cleaning"})
+    assert progress_unit(afbo, 120) == "server steps"
+
+
+def test_a_summary_gives_rounds_and_the_records_they_take():
+    from zofl.core.run import progress_unit
+
+    assert progress_unit(20, 20, "communication rounds") == "20 rounds"
+    assert progress_unit(20, 220, "communication rounds") == "20 rounds (220 communication rounds)"
+    assert progress_unit(20, 20, "server steps", "updates") == "20 updates"
+    assert progress_unit(20, 120, "server steps", "updates") == "20 rounds (120 server steps)"
+
+
 # -- issue 30: one-line errors, exit 2, before any work ------------------------------------------
 
 def _refused(capsys, argv, match):
