@@ -91,6 +91,35 @@ def test_progress_reads_only_whole_records(tmp_path):
     assert (p.seen, p.last["round"]) == (2, 1)
 
 
+def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, capsys):
+    """Redirected output gets a line every tenth of the run and no carriage returns; FedNest's bar counts the
+    communication rounds its summary gives in brackets, AFBO's the server steps."""
+    import json
+
+    from zofl.cli import _Progress, progress_unit
+    from zofl.config import parse_config
+
+    f = tmp_path / "rounds.jsonl"
+    f.write_text("".join(json.dumps({"round": k, "test_acc": 0.5, "test_loss": 1.0}) + "\n" for k in range(21)))
+    p = _Progress(f, 20, quiet=False, unit="rounds", tty=False)
+    p.close()
+    out = capsys.readouterr().out
+    assert "\r" not in out and out.count("zofl run: ") == 10 and "zofl run: 20/20 rounds, round 20: test acc 0.5000" in out
+    fednest = parse_config({"strategy": "fednest", "task": "hyper-cleaning"})
+    assert progress_unit(fednest, 220) == "communication rounds" and progress_unit(fednest, 20) == "rounds"
+    afbo = parse_config({"strategy": "afbo", "engine": "async", "task": "hyper-cleaning"})
+    assert progress_unit(afbo, 120) == "server steps"
+
+
+def test_a_summary_gives_rounds_and_the_records_they_take():
+    from zofl.core.run import progress_unit
+
+    assert progress_unit(20, 20, "communication rounds") == "20 rounds"
+    assert progress_unit(20, 220, "communication rounds") == "20 rounds (220 communication rounds)"
+    assert progress_unit(20, 20, "server steps", "updates") == "20 updates"
+    assert progress_unit(20, 120, "server steps", "updates") == "20 rounds (120 server steps)"
+
+
 # -- issue 30: one-line errors, exit 2, before any work ------------------------------------------
 
 def _refused(capsys, argv, match):
@@ -328,3 +357,101 @@ def test_zofl_run_warns_when_real_sleeps_meet_fewer_clientapps_at_once_than_clie
     assert "at most 5 of the 10" in concurrency_warning(sleeps, 10, 2, cores=8)  # Ray: 10 CPUs / 2 per client
     assert concurrency_warning(sleeps, 10, 1, cores=6) is None  # 10 threads, 10 Ray CPUs
     assert concurrency_warning(parse_config({"num-clients": 10}), 1, 1, cores=1) is None  # no real sleeps
+
+
+def test_zofl_compare_help_names_the_command_the_user_typed(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: zofl compare ")
+
+
+def test_flowers_final_results_show_the_recorded_test_metrics(tmp_path, caplog):
+    """Flower's "Final results" (its server-side evaluation) hold each round's recorded test metrics, not {}."""
+    import logging
+
+    from zofl.inprocess import run_inprocess
+    from zofl.results import read_rounds
+
+    caplog.set_level(logging.INFO, logger="flwr")
+    d, _ = run_inprocess({"strategy": "fedavg", "num-rounds": 2, "num-clients": 3, "beta": 1.0, "tau": 1.0,
+                          "output-dir": str(tmp_path), "run-name": "r", "checkpoint-every": 0}, workers=0)
+    acc = read_rounds(d)[-1]["test_acc"]
+    text = caplog.text
+    assert "ServerApp-side Evaluate Metrics" in text and f"'test_acc': '{acc:.4e}'" in text, text[-1500:]
+
+
+
+def test_run_out_is_the_output_dir_made_absolute(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from zofl.cli import _run_config
+
+    monkeypatch.chdir(tmp_path)
+    args = SimpleNamespace(set=[], strategy=None, rounds=None, clients=None, out="runs")
+    assert _run_config(args)["output-dir"] == str(tmp_path / "runs")
+    args.set = ["output-dir=/elsewhere"]
+    with pytest.raises(ValueError, match="--out .* and --set output-dir='/elsewhere' disagree"):
+        _run_config(args)
+
+
+def test_deploy_local_writes_its_results_under_its_folder(tmp_path, monkeypatch, capsys):
+    """`python -m zofl.deploy local DIR`: the run-config's output-dir defaults to DIR/results (the deployment
+    itself is replaced here: this is about where results go; tests/test_deploy.py runs real deployments)."""
+    import contextlib
+    import json
+
+    import zofl.deploy as deploy
+
+    seen = {}
+
+    @contextlib.contextmanager
+    def fake_deployment(workdir, n, tls=True):
+        class Dep:
+            def run(self, run_config, capture=False):
+                seen.update(run_config)
+                folder = Path(run_config["output-dir"]) / run_config["run-name"]
+                folder.mkdir(parents=True)
+                (folder / "summary.json").write_text(json.dumps({"failure": None}))
+                return SimpleNamespace(returncode=0)
+        yield Dep()
+
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(deploy, "local_deployment", fake_deployment)
+    assert deploy.main(["local", str(tmp_path / "dep"), "--run-config", "num-rounds=1"]) == 0
+    assert seen["output-dir"] == str(tmp_path / "dep" / "results")
+    assert f"results in {tmp_path / 'dep' / 'results'}" in capsys.readouterr().out
+
+
+def test_a_task_of_the_users_is_found_from_their_folder(tmp_path, monkeypatch):
+    """`zofl run --set task=mymodels:TASK` in the model's folder, a relative PYTHONPATH, or the task as a file:
+    the folders every process of the run needs are absolute (the real run: tests/test_flower_e2e.py)."""
+    from zofl.cli import user_task_path
+
+    (tmp_path / "mymodels.py").write_text("")
+    (tmp_path / "lib").mkdir()
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert user_task_path({"task": "mymodels:TASK"}, cwd=str(tmp_path)) == [str(tmp_path)]
+    assert user_task_path({"task": "softmax"}, cwd=str(tmp_path)) == []  # the folder is added only for its task
+    monkeypatch.setenv("PYTHONPATH", "lib")
+    assert user_task_path({"task": "other:TASK"}, cwd=str(tmp_path)) == [str(tmp_path / "lib")]
+    cfg = {"task": "mymodels.py:TASK"}
+    assert user_task_path(cfg, cwd=str(tmp_path)) == [str(tmp_path / "lib")] and \
+        cfg["task"] == f"{tmp_path / 'mymodels.py'}:TASK"
+
+
+def test_a_task_given_as_a_file_runs(tmp_path):
+    from zofl.config import ConfigError
+    from zofl.inprocess import run_inprocess
+    from zofl.setup import prepare
+
+    (tmp_path / "mytask.py").write_text("from zofl.tasks import SoftmaxTask\n\n\nclass Mine(SoftmaxTask):\n    pass\n")
+    d, x = run_inprocess({"task": f"{tmp_path / 'mytask.py'}:Mine", "num-rounds": 1, "output-dir": str(tmp_path),
+                          "run-name": "file"}, workers=0)
+    assert x.size == 64 * 10  # digits: 64 features x 10 classes
+    with pytest.raises(ConfigError, match="cannot be imported: no such file: .*nothere.py"):
+        prepare({"task": f"{tmp_path / 'nothere.py'}:Mine"})
+    (tmp_path / "broken.py").write_text("def (:\n")
+    with pytest.raises(ConfigError, match="cannot be imported: SyntaxError"):
+        prepare({"task": f"{tmp_path / 'broken.py'}:Mine"})

@@ -259,3 +259,28 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
     cfg = {"num-rounds": 30, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "ref"}
     d, _ = run_inprocess(cfg, workers=0)
     assert losses(read_rounds(folder)) == losses(read_rounds(d))
+
+
+def test_the_torch_example_runs_from_the_models_folder_as_documented(tmp_path):
+    """docs/usage.md's "Bring your own torch model" as a user runs it: its code in mymodels.py in the current
+    folder, its command typed there (the `zofl` console script, no PYTHONPATH), shortened to 2 rounds of 3
+    clients: the server's check and every client (Ray's workers, in other folders) import the module."""
+    import os
+    import re
+    import shlex
+    import sys
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text()
+    code = re.search(r"## Bring your own torch model.*?```python\n(.*?)\n```", doc, re.S).group(1)
+    command = re.search(r"then `(zofl run [^`]*)`", doc).group(1)
+    (tmp_path / "mymodels.py").write_text(code)
+    args = [*shlex.split(command)[2:], "--rounds", "2", "--clients", "3", "--quiet", "--out", "runs", "--set",
+            "run-name=byo", "beta=1.0"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([str(Path(sys.executable).parent / "zofl"), "run", *args], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    rec = read_rounds(tmp_path / "runs" / "byo")
+    assert [r["participants"] for r in rec] == [0, 3, 3] and rec[-1]["test_acc"] > rec[0]["test_acc"]
+    assert json.loads((tmp_path / "runs" / "byo" / "config.json").read_text())["task"] == "mymodels:TASK"
+    assert not left_behind()

@@ -59,11 +59,11 @@ def check_locally(run_config: dict[str, Any]):
     from .config import config_warnings
     from .server_app import make_run
 
-    cfg, _, writer = make_run(run_config)
+    cfg, method, writer = make_run(run_config)
     writer.close()
     for warning in config_warnings(cfg):
         print(f"zofl run: warning: {warning}", file=sys.stderr)
-    return cfg, writer.dir.name, writer.dir
+    return cfg, writer.dir.name, writer.dir, method.communication_rounds()  # records rounds.jsonl will hold
 
 
 def concurrency_warning(cfg, ray_cpus: int | None, cpus_per_client: int, cores: int) -> str | None:
@@ -83,23 +83,26 @@ def concurrency_warning(cfg, ray_cpus: int | None, cpus_per_client: int, cores: 
             f"(docs/results/afbo_wallclock)")
 
 
-def _total_rounds(cfg) -> int | None:
-    """Communication rounds the records will count (None where a method's phases make it vary)."""
-    from .methods import METHODS
-
-    return None if METHODS[cfg.strategy].server.phased or cfg.engine == "async" else cfg.num_rounds
+def progress_unit(cfg, records: int) -> str:
+    """The unit of the records the progress counts: the summary's (``zofl.core.run.progress_unit``), the one
+    in its brackets where the records are not num-rounds (FedNest's communication rounds, AFBO's steps)."""
+    if records == cfg.num_rounds:
+        return "updates" if cfg.engine == "async" else "rounds"
+    return "server steps" if cfg.engine == "async" else "communication rounds"
 
 
 class _Progress:
-    """Follows <results>/rounds.jsonl as the ServerApp writes it: round, accuracy, loss, ETA."""
+    """Follows <results>/rounds.jsonl as the ServerApp writes it: records, accuracy, loss, ETA. On a terminal a
+    tqdm bar; otherwise (a file, a pipe) a plain line every tenth of the run, no carriage returns."""
 
-    def __init__(self, path: Path, total: int | None, quiet: bool):
+    def __init__(self, path: Path, total: int, quiet: bool, unit: str = "rounds", tty: bool | None = None):
         from tqdm import tqdm
 
-        self.path, self.seen, self.t0 = path, 0, time.monotonic()
-        self.bar = tqdm(total=total, unit="round", disable=quiet, file=sys.stdout, dynamic_ncols=True,
-                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed}<{remaining}]{postfix}"
-                        if total else "{desc}{n_fmt} rounds [{elapsed}]{postfix}")
+        self.path, self.seen, self.t0, self.total, self.unit = path, 0, time.monotonic(), total, unit
+        self.lines = not quiet and not (sys.stdout.isatty() if tty is None else tty)
+        self.done, self.every = 0, max(1, total // 10)
+        self.bar = tqdm(total=total, unit="record", disable=quiet or self.lines, file=sys.stdout, dynamic_ncols=True,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}]{postfix}")
         self.last: dict[str, Any] = {}
 
     def poll(self) -> None:
@@ -121,22 +124,55 @@ class _Progress:
             self.last = rec
             if rec.get("round", 0) > 0:
                 self.bar.update(1)
+                self.done += 1
+                if self.lines and (self.done % self.every == 0 or self.done == self.total):
+                    print(f"zofl run: {self.done}/{self.total} {self.unit}, {self._metrics()} "
+                          f"[{time.monotonic() - self.t0:.0f} s]", flush=True)
         if new:
-            acc, loss = self.last.get("test_acc"), self.last.get("test_loss")
-            self.bar.set_postfix_str(f"round {self.last.get('round')}: test acc "
-                                     f"{'n/a' if acc is None else f'{acc:.4f}'}, loss "
-                                     f"{'n/a' if loss is None else f'{loss:.4f}'}")
+            self.bar.set_postfix_str(self._metrics())
+
+    def _metrics(self) -> str:
+        acc, loss = self.last.get("test_acc"), self.last.get("test_loss")
+        return (f"round {self.last.get('round')}: test acc {'n/a' if acc is None else f'{acc:.4f}'}, loss "
+                f"{'n/a' if loss is None else f'{loss:.4f}'}")
 
     def close(self) -> None:
         self.poll()
         self.bar.close()
 
 
+def user_task_path(run_config: dict[str, Any], cwd: str | None = None) -> list[str]:
+    """A task of the user's, named from the folder they run ``zofl run`` in, is found by the check here and by
+    every process of the run (the SuperLink, Ray's workers: other folders): a 'file.py:attr' task gets an
+    absolute path; the entries of PYTHONPATH are made absolute; the current folder is added when the task's
+    module lies there (as ``python -m`` would). Returns the folders to put first on sys.path and PYTHONPATH."""
+    cwd = cwd or os.getcwd()
+    task = str(run_config.get("task", ""))
+    module, _, attr = task.rpartition(":")
+    if module.endswith(".py"):
+        run_config["task"] = f"{Path(cwd, module).expanduser().resolve()}:{attr}"
+    given = [os.path.abspath(os.path.join(cwd, p)) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    top = module.partition(".")[0]
+    here = [cwd] if top and not module.endswith(".py") and \
+        (Path(cwd, f"{top}.py").is_file() or Path(cwd, top, "__init__.py").is_file()) else []
+    return list(dict.fromkeys([*here, *given]))
+
+
+def _use_path(folders: list[str]) -> None:
+    for folder in reversed(folders):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    if folders:
+        os.environ["PYTHONPATH"] = os.pathsep.join(folders)
+
+
 def _run_config(args) -> dict[str, Any]:
     """--set KEY=VALUE ... with the shorthands; a shorthand and --set of the same key must agree."""
     run_config = _parse_set(args.set)
+    out = getattr(args, "out", None)
     for flag, key, value in (("--strategy", "strategy", args.strategy), ("--rounds", "num-rounds", args.rounds),
-                             ("--clients", "num-clients", args.clients)):
+                             ("--clients", "num-clients", args.clients),
+                             ("--out", "output-dir", None if out is None else str(Path(out).expanduser().resolve()))):
         if value is None:
             continue
         if key in run_config and run_config[key] != value:
@@ -224,7 +260,8 @@ def cmd_run(args) -> int:
         return EXIT_CONFIG
     try:
         run_config = _run_config(args)
-        cfg, run_name, out = check_locally(run_config)
+        _use_path(user_task_path(run_config))  # a task module of the user's: found here and in every process
+        cfg, run_name, out, records = check_locally(run_config)
         lock = _hold_run_name(out)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"zofl run: error: {exc}", file=sys.stderr)
@@ -235,20 +272,22 @@ def cmd_run(args) -> int:
         print(f"zofl run: warning: {warning}", file=sys.stderr)
     try:
         run_config["run-name"] = run_name
-        return _run(args, cfg, run_config, out)
+        return _run(args, cfg, run_config, out, records)
     finally:
         unlock_folder(lock)
 
 
-def _run(args, cfg, run_config: dict[str, Any], out: Path) -> int:
+def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
     """``flwr run`` on a private SuperLink, progress, then this run's outcome (``_outcome``)."""
     from .launch import flwr_run_command, local_superlink
 
     print(f"zofl run: {cfg.strategy} on {cfg.dataset}, {cfg.num_clients} clients, engine {cfg.engine}; "
           f"results in {out}", flush=True)
+    print(f"zofl run: starting a private SuperLink and Flower's simulation (Ray) with {cfg.num_clients} virtual "
+          f"clients; the first round follows Ray's start (30-60 s)", flush=True)
     before = {name: _stamp(out / name) for name in ("config.json", "summary.json")}
     log_lines: list[str] = []
-    progress = _Progress(out / "rounds.jsonl", _total_rounds(cfg), args.quiet)
+    progress = _Progress(out / "rounds.jsonl", records, args.quiet, unit=progress_unit(cfg, records))
     try:
         with local_superlink() as link:
             federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
@@ -439,6 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", help="shorthand for --set strategy=...")
     run.add_argument("--rounds", type=int, help="shorthand for --set num-rounds=...")
     run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
+    run.add_argument("--out", metavar="DIR", help="results go to DIR/<run-name>/ (shorthand for --set output-dir=DIR, "
+                                                  "made absolute; default ~/zofl-results)")
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                      help="run-config keys (zofl keys, docs/keys.md), e.g. --set dataset=\"mnist\" alpha=0.1")
     run.add_argument("--cpus-per-client", type=cpus, default=1, help="Ray CPUs per ClientApp (default 1)")
@@ -474,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "compare":
         from .compare import main as compare_main
 
-        compare_main(argv[1:])
+        compare_main(argv[1:], prog="zofl compare")
         return 0
     if argv and argv[0] == "deploy":
         from .deploy import main as deploy_main

@@ -603,8 +603,8 @@ def _out_dir(text: str, must_exist: bool) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m zofl.compare", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = "python -m zofl.compare") -> None:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.error = lambda message: _refuse(" ".join(message.split()))  # one line, as every other refusal
     ap.add_argument("grid", help="grid file (TOML)")

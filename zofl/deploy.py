@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="largest request body accepted, in MiB (default %(default)s: three times Flower's "
                          "5 MiB array chunk, the largest body a SuperNode sends; zofl.fleet_proxy says why)")
     loc = sub.add_parser("local", help="SuperLink + N SuperNodes on this machine, one run, then stop")
-    loc.add_argument("dir")
+    loc.add_argument("dir", help="certificates, keys, the SuperLink's state and (unless the run-config sets "
+                                 "output-dir) the results, in DIR/results/<run-name>/")
     loc.add_argument("--supernodes", type=int, default=3)
     loc.add_argument("--insecure", action="store_true", help="no TLS (and so no SuperNode authentication)")
     loc.add_argument("--run-config", default="", help="TOML key=value pairs, as for flwr run")
@@ -334,12 +335,14 @@ def command(args: argparse.Namespace) -> int:
     import tomllib
     run_config = tomllib.loads(args.run_config.replace(" ", "\n")) if args.run_config else {}
     run_config.setdefault("num-clients", args.supernodes)
+    run_config.setdefault("output-dir", str(Path(args.dir).expanduser().resolve() / "results"))
     from .config import parse_config
     from .results import default_run_name
 
     cfg = parse_config(run_config)  # a bad key: an error now, before any process starts
     run_config.setdefault("run-name", default_run_name(cfg.strategy, cfg.dataset))  # to find its summary
     summary = Path(cfg.output_dir).expanduser() / run_config["run-name"] / "summary.json"
+    print(f"python -m zofl.deploy local: results in {summary.parent}", flush=True)
     with local_deployment(args.dir, args.supernodes, tls=not args.insecure) as dep:
         res = dep.run(run_config, capture=False)
     # `flwr run` exits 0 for a run that failed in the SuperLink: the run's own summary says how it went

@@ -119,11 +119,14 @@ def floats(text: str, ok: Callable[[float], bool]) -> bool:
 
 
 def task_name(v: str) -> bool:
-    """A name (load_task checks it against the built-in ones), or 'package.module:attr' of identifiers:
-    an import path that is relative ('..x:y') or empty (':y') cannot be imported and is no task."""
+    """A name (load_task checks it against the built-in ones), 'package.module:attr' of identifiers, or
+    'path/to/file.py:attr': an import path that is relative ('..x:y') or empty (':y') cannot be imported
+    and is no task."""
     if ":" not in v:
         return bool(v.strip())
-    module, _, attr = v.partition(":")
+    module, _, attr = v.rpartition(":")
+    if module.endswith(".py"):
+        return len(module) > 3 and attr.isidentifier()
     return all(part.isidentifier() for part in module.split(".")) and attr.isidentifier()
 
 
@@ -158,7 +161,7 @@ class Run(Settings):
     engine: str = key("sync", f"one of {ENGINES}",
         "sync: Flower's Message API; legacy: Flower's legacy Strategy API (same numbers); async: updates "
         "applied as replies arrive (fedbuff)", "run", choice(*ENGINES))
-    task: str = key("softmax", "a built-in task name (softmax) or 'package.module:attr'",
+    task: str = key("softmax", "a built-in task name (softmax), 'package.module:attr' or 'path/to/file.py:attr'",
         "data + model + loss plug-in (zofl.tasks)", "paper", lambda v: task_name(v))
     dataset: str = key("digits", f"one of {DATASETS}",
         "dataset of the built-in tasks; digits ships with scikit-learn (offline default)", "run", choice(*DATASETS))

@@ -8,7 +8,7 @@ from .config import Config, ConfigError, parse_config
 from .core.method import BILEVEL, HYPERGRAD, MODEL
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
-from .tasks.data import DataFileError, file_stamp
+from .tasks.data import DataFileError, SplitError, file_stamp
 
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
 NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a task, and its words for the error
@@ -50,8 +50,10 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         task.check(spec)
     except DataFileError as exc:  # the file itself: its message starts with the path
         raise ConfigError(f"run-config key 'data-dir' (dataset {cfg.dataset!r}): {exc}") from exc
-    except (DataError, ValueError) as exc:
-        raise ConfigError(f"run-config keys 'dataset'/'data-dir'/'num-clients'/'alpha': {exc}") from exc
+    except SplitError as exc:  # the file is fine; the split asked of it cannot be made
+        raise ConfigError(f"run-config keys 'num-clients'/'alpha'/'min-partition-size': {exc}") from exc
+    except (DataError, ValueError) as exc:  # no such dataset, or its file is missing
+        raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
     if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
         try:
             task.configure(TaskSettings.of(cfg), spec)

@@ -58,7 +58,7 @@ from .method import Method
 from .policy import allowed_failures, async_windows, failure_message, round_failed
 from .protocol import Failure, Reply, Work
 from .record import failure_fields, reply_fields
-from .run import Run
+from .run import Run, progress_unit
 from .sampling import available, away, per_client
 
 log = logging.getLogger("zofl")
@@ -341,8 +341,8 @@ class AsyncRun(Run):
 
     def setting(self) -> str:
         cfg = self.cfg
-        return (f"{cfg.num_rounds} updates, m={cfg.num_clients}, alpha={self.method.spec.alpha}, "
-                f"buffer K={self.K}, clock={cfg.clock}")
+        return (f"{progress_unit(cfg.num_rounds, self.total, 'server steps', 'updates')}, m={cfg.num_clients}, "
+                f"alpha={self.method.spec.alpha}, buffer K={self.K}, clock={cfg.clock}")
 
     # -- checkpoint and exact resume --------------------------------------------------------
     def checkpoint_extra(self) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from .method import Method, RoundPlan  # noqa: F401  (RoundPlan: the engines imp
 from .policy import round_failed
 from .protocol import Failure, Reply
 from .record import failure_fields, reply_fields
-from .run import Run
+from .run import Run, progress_unit
 from .sampling import round_available, sample_round
 
 log = logging.getLogger("zofl")
@@ -157,4 +157,5 @@ class SyncRun(Run):
 
     def setting(self) -> str:
         cfg = self.cfg
-        return f"{cfg.num_rounds} rounds, m={cfg.num_clients}, alpha={self.method.spec.alpha}, beta={cfg.beta}"
+        return f"{progress_unit(cfg.num_rounds, self.total, 'communication rounds')}, m={cfg.num_clients}, " \
+               f"alpha={self.method.spec.alpha}, beta={cfg.beta}"

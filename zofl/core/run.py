@@ -30,6 +30,13 @@ from .summary import add_pending, fmt, outlier_fields, summarize, summary_lines
 log = logging.getLogger("zofl")
 
 
+def progress_unit(rounds: int, records: int, record_unit: str, unit: str = "rounds") -> str:
+    """How a run's length reads in its summary (and in ``zofl run``'s progress): num-rounds ``rounds`` records
+    of ``unit`` (a round, or an asynchronous update), or, when a round takes several records, that many rounds
+    and the records (FedNest's and FedRZO_bl's communication rounds, AFBO's server steps)."""
+    return f"{rounds} {unit}" if records == rounds else f"{rounds} rounds ({records} {record_unit})"
+
+
 def resume_point(writer, method: Method, total: int):
     """What a resume of ``writer.dir`` continues from: the checked checkpoint (round, wall_s, state,
     extras), or None for a fresh start (no records yet, or a run stopped before its first checkpoint

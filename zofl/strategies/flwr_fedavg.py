@@ -69,6 +69,7 @@ class FlowerFedAvg(MessageFedAvg):
 
     configure_evaluate = MessageStrategy.configure_evaluate
     serve = MessageStrategy.serve
+    recorded = MessageStrategy.recorded
 
 
 class LegacyFlowerFedAvg(LegacyFedAvg):

@@ -18,6 +18,7 @@ from flwr.serverapp import Grid
 
 from ..core.protocol import Failure
 from ..core.rounds import RoundPlan, SyncRun
+from .message import recorded_metrics
 from .wire import error_kind, reply_from_numpy, work_to_numpy
 
 
@@ -75,7 +76,12 @@ class LegacyStrategy(LegacyAPIStrategy):
         return None, {}
 
     def evaluate(self, server_round, parameters):
-        return None  # the round record is written by SyncRun.complete
+        """Flower's centralised evaluation: the test loss and accuracy the round's record already holds (the
+        record is written by SyncRun.complete), for Flower's History and its summary."""
+        metrics = recorded_metrics(self.run)
+        if metrics is None or "test_loss" not in metrics:
+            return None
+        return float(metrics["test_loss"]), {k: float(v) for k, v in metrics.items() if k != "test_loss"}
 
 
 def serve_legacy(grid: Grid, strategy: LegacyAPIStrategy, num_rounds: int, deadline_s: float) -> None:

@@ -57,6 +57,12 @@ class MessageStrategy(Strategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         return None
 
+    def recorded(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        """Flower's server-side evaluation (``evaluate_fn`` of ``Strategy.start``): the test metrics the round's
+        record already holds (``Method.metrics``, computed once), so that Flower's log and its "Final results"
+        show them."""
+        return recorded_metrics(self.run)
+
     def summary(self) -> None:
         log.info("%s: %s, rounds %d..%d", type(self).__name__, self.run.method.title, self.run.offset + 1,
                  self.run.total)
@@ -65,4 +71,11 @@ class MessageStrategy(Strategy):
         """Run the remaining rounds through Flower's ``Strategy.start``."""
         self.grid = DeadlineGrid(grid)
         self.start(self.grid, array_record({"x": self.run.x}), num_rounds=len(self.run.pending_rounds()),
-                   timeout=self.run.cfg.round_deadline_s or None)
+                   timeout=self.run.cfg.round_deadline_s or None, evaluate_fn=self.recorded)
+
+
+def recorded_metrics(run) -> MetricRecord | None:
+    """The newest record's test accuracy and loss (those it has: a NaN is written as null)."""
+    rec = run.writer.records[-1] if run.writer.records else {}
+    metrics = {k: float(rec[k]) for k in ("test_acc", "test_loss") if rec.get(k) is not None}
+    return MetricRecord(metrics) if metrics else None

@@ -8,6 +8,9 @@ called: ``task = "os:abort"`` is refused, not run.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from pathlib import Path
 
 from .base import DataSpec, SplitTask, Task, evaluate
 from .bilevel import BILEVEL_REQUIRED, BilevelTask, ClientProblem, FairReluTask, HyperLogisticTask, is_bilevel
@@ -58,17 +61,43 @@ def _make(name: str, factory) -> Task:
         raise TaskError(f"task {name!r} cannot be made without arguments: {type(exc).__name__}: {exc}") from exc
 
 
+def _module_from_file(path: str):
+    """The module in the file ``path`` (a task given as 'path/to/file.py:attr'), imported once per process
+    under its file name's stem; a relative path is relative to the current folder (``zofl run`` makes it
+    absolute, so that every process of the run finds the same file)."""
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise ImportError(f"no such file: {file}")
+    name = f"zofl_task_{file.stem}"
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(file):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def load_task(name: str) -> Task:
     """The task named ``name``; raises TaskError naming the key ``task`` and what is allowed."""
     if name in TASKS:
         return TASKS[name]()
     if ":" not in name:
-        raise TaskError(f"task must be one of {sorted(TASKS)} or an import path 'package.module:attr', got {name!r}")
-    module_name, _, attr = name.partition(":")
+        raise TaskError(f"task must be one of {sorted(TASKS)}, an import path 'package.module:attr' or "
+                        f"'path/to/file.py:attr', got {name!r}")
+    module_name, _, attr = name.rpartition(":")
     try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        module = _module_from_file(module_name) if module_name.endswith(".py") else \
+            importlib.import_module(module_name)
+        obj = getattr(module, attr)
+    except (ImportError, AttributeError, OSError) as exc:
         raise TaskError(f"task {name!r} cannot be imported: {exc}") from exc
+    except Exception as exc:  # the module itself raised (a SyntaxError, its own checks)
+        raise TaskError(f"task {name!r} cannot be imported: {type(exc).__name__}: {exc}") from exc
     protocols = (f"the methods {list(REQUIRED)} of zofl.tasks.base.Task (or {list(BILEVEL_REQUIRED)} of "
                  f"zofl.tasks.bilevel.BilevelTask, or {list(HYPERGRAD_REQUIRED)} of zofl.tasks.hypergrad)")
     if isinstance(obj, type):  # a class: checked before it is instantiated

@@ -18,7 +18,17 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .data import NUM_CLASSES, NUM_FEATURES, ArrayData, DataError, check_available, load_pooled, make_splits, take
+from .data import (
+    NUM_CLASSES,
+    NUM_FEATURES,
+    ArrayData,
+    DataError,
+    SplitError,
+    check_available,
+    load_pooled,
+    make_splits,
+    take,
+)
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,7 @@ class SplitTask:
         except DataError:
             raise
         except ValueError as exc:  # the Dirichlet draw gave up
-            raise DataError(
+            raise SplitError(
                 f"cannot split {spec.dataset!r} over num-clients={spec.num_clients} with alpha={spec.alpha} so that "
                 f"every client holds min-partition-size={spec.min_partition_size} examples ({exc}); lower "
                 f"min-partition-size or num-clients, or raise alpha") from exc

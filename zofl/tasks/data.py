@@ -45,6 +45,11 @@ class DataError(ValueError):
     """A dataset cannot be found or built; the message says how to get it."""
 
 
+class SplitError(DataError):
+    """The run's split cannot be made (the Dirichlet draw cannot give every client min-partition-size
+    examples): a matter of num-clients, alpha and min-partition-size, not of the file."""
+
+
 class DataFileError(DataError):
     """A data file is unusable (not a .npz, corrupt, absurd sizes, bad arrays); the message starts with
     the file's path. A caller reporting it should name the file, not run-config keys such as alpha."""
@@ -382,7 +387,12 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     """Fetch ``name`` with torchvision into ``data_dir`` and write ``<name>.npz`` (needs a network)."""
     if name == "covtype":
         return download_covtype(data_dir)
-    import torchvision  # imported lazily: only this path needs it
+    from .torch_task import MissingExtra, require
+
+    try:
+        torchvision = require("torchvision", f"downloading {name!r}")  # lazily: only this path needs it
+    except MissingExtra as exc:
+        raise DataError(f"{exc}; or convert the original files you have: zofl data get {name} --from FOLDER") from exc
 
     cls = {"mnist": torchvision.datasets.MNIST, "fashion_mnist": torchvision.datasets.FashionMNIST,
            "cifar10": torchvision.datasets.CIFAR10}[name]

@@ -16,9 +16,14 @@ Built in: ``torch-softmax`` (the paper's linear softmax without bias, the same n
 Fashion-MNIST, CIFAR-10, digits; input shape from the number of features). The run-config key
 ``device`` picks ``cpu`` or ``cuda``. Computation is in float32 by default (``dtype``); the numpy
 vector stays float64.
+
+torch is an optional extra (``pip install -e '.[torch]'``): the default job and every numpy task run
+without it, and a torch task asked for without it stops before round 1 naming the extra
+(``require``).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Callable
 
@@ -27,6 +32,19 @@ import numpy as np
 from .base import SplitTask
 
 IMAGE_SHAPES = {784: (1, 28, 28), 3072: (3, 32, 32), 64: (1, 8, 8)}  # MNIST / Fashion-MNIST, CIFAR-10, digits
+INSTALL_EXTRA = "pip install -e '.[torch]' in the project's folder (or pip install 'zofl[torch]')"
+
+
+class MissingExtra(ValueError):
+    """An optional dependency (torch, torchvision) that this install lacks; the message names the extra."""
+
+
+def require(module: str, what: str):
+    """``module`` imported, or MissingExtra saying that ``what`` needs it and how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(f"{what} needs {module}, which is not installed: {INSTALL_EXTRA}") from exc
 
 
 def image_shape(num_features: int) -> tuple[int, int, int]:
@@ -73,7 +91,7 @@ class TorchTask(SplitTask):
     def configure(self, settings, spec) -> None:
         """Called by ``zofl.setup.prepare`` in every process (server and clients) once the run-config
         is known: the ``device`` (cuda must be present) and the module, sized from the data."""
-        import torch
+        torch = require("torch", f"task {type(self).__name__} (a torch task)")
 
         if settings.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("run-config key 'device': 'cuda' asked for, but torch sees no CUDA device here")

@@ -1,0 +1,64 @@
+"""torch is an optional extra: the default job runs without it, and a torch task or a torchvision download
+asked for without it stops before any work with one line naming the extra. torch is hidden from a fresh
+interpreter here (a finder first on sys.meta_path makes every import of it fail, as on a light install; the
+real light install is measured in the README's figures)."""
+import subprocess
+import sys
+import textwrap
+
+HIDE = textwrap.dedent("""
+    import importlib.abc, importlib.machinery, sys
+    class Absent(importlib.abc.Loader):  # found (other libraries only probe for it), but never importable
+        def create_module(self, spec):
+            raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+        def exec_module(self, module):
+            pass
+    class Hide(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.partition(".")[0] in ("torch", "torchvision"):
+                return importlib.machinery.ModuleSpec(name, Absent())
+    sys.meta_path.insert(0, Hide())
+""")
+
+
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", HIDE + textwrap.dedent(code)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_default_job_runs_without_torch_and_never_imports_it(tmp_path):
+    res = _python(f"""
+        from zofl.inprocess import run_inprocess
+        run_inprocess({{"num-rounds": 2, "output-dir": "{tmp_path}", "run-name": "light"}}, workers=0)
+        assert "torch" not in sys.modules, "something imported torch"
+        print("ok")
+    """, tmp_path)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-2000:]
+
+
+def test_a_torch_task_without_torch_names_the_extra(tmp_path):
+    res = _python("""
+        from zofl.config import ConfigError
+        from zofl.setup import prepare
+        try:
+            prepare({"task": "cnn", "strategy": "fedavg"})
+        except ConfigError as exc:
+            print(exc)
+    """, tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == ("run-config key 'task': task CNNTask (a torch task) needs torch, which is not "
+                                  "installed: pip install -e '.[torch]' in the project's folder (or pip install "
+                                  "'zofl[torch]')")
+
+
+def test_a_download_without_torchvision_names_the_extra_and_the_offline_way(tmp_path):
+    res = _python(f"""
+        from zofl.tasks.data import DataError, download_npz
+        try:
+            download_npz("mnist", "{tmp_path}")
+        except DataError as exc:
+            print(exc)
+    """, tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "downloading 'mnist' needs torchvision" in res.stdout and ".[torch]" in res.stdout
+    assert "zofl data get mnist --from FOLDER" in res.stdout
