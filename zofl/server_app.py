@@ -89,4 +89,8 @@ def main(grid: Grid, context: Context) -> None:
         flwr_log(ERROR, "Invalid run-config, nothing was run: %s", exc)
         raise
     with writer:
-        serve(grid, cfg, method, writer)
+        try:
+            serve(grid, cfg, method, writer)
+        except ConfigError as exc:  # e.g. fewer SuperNodes than num-clients: the fix in one line, first
+            flwr_log(ERROR, "The run cannot go on: %s", exc)
+            raise
