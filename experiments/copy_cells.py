@@ -4,16 +4,19 @@
 
 A cell's folder name is a hash of its run-config (zofl.compare.cell_id), so a grid that repeats some
 of another grid's cells (e.g. one widened past its edge) can start from them: the runner then runs
-only the cells NEW lacks. Prints how many were copied and how many are left to run.
+only the cells NEW lacks. A cell of a packed OLD (its records in OLD/rounds.parquet, zofl.packed)
+is copied with its records written back out as rounds.jsonl. Prints how many were copied and how many are left to run.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tomllib
 from pathlib import Path
 
 from zofl.compare import cell_id, expand_grid
+from zofl.packed import packed_records
 
 
 def main() -> None:
@@ -26,6 +29,9 @@ def main() -> None:
         src, dst = old / "cells" / cell_id(cell), new / "cells" / cell_id(cell)
         if (src / "summary.json").exists() and not dst.exists():
             shutil.copytree(src, dst)
+            packed = None if (dst / "rounds.jsonl").exists() else packed_records(src)
+            if packed is not None:  # a packed study's cell: its records from OLD/rounds.parquet
+                (dst / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in packed))
             copied += 1
     print(f"copied {copied} finished cells from {old}; {len(cells)} in {grid}, "
           f"{sum(not (new / 'cells' / cell_id(c) / 'summary.json').exists() for c in cells)} left to run")

@@ -18,6 +18,7 @@ import matplotlib
 import numpy as np
 from report_common import band  # a module beside this script
 
+from zofl.results import read_rounds
 from zofl.stats import fmt_interval, paired
 
 matplotlib.use("Agg")
@@ -31,7 +32,7 @@ def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
         if not (cell / "summary.json").exists():
             continue
         cfg = json.loads((cell / "config.json").read_text())
-        recs = [json.loads(line) for line in (cell / "rounds.jsonl").read_text().splitlines() if line.strip()]
+        recs = read_rounds(cell)  # rounds.jsonl, or the study's rounds.parquet
         H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
         by_h[H].append((cfg, recs))
     return dict(sorted(by_h.items()))

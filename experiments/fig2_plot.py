@@ -5,10 +5,12 @@ one panel per (alpha, beta) setting, one figure per dataset.
 
 Writes DIR/fig2_<dataset>.png with two rows of panels: the global objective estimate
 f1 + f2 (the server's loss plus the clients' mean f2 estimate, the paper's "global loss") and the
-test loss; with several seeds, each line is the mean over seeds and the band the seeds' range.
+test loss; with several seeds, each line is the mean over seeds and its band the 95% t interval of
+that mean (the controls' too).
 Writes DIR/fig2_loss.md: per setting and tau, the final test loss and the mean of the last 10% of
 rounds (mean +- 95% t interval over seeds), and the paired differences tau - 20 over the same seeds
-(an interval that contains 0 is below the noise). Only finished cells (in DIR/rounds.csv) are used.
+(an interval that contains 0 is below the noise). Only finished cells are used (their records:
+rounds.jsonl, or the study's rounds.parquet).
 With --controls (experiments/fig2_controls.toml's folder): the controls' test loss drawn in the test-loss
 panels (f1-only: ZO-HFL's server steps with no clients, dashed; x_0 alone, dotted), and each tau's
 paired difference against f1-only on the same seeds: what the clients add to ZO-HFL's own server steps.
@@ -16,14 +18,15 @@ paired difference against f1-only on the same seeds: what the clients add to ZO-
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
 import numpy as np
+from report_common import band
 
+from zofl.packed import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
 matplotlib.use("Agg")
@@ -34,20 +37,21 @@ CONTROLS = {"f1-only": ("k", "--"), "x0-only": ("0.5", ":")}
 
 
 def _read_controls(out: Path | None) -> dict:
-    """dataset -> control strategy -> seed -> [(round, test_loss)] from the controls' rounds.csv."""
+    """dataset -> control strategy -> seed -> [(round, test_loss)] from the controls' finished cells."""
     series: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     cells: dict = defaultdict(set)
     if out is None:
         return series
-    for row in csv.DictReader(open(out / "rounds.csv")):
-        if row["strategy"] in CONTROLS and row["round"] != "0":
-            key = (row["dataset"], row["strategy"], int(row["seed"]))
-            cells[key].add(row["cell"])
-            if len(cells[key]) > 1:
-                sys.exit(f"{out}: more than one {row['strategy']} run for {row['dataset']}, seed {row['seed']}: "
-                         "a Fig. 2 controls folder holds one per dataset and seed")
-            point = (int(row["round"]), float(row["test_loss"]))
-            series[row["dataset"]][row["strategy"]][int(row["seed"])].append(point)
+    for cell, cfg, recs in study_runs(out):
+        if cfg["strategy"] not in CONTROLS:
+            continue
+        key = (cfg["dataset"], cfg["strategy"], int(cfg["seed"]))
+        cells[key].add(cell)
+        if len(cells[key]) > 1:
+            sys.exit(f"{out}: more than one {cfg['strategy']} run for {cfg['dataset']}, seed {cfg['seed']}: "
+                     "a Fig. 2 controls folder holds one per dataset and seed")
+        series[cfg["dataset"]][cfg["strategy"]][int(cfg["seed"])] += [
+            (int(r["round"]), float(r["test_loss"])) for r in recs if r["round"] != 0]
     for by_strategy in series.values():
         for by_seed in by_strategy.values():
             for pts in by_seed.values():
@@ -58,13 +62,11 @@ def _read_controls(out: Path | None) -> dict:
 def _read(out: Path) -> dict:
     """dataset -> (alpha, beta) -> tau -> seed -> [(round, objective, test_loss)] (rounds >= 1, in order)."""
     series: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
-    for row in csv.DictReader(open(out / "rounds.csv")):
-        if row["round"] == "0":
-            continue
-        key = (float(row["alpha"]), float(row["beta"]))
-        obj = float(row["objective"]) if row["objective"] not in ("", "None") else float("nan")
-        series[row["dataset"]][key][float(row["tau"])][int(row["seed"])].append(
-            (int(row["round"]), obj, float(row["test_loss"])))
+    for _, cfg, recs in study_runs(out):
+        key = (float(cfg["alpha"]), float(cfg["beta"]))
+        series[cfg["dataset"]][key][float(cfg["tau"])][int(cfg["seed"])] += [
+            (int(r["round"]), float("nan") if r.get("objective") is None else float(r["objective"]),
+             float(r["test_loss"])) for r in recs if r["round"] != 0]
     for settings in series.values():
         for taus in settings.values():
             for by_seed in taus.values():
@@ -78,20 +80,23 @@ def _plot(out: Path, dataset: str, settings: dict, controls: dict) -> None:
     fig, axes = plt.subplots(2, len(keys), figsize=(4.2 * len(keys), 6.5), squeeze=False)
     for j, (alpha, beta) in enumerate(keys):
         for tau, by_seed in sorted(settings[(alpha, beta)].items()):
-            runs = list(by_seed.values())
+            runs = [by_seed[s] for s in sorted(by_seed)]
             n = min(len(r) for r in runs)
             rounds = [p[0] for p in runs[0][:n]]
             for i, field in ((0, 1), (1, 2)):
-                v = np.array([[p[field] for p in r[:n]] for r in runs])
-                line, = axes[i][j].plot(rounds, v.mean(axis=0), label=f"tau = {tau:g} (n = {len(runs)})")
+                mean, half = band(np.array([[p[field] for p in r[:n]] for r in runs]))
+                line, = axes[i][j].plot(rounds, mean, label=f"tau = {tau:g} (n = {len(runs)})")
                 if len(runs) > 1:
-                    axes[i][j].fill_between(rounds, v.min(axis=0), v.max(axis=0), color=line.get_color(), alpha=0.15)
+                    axes[i][j].fill_between(rounds, mean - half, mean + half, color=line.get_color(), alpha=0.15)
         for name, by_seed in controls.items():
-            runs = list(by_seed.values())
+            runs = [by_seed[s] for s in sorted(by_seed)]
             n = min(len(r) for r in runs)
             color, style = CONTROLS[name]
-            axes[1][j].plot([p[0] for p in runs[0][:n]], np.array([[p[1] for p in r[:n]] for r in runs]).mean(axis=0),
-                            color=color, linestyle=style, label=f"{name} (n = {len(runs)})")
+            mean, half = band(np.array([[p[1] for p in r[:n]] for r in runs]))
+            rounds = [p[0] for p in runs[0][:n]]
+            axes[1][j].plot(rounds, mean, color=color, linestyle=style, label=f"{name} (n = {len(runs)})")
+            if len(runs) > 1:
+                axes[1][j].fill_between(rounds, mean - half, mean + half, color=color, alpha=0.12)
         axes[0][j].set_title(f"{dataset}: alpha = {alpha:g}, beta = {int(100 * beta)}%", fontsize=9)
         axes[0][j].set_ylabel("f1 + f2 estimate")
         axes[1][j].set_ylabel("test loss")
@@ -99,6 +104,7 @@ def _plot(out: Path, dataset: str, settings: dict, controls: dict) -> None:
             axes[i][j].set_xlabel("round")
             axes[i][j].grid(alpha=0.3)
             axes[i][j].legend(fontsize=8)
+    fig.suptitle(f"ZO-HFL, {dataset}: mean over seeds, bands = 95% t interval of the mean", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / f"fig2_{dataset}.png", dpi=110)
     plt.close(fig)
@@ -143,7 +149,7 @@ def _table(series: dict, controls: dict) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path, help="the Fig. 2 grid's results folder (rounds.csv)")
+    ap.add_argument("out", type=Path, help="the Fig. 2 grid's results folder (cells/, rounds.parquet)")
     ap.add_argument("--controls", type=Path, default=None, help="results folder of experiments/fig2_controls.toml")
     args = ap.parse_args()
     out = args.out

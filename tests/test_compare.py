@@ -2,6 +2,7 @@
 import csv
 import re
 
+import pandas as pd
 import pytest
 
 from zofl.compare import cell_id, expand_grid, main
@@ -65,8 +66,9 @@ def test_runner_writes_reports_and_resumes(tmp_path, capsys):
     assert "8 to run" in capsys.readouterr().out
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len(rows) == 8 and {r["strategy"] for r in rows} == {"zohfl", "fedavg"}
-    per_round = list(csv.DictReader(open(out / "rounds.csv")))
-    assert len(per_round) == 8 * 3  # rounds 0..2
+    per_round = pd.read_parquet(out / "rounds.parquet")  # every record beside its cell's config
+    assert len(per_round) == 8 * 3 and sorted(per_round["round"].unique()) == [0, 1, 2]
+    assert set(per_round["cell"]) == {r["cell"] for r in rows} and set(per_round["strategy"]) == {"zohfl", "fedavg"}
     table = (out / "table.md").read_text()
     assert "strategy=fedavg, local-lr=0.05" in table and "(n=2)" in table
     assert len(list((out / "plots").glob("*.png"))) == 2

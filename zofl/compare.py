@@ -24,7 +24,8 @@ the cell on every key its strategy reads (zofl.methods.READ_BY) is finished and 
 interrupted grid continues where it stopped (an unfinished cell starts again; one runner per DIR at a
 time: a second is refused, since it would restart the cells the first is writing). After each cell
 DIR/results.csv (one row per cell: x_0's, the final, best and last-10%-mean test accuracy),
-DIR/rounds.csv (every round of every cell), DIR/table.md (final, last-10%-mean and best test
+DIR/rounds.parquet (every round of every cell beside its config, zofl.packed; ``pandas.read_parquet``
+opens it), DIR/table.md (final, last-10%-mean and best test
 accuracy: mean +- 95% t interval and n over seeds; x_0's accuracy), DIR/paired.md (the [report]
 paired comparisons) and DIR/plots/*.png (test accuracy and
 loss per round, one plot per dataset and setting) are rewritten. ``--parallel 2`` runs two cells at
@@ -51,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import KEY_BY_NAME, ConfigError, parse_config
-from .results import ROUND_FIELDS, FolderBusy, lock_folder, read_rounds, unlock_folder
+from .packed import pack
+from .results import FolderBusy, lock_folder, read_rounds, unlock_folder
 from .stats import fmt_interval, interval, paired, run_figures
 
 REPORT_EVERY_S = 60.0
@@ -254,7 +256,7 @@ def strategy_keys(spec: dict[str, Any]) -> set[str]:
 
 def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str] | None = None,
                   paired: list[str] | None = None, per_strategy: set[str] | None = None) -> list[str]:
-    """results.csv, rounds.csv, table.md, paired.md and plots/ from the finished cells; returns the
+    """results.csv, rounds.parquet, table.md, paired.md and plots/ from the finished cells; returns the
     ids of the cells the failure policy stopped (listed in table.md, left out of every table).
 
     Table columns and plot panels are the grid's settings (``column_keys``, besides strategy and
@@ -281,14 +283,8 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
             w.writerow([d.name, *[full[k] for k in keys], s["rounds"], rec[0]["test_acc"], s["final_test_acc"],
                         s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
                         round(s["total_wall_s"], 2), s["total_local_steps"]])
-    with open(out / "rounds.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        fields = [k for k in ROUND_FIELDS if k != "sampled"]
-        w.writerow(["cell", *keys, *fields])
-        for cell, d, _, rec in finished:
-            full = _full(cell)
-            for r in rec:
-                w.writerow([d.name, *[full[k] for k in keys], *[r[k] for k in fields]])
+    if finished or failed:
+        pack(out)  # rounds.parquet: every record of every cell in DIR, beside its config (zofl.packed)
     cols = [k for k in keys if k in (column_keys or ["dataset", "alpha", "beta"]) and k not in ("strategy", "seed")]
     rows = ["strategy", *[k for k in varying if k not in cols and k != "strategy"]]
     _table(out, finished, rows, cols, failed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 
@@ -54,8 +55,11 @@ def _load(path: Path) -> tuple[list[dict], dict]:
 
     if not path.is_dir():
         raise ValueError(f"{path} is not a folder (a run folder is <output-dir>/<run-name>)")
-    if not (path / "rounds.jsonl").is_file():
-        raise ValueError(f"{path} holds no rounds.jsonl (not a run folder)")
+    from .packed import packed_records
+
+    if not (path / "rounds.jsonl").is_file() and (os.path.lexists(path / "rounds.jsonl") or
+                                                  packed_records(path) is None):
+        raise ValueError(f"{path} holds no rounds.jsonl (not a run folder)")  # nor a packed study's cell
     try:
         rec = read_rounds(path)
     except UnicodeDecodeError:

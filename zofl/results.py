@@ -415,8 +415,14 @@ def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[d
     A line that is not a JSON record raises ``RunFolderError`` naming the file and line; with
     ``check_order`` (a resume: the file is read without following a link) each record must have
     the fields a resume reads back (``record_problem``) and the records must be rounds 0, 1, 2, ...
-    (no gap, no duplicate, in order)."""
+    (no gap, no duplicate, in order). A cell of a packed study (STUDY/rounds.parquet, zofl.packed) whose
+    rounds.jsonl is gone is read from the packed file (not for a resume: ``check_order``)."""
     path = Path(run_dir) / "rounds.jsonl"
+    if not check_order and not os.path.lexists(path):
+        from .packed import packed_records
+        packed = packed_records(run_dir)
+        if packed is not None:
+            return packed
     with (os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)) if check_order else open(path)) as f:
         lines = list(f)
     records = []

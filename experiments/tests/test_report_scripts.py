@@ -2,12 +2,15 @@
 table1_report.py, fedrzo_fig2_plot.py, table1_tuning_report.py, copy_cells.py and zohfl_variants_report.py, run
 as the docs run them (python experiments/NAME.py from the repository)."""
 import csv
+import json
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 from zofl.compare import cell_id, expand_grid, main
+from zofl.packed import pack
+from zofl.results import read_rounds
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
@@ -105,6 +108,18 @@ def test_copy_cells_copies_only_the_grids_finished_cells(tmp_path):
                          check=True, capture_output=True, text=True).stdout
     assert sorted(p.name for p in (new / "cells").iterdir()) == [cell_id(cells[0])]
     assert "copied 1 finished cells" in out and "3 left to run" in out
+    # a packed OLD: the copied cell gets its records back as rounds.jsonl, exactly
+    recs = [{"round": 0, "test_acc": 0.5}, {"round": 1, "test_acc": 0.75, "sampled": [1]}]
+    c2 = old / "cells" / cell_id(cells[2])
+    c2.mkdir()
+    (c2 / "summary.json").write_text("{}")
+    (c2 / "config.json").write_text("{}")
+    (c2 / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    pack(old, remove=True)
+    subprocess.run([sys.executable, str(ROOT / "experiments" / "copy_cells.py"), str(grid), str(old), str(new)],
+                   check=True, capture_output=True, text=True)
+    assert read_rounds(new / "cells" / cell_id(cells[2]), check_order=False) == recs
+    assert (new / "cells" / cell_id(cells[2]) / "rounds.jsonl").is_file()
 
 
 def test_table1_report_pairs_against_the_most_seeded_sgd_step(tmp_path):

@@ -1,0 +1,112 @@
+"""A study's records packed into rounds.parquet (zofl.packed): read back exactly, read where the
+run folders were read, and the published figures recomputed from the committed packed files."""
+import csv
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from zofl.packed import PACKED, main, pack, read_packed, study_runs
+from zofl.results import read_rounds
+from zofl.stats import run_figures
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results"
+
+# records as rounds.jsonl holds them, with what a careless packing would lose: a field absent in one
+# record and null in another, ints beside floats in one column, bools, lists, objects, NaN, strings
+CELLS = {
+    "a-1": ({"strategy": "zohfl", "seed": 0, "alpha": 1.0, "tau": 20.0},
+            [{"round": 0, "test_acc": 0.5, "test_loss": 1, "sampled": [], "f2_est": None},
+             {"round": 1, "test_acc": 0.625, "test_loss": 0.75, "sampled": [3, 1], "f2_est": 2.5, "H": 20,
+              "level": "upper", "extra": {"k": [1, 2.0], "b": True}},
+             {"round": 2, "test_acc": float("nan"), "test_loss": 2, "sampled": [0], "H": 0, "flag": False}]),
+    "b-2": ({"strategy": "fedavg", "seed": 1, "alpha": 0.1, "local-lr": 0.05},
+            [{"round": 0, "test_acc": 0.25, "test_loss": 3.0, "sampled": [], "mixed": [1, "x", None]},
+             {"round": 1, "test_acc": 0.5, "test_loss": 2.0, "sampled": [2], "f2_est": None, "mixed": 7}]),
+}
+
+
+def _study(tmp_path: Path) -> Path:
+    for cell, (cfg, recs) in CELLS.items():
+        d = tmp_path / "study" / "cells" / cell
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(cfg))
+        (d / "summary.json").write_text(json.dumps({"status": "finished"}))
+        (d / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (tmp_path / "study" / "rounds.csv").write_text("derived\n")
+    return tmp_path / "study"
+
+
+def _exact(a, b) -> bool:
+    """Same JSON text, and the same Python types all the way down (1 is not 1.0)."""
+    def types(x):
+        if isinstance(x, dict):
+            return {k: types(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [types(v) for v in x]
+        return type(x).__name__
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and types(a) == types(b)
+
+
+def test_records_read_back_exactly_after_the_run_folders_lose_them(tmp_path, capsys):
+    study = _study(tmp_path)
+    main([str(study), "--remove"])
+    assert "2 cells, 5 records" in capsys.readouterr().out
+    assert not list(study.rglob("rounds.jsonl")) and not (study / "rounds.csv").exists()
+    for cell, (cfg, recs) in CELLS.items():
+        got = read_rounds(study / "cells" / cell)  # where every reader reads a run's records
+        assert _exact(got, recs), cell
+        assert "f2_est" not in got[0] if "f2_est" not in recs[0] else got[0]["f2_est"] is None
+    assert math.isnan(read_rounds(study / "cells" / "a-1")[2]["test_acc"])
+    assert _exact(read_packed(study / PACKED)["b-2"][0], CELLS["b-2"][0])  # the config beside the records
+    # packing again (nothing left in the folders) keeps every record: from the packed file itself
+    assert pack(study) == (2, 5)
+    assert _exact(read_rounds(study / "cells" / "a-1"), CELLS["a-1"][1])
+    assert [c for c, _, _ in study_runs(study)] == ["a-1", "b-2"]
+
+
+def test_one_line_opens_it_for_a_data_scientist(tmp_path):
+    study = _study(tmp_path)
+    pack(study, remove_csv=True)
+    assert (study / "cells" / "a-1" / "rounds.jsonl").exists() and not (study / "rounds.csv").exists()
+    df = pd.read_parquet(study / PACKED)
+    assert len(df) == 5 and list(df.loc[df.cell == "a-1", "round"]) == [0, 1, 2]
+    assert set(df.loc[df.cell == "b-2", "strategy"]) == {"fedavg"}  # each record beside its run's config
+    assert df["test_loss"].dtype == "float64"
+
+
+def test_a_resume_never_reads_the_packed_file(tmp_path):
+    study = _study(tmp_path)
+    pack(study, remove=True)
+    with pytest.raises(FileNotFoundError):
+        read_rounds(study / "cells" / "a-1", check_order=True)
+    with pytest.raises(FileNotFoundError):
+        read_rounds(study / "cells" / "no-such-cell")
+
+
+def test_not_a_study_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no cell with records"):
+        pack(tmp_path)
+
+
+PUBLISHED = ["table1", "table1_zeros", "poisoning", "zohfl_variants", "fig1_fedrzo", "table1_tuned_cifar"]
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_published_figures_recomputed_from_the_packed_records(name):
+    """results.csv's accuracies (x_0's, final, best, mean of the last 10% of rounds) of a committed
+    study, recomputed from its rounds.parquet alone (pandas, not zofl's reader)."""
+    study = RESULTS / name
+    df = pd.read_parquet(study / PACKED, columns=["cell", "round", "test_acc"])
+    acc = {cell: list(g.sort_values("round")["test_acc"]) for cell, g in df.groupby("cell")}
+    rows = list(csv.DictReader(open(study / "results.csv")))
+    assert rows
+    for row in rows:
+        fig = run_figures(acc[row["cell"]])
+        assert float(row["x0_test_acc"]) == acc[row["cell"]][0]
+        assert float(row["final_test_acc"]) == fig["final"] and float(row["best_test_acc"]) == fig["best"]
+        assert float(row["last10_test_acc"]) == pytest.approx(fig["last10"], rel=1e-12, abs=0)
+        assert int(row["rounds"]) == len(acc[row["cell"]]) - 1
