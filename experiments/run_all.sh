@@ -216,6 +216,11 @@ if want fig2; then
   run python experiments/fig2_plot.py docs/results/fig2_cifar --controls docs/results/fig2_controls
 fi
 
+# --- Speed on Table I's settings and Fig. 2's runs (after sections table1/tuning/cifar10/fig2) -------
+if want fig2 || want table1; then
+  to docs/results/table1_speed.md python experiments/table1_speed.py
+fi
+
 # --- Study: ZO-HFL's open choices and the baselines' steps (Fashion-MNIST), weighting, variants -----
 if want study; then
   run python -m zofl.compare experiments/study_zohfl.toml --out docs/results/study --via inprocess --parallel 2 --set "data-dir=\"$data\""

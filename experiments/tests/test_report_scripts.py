@@ -3,6 +3,7 @@ table1_report.py, fedrzo_fig2_plot.py, table1_tuning_report.py, copy_cells.py an
 as the docs run them (python experiments/NAME.py from the repository)."""
 import csv
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -184,3 +185,24 @@ def test_zohfl_variants_report_pairs_against_the_best_f1_only(tmp_path):
     assert cells[2].startswith("2.50 +- ")  # vs f1-only at gamma 1: (2.5 + 2.5) / 2
     assert cells[3].startswith("0.50 +- ")  # vs the best f1-only (gamma 0.1): (0.5 + 0.5) / 2
     assert (tmp_path / "variants.md").read_text().strip() == out.strip()
+
+
+def test_speed_page_is_the_scripts_output_and_the_summary_quotes_it():
+    """docs/results/table1_speed.md is what experiments/table1_speed.py computes from the committed
+    records, and every interval the summary's speed and verdict bullets quote is in a report."""
+    out = subprocess.run([sys.executable, str(ROOT / "experiments" / "table1_speed.py")], check=True,
+                         capture_output=True, text=True).stdout
+    assert out == (ROOT / "docs" / "results" / "table1_speed.md").read_text()
+    summary = (ROOT / "docs" / "results" / "README.md").read_text()
+    reports = "".join((ROOT / "docs" / "results" / f).read_text() for f in (
+        "table1_speed.md", "table1_tuned_small.md", "table1_tuned_seeds5.md", "table1_tuned_cifar_wide.md"))
+    start = summary.index("- **Speed**")
+    bullets = summary[start:summary.index("```", start)]
+    quoted = re.findall(r"[+-]?(\d+\.\d\d) \+- (\d+\.\d\d)", bullets)
+    assert len(quoted) >= 10
+    for mean, half in quoted:
+        assert re.search(rf"-?{re.escape(mean)} \+- {re.escape(half)}", reports), f"{mean} +- {half} is in no report"
+    head = summary.index("## One-screen summary")
+    table = [ln for ln in summary[head:summary.index("\n\n- ", head)].splitlines()
+             if ln.startswith("| ") and " +- " in ln]
+    assert len(table) == 12 and all(ln in (ROOT / "docs" / "results" / "table1_summary.md").read_text() for ln in table)
