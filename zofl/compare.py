@@ -380,36 +380,55 @@ def _paired(out: Path, finished, items: list[str], varying: list[str], per_strat
 
 
 def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> None:
+    """plots/<panel>.png: test accuracy (%) and test loss per round, a line per row of table.md (the
+    strategy and the keys the grid varies besides the panel's and the seed), each the mean over its
+    seeds with a band of the 95% t interval of that mean (none for n = 1), n in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from .stats import t_quantile
+
     groups: dict[str, dict[str, list[list[dict]]]] = {}
     for cell, _, _, rec in finished:
         full = _full(cell)
         panel = _group_label(full, col_keys)
-        line = _row_label(cell, row_keys)
+        line = _legend_label(cell, row_keys)
         groups.setdefault(panel, {}).setdefault(line, []).append(rec)
     (out / "plots").mkdir(exist_ok=True)
     for panel, lines in groups.items():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
         for line, runs in lines.items():  # grid order
             n = min(len(r) for r in runs)
             rounds = [r["round"] for r in runs[0][:n]]
-            for ax, key in zip(axes, ("test_acc", "test_loss")):
-                vals = np.array([[r[key] if r[key] is not None else np.nan for r in run[:n]] for run in runs])
-                ax.plot(rounds, np.nanmean(vals, axis=0), label=line)
-        for ax, title in zip(axes, ("test accuracy", "test loss")):
-            ax.set_xlabel("round")
-            ax.set_title(f"{title} ({panel})", fontsize=9)
+            for ax, key, scale in zip(axes, ("test_acc", "test_loss"), (100.0, 1.0)):
+                vals = scale * np.array([[r[key] if r[key] is not None else np.nan for r in run[:n]] for run in runs])
+                mean = np.nanmean(vals, axis=0)
+                drawn, = ax.plot(rounds, mean, label=f"{line} (n = {len(runs)})", linewidth=1.2)
+                if len(runs) > 1:
+                    half = t_quantile(len(runs)) * np.nanstd(vals, axis=0, ddof=1) / np.sqrt(len(runs))
+                    ax.fill_between(rounds, mean - half, mean + half, color=drawn.get_color(), alpha=0.15, linewidth=0)
+        for ax, label in zip(axes, ("test accuracy (%)", "test loss (the task's loss)")):
+            ax.set_xlabel("round (a record: a round; an update for the asynchronous methods)")
+            ax.set_ylabel(label)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
+        fig.suptitle(f"{panel or 'all cells'}: mean over seeds, bands = 95% t interval of the mean", fontsize=9)
         fig.tight_layout()
-        name = panel.replace(", ", "_").replace("=", "")
+        name = panel.replace(", ", "_").replace("=", "") or "all"
         fig.savefig(out / "plots" / f"{name}.png", dpi=110)
         plt.close(fig)
+
+
+def _legend_label(cell: dict[str, Any], row_keys: list[str]) -> str:
+    """A plot line's name: the method's title and the row keys this cell sets ("FedAvg, local-lr 0.05")."""
+    from .methods import METHODS
+
+    strategy = _full(cell)["strategy"]
+    title = METHODS[strategy].server.title if strategy in METHODS else strategy
+    return ", ".join([title, *[f"{k} {cell[k]}" for k in row_keys[1:] if k in cell]])
 
 
 def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
