@@ -1,6 +1,6 @@
 """The report scripts of experiments/ on small runner output or hand-written results.csv files: fig2_plot.py,
-table1_report.py, fedrzo_fig1_plot.py, fedrzo_fig2_plot.py, table1_tuning_report.py, copy_cells.py and zohfl_variants_report.py, run
-as the docs run them (python experiments/NAME.py from the repository)."""
+table1_report.py, fedrzo_fig1_plot.py, fedrzo_fig2_plot.py, table1_tuning_report.py, copy_cells.py and
+zohfl_variants_report.py, run as the docs run them (python experiments/NAME.py from the repository)."""
 import csv
 import json
 import re
