@@ -229,6 +229,9 @@ if want study; then
   # ZO-HFL variants that learn from the clients (writes zohfl_variants/variants.md)
   run python -m zofl.compare experiments/zohfl_variants.toml --out docs/results/zohfl_variants --via inprocess --set "data-dir=\"$data\""
   run python experiments/zohfl_variants_report.py docs/results/zohfl_variants
+  # the same picks on held-out seeds 5-9 (writes zohfl_variants_heldout/variants.md)
+  run python -m zofl.compare experiments/zohfl_variants_heldout.toml --out docs/results/zohfl_variants_heldout --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/zohfl_variants_report.py docs/results/zohfl_variants_heldout --best-f1 pretrained=0.1,zeros=1.0
 fi
 
 # --- FedRZO (paper 001): Fig. 1, Fig. 2 left and right (the commands of experiments/fedrzo_figures.sh)
