@@ -245,6 +245,10 @@ if want fedrzo; then
   run python -m zofl.compare experiments/fig1_fedrzo_controls.toml --out docs/results/fig1_fedrzo_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/fig1_fedrzo_controls/against.md python experiments/fig1_fedrzo_report.py docs/results/fig1_fedrzo docs/results/fig1_fedrzo_controls
   run python experiments/fedrzo_fig1_plot.py docs/results/fig1_fedrzo --controls docs/results/fig1_fedrzo_controls
+  # Fig. 1's setting on CIFAR-10 (standardized inputs) and its controls
+  run python -m zofl.compare experiments/fig1_fedrzo_cifar_controls.toml --out docs/results/fig1_fedrzo_cifar_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/fig1_fedrzo_cifar.toml --out docs/results/fig1_fedrzo_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/fedrzo_fig1_plot.py docs/results/fig1_fedrzo_cifar --controls docs/results/fig1_fedrzo_cifar_controls
 fi
 
 # --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo
