@@ -3,9 +3,9 @@ line per H (local steps), one panel per smoothing radius eta; drawn from the run
 
     python experiments/fedrzo_fig1_plot.py docs/results/fig1_fedrzo [--controls docs/results/fig1_fedrzo_controls]
 
-Writes DIR/fig1.png: two rows of panels, the training objective f (the clients' mean loss, records'
-``f1``) and the test accuracy, per communication round, at the step size gamma (zo-lr) that learns
-(1e-2, ours) and at the paper's 1e-5; columns eta = 0.1, 0.01, 0.001. Each line is the mean over
+Writes DIR/fig1.png: for each step size gamma (zo-lr) of the grid, largest first (the paper's is 1e-5;
+the larger ones are ours), two rows of panels, the training objective f (the clients' mean loss,
+records' ``f1``) and the test accuracy per communication round; a column per eta of the grid. Each line is the mean over
 seeds with a band of the 95% t interval of that mean (n in the legend). With --controls: x_0 alone
 (dotted) and the centralised first-order ceiling (dashed) of experiments/fig1_fedrzo_controls.toml.
 """
@@ -24,16 +24,16 @@ from zofl.packed import study_runs
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-GAMMAS = (1e-2, 1e-5)  # rows of panels: the step that learns (ours), the paper's
-ETAS = (0.1, 0.01, 0.001)
+PAPER_GAMMA = 1e-5
 FIELDS = (("f1", "training objective f"), ("test_acc", "test accuracy (%)"))
 CONTROLS = {"x0-only": ("x_0 alone", "0.5", ":"), "centralised": ("centralised SGD (ceiling)", "k", "--")}
 
 
 def _series(out: Path, field: str) -> dict:
-    """(gamma, eta, H) -> seed -> values per round (round 0 included)."""
+    """(gamma, eta, H) -> seed -> values per round (round 0 included); key "dataset": the dataset."""
     series: dict = defaultdict(dict)
     for _, cfg, recs in study_runs(out):
+        series["dataset"] = cfg["dataset"]
         if cfg["strategy"] == "fedrzo-nn":
             key = (float(cfg["zo-lr"]), float(cfg["eta"]), int(cfg["local-steps"]))
             series[key][cfg["seed"]] = [np.nan if r.get(field) is None else float(r[field]) for r in recs]
@@ -63,14 +63,20 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="the Fig. 1 grid's results folder (experiments/fig1_fedrzo.toml)")
     ap.add_argument("--controls", type=Path, help="experiments/fig1_fedrzo_controls.toml's folder")
     args = ap.parse_args()
-    fig, axes = plt.subplots(2 * len(GAMMAS), len(ETAS), figsize=(4.3 * len(ETAS), 3.0 * 2 * len(GAMMAS)),
+    first = _series(args.out, "f1")
+    keys = [k for k in first if k != "dataset"]
+    if not keys:
+        raise SystemExit(f"{args.out}: no finished FedRZO_nn cell")
+    gammas = sorted({k[0] for k in keys}, reverse=True)
+    etas = sorted({k[1] for k in keys}, reverse=True)
+    fig, axes = plt.subplots(2 * len(gammas), len(etas), figsize=(4.3 * len(etas) + 1, 3.0 * 2 * len(gammas)),
                              squeeze=False)
     for f, (field, label) in enumerate(FIELDS):
         scale = 100.0 if field == "test_acc" else 1.0
         series, controls = _series(args.out, field), _controls(args.controls, field)
-        for g, gamma in enumerate(GAMMAS):
+        for g, gamma in enumerate(gammas):
             row = 2 * g + f
-            for j, eta in enumerate(ETAS):
+            for j, eta in enumerate(etas):
                 ax = axes[row][j]
                 for H in sorted({k[2] for k in series if k[:2] == (gamma, eta)}):
                     _draw(ax, series[(gamma, eta, H)], scale, label=f"H = {H}", linewidth=1.2)
@@ -78,15 +84,15 @@ def main() -> None:
                     for name, (text, color, style) in CONTROLS.items():
                         if controls.get(name):
                             _draw(ax, controls[name], scale, label=text, color=color, linestyle=style, linewidth=1)
-                ax.set_title(f"gamma = {gamma:g}{' (the paper)' if gamma == 1e-5 else ' (ours)'}, eta = {eta:g}",
+                ax.set_title(f"gamma = {gamma:g}{' (the paper)' if gamma == PAPER_GAMMA else ' (ours)'}, eta = {eta:g}",
                              fontsize=9)
                 ax.set_xlabel("communication round")
                 ax.set_ylabel(label)
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
-    fig.suptitle("FedRZO_nn, ReLU network (N1 = 4), MNIST, m = 5: mean over seeds, bands = 95% t interval "
-                 "of the mean", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"FedRZO_nn, ReLU network (N1 = 4), {first['dataset']}, m = 5: mean over seeds, bands = 95% t "
+                 "interval of the mean", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(args.out / "fig1.png", dpi=100)
     plt.close(fig)
     print(f"wrote {args.out / 'fig1.png'}")
