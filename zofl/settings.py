@@ -372,6 +372,8 @@ class TaskSettings(Settings):
         "and every feature's starting coefficient (x_0 = log lower-l2)", "ours", positive)
     y_l2: float = key(0.1, "a number > 0",
         "fair-relu: lambda of -(lambda/2)||y||^2 (strong concavity in y)", "ours", positive)
+    hidden_units: int = key(4, "an integer >= 1",
+        "relu-net and softplus-net: N1, the width of the hidden layer (paper 001: 4)", "paper", lambda v: v >= 1)
 
 
 # --- groups several methods share (each method's own class lists the ones it reads) ----------------

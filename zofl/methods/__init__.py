@@ -23,15 +23,17 @@ from .afbo_global import AFBOGlobal
 from .controls import Centralised, F1Only, ServerSGD, X0Only
 from .fedavg import FedAvg, FlowerFedAvgRun
 from .fedbuff import FedBuff
+from .fedmspp import FedMSPP
 from .fednest import FedNest
 from .fedprox import FedProx
 from .fedrzo_bl import FedRZObl
 from .fedrzo_nn import FedRZOnn
+from .scaffnew import Scaffnew
 from .scaffold import Scaffold
 from .zohfl import ZOHFL
 
-REGISTERED = (ZOHFL, FedAvg, FedProx, Scaffold, FlowerFedAvgRun, FedRZOnn, FedRZObl, FedBuff, AFBO,
-              AFBOGlobal, FedNest, ADBO, SDBO, X0Only, F1Only, ServerSGD, Centralised)
+REGISTERED = (ZOHFL, FedAvg, FedProx, Scaffold, Scaffnew, FedMSPP, FlowerFedAvgRun, FedRZOnn, FedRZObl, FedBuff,
+              AFBO, AFBOGlobal, FedNest, ADBO, SDBO, X0Only, F1Only, ServerSGD, Centralised)
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,17 @@ from ..tasks import DataSpec, Task
 
 
 @dataclass(frozen=True)
-class LocalSGD(Settings):
-    """The baselines' and the SGD controls' client steps."""
+class ClientLR(Settings):
+    """The first-order baselines' client step (Scaffnew's constant gamma too)."""
 
     local_lr: float = key(0.3, "a number > 0",
-        "baselines' client step (docs/results/study.md)", "ours", positive)
+        "baselines' client step (docs/results/study.md); Scaffnew's gamma, held constant", "ours", positive)
+
+
+@dataclass(frozen=True)
+class LocalSGD(ClientLR):
+    """The baselines' and the SGD controls' client steps."""
+
     local_lr_schedule: str = key("round-sqrt", "'constant', 'round-sqrt' or 'step'",
         "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round",
         "ours", choice("constant", "round-sqrt", "step"))

@@ -23,11 +23,12 @@ from .hypergrad import (
     RegularizationTask,
     is_hypergrad,
 )
-from .relunet import ReluNetTask
+from .relunet import ReluNetTask, SoftplusNetTask
 from .softmax import SoftmaxTask
 from .torch_task import CNNTask, TorchSoftmaxTask, TorchTask
 
-TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "hyper-logistic": HyperLogisticTask,
+TASKS = {"softmax": SoftmaxTask, "relu-net": ReluNetTask, "softplus-net": SoftplusNetTask,
+         "hyper-logistic": HyperLogisticTask,
          "fair-relu": FairReluTask, "hyper-cleaning": HyperCleaningTask,
          "regularization": RegularizationTask, "torch-softmax": TorchSoftmaxTask, "cnn": CNNTask}
 BILEVEL_TASKS = ("hyper-logistic", "fair-relu")
@@ -121,5 +122,5 @@ def load_task(name: str) -> Task:
 
 __all__ = ["ArrayData", "BilevelTask", "ClientProblem", "DataError", "DataSpec", "FairReluTask", "HyperCleaningTask",
            "HyperLogisticTask", "Oracles", "QuadraticHypergrad",
-           "RegularizationTask", "ReluNetTask", "SoftmaxTask", "SplitTask", "Task",
+           "RegularizationTask", "ReluNetTask", "SoftmaxTask", "SoftplusNetTask", "SplitTask", "Task",
            "TaskError", "TASKS", "TorchTask", "evaluate", "is_bilevel", "is_hypergrad", "load_task", "task_factory"]

@@ -7,7 +7,12 @@ loss = mean over examples of (1/2)(v - w^T sigma(Z u))^2 with labels v in {-1, +
 
 The two classes (our choice; the paper does not say which): digits 0-4 (v = +1, stored label 0) vs
 5-9 (v = -1, stored label 1) of any of the built-in 10-class datasets, split with the usual splits.
-N1 = 4 neurons (the paper's). Parameters are flattened as [Z row-major, w].
+N1 = 4 neurons (the paper's; the run-config key ``hidden-units`` sets another width). Parameters are
+flattened as [Z row-major, w].
+
+``softplus-net`` (ours, for the first-order methods FedRZO_nn is compared with in the paper's Sec. 5.1):
+the same network, data, loss and x_0 with the smooth rectifier sigma(z) = log(1 + e^z) (softplus with
+sharpness 1), whose gradient is exact everywhere.
 """
 from __future__ import annotations
 
@@ -28,6 +33,10 @@ class ReluNetTask(SplitTask):
 
     hidden = N1
 
+    def configure(self, settings, spec: DataSpec) -> None:
+        """N1 from the run-config key ``hidden-units`` (``zofl.setup.prepare`` calls it in every process)."""
+        self.hidden = settings.hidden_units
+
     def server_data(self, spec: DataSpec) -> ArrayData:
         return _binary(super().server_data(spec))
 
@@ -47,7 +56,17 @@ class ReluNetTask(SplitTask):
     def _output(self, params: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Z, w = self._unpack(params, x.shape[1])
         pre = x @ Z.T  # (B, N1)
-        return pre, np.maximum(pre, 0.0) @ w, w
+        return pre, self.activation(pre) @ w, w
+
+    @staticmethod
+    def activation(pre: np.ndarray) -> np.ndarray:
+        """sigma = max(0, .)."""
+        return np.maximum(pre, 0.0)
+
+    @staticmethod
+    def activation_grad(pre: np.ndarray) -> np.ndarray:
+        """sigma' (a subgradient: 0 at 0)."""
+        return (pre > 0).astype(pre.dtype)
 
     def loss(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
         _, out, _ = self._output(params, x)
@@ -58,11 +77,23 @@ class ReluNetTask(SplitTask):
         """A subgradient (sigma'(0) = 0), for first-order baselines and tests."""
         pre, out, w = self._output(params, x)
         r = (out - (1.0 - 2.0 * y)) / len(y)  # d loss / d out
-        act = np.maximum(pre, 0.0)
-        gw = act.T @ r
-        gZ = ((r[:, None] * w[None, :]) * (pre > 0)).T @ x
+        gw = self.activation(pre).T @ r
+        gZ = ((r[:, None] * w[None, :]) * self.activation_grad(pre)).T @ x
         return np.concatenate([gZ.reshape(-1), gw])
 
     def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         _, out, _ = self._output(params, x)
         return (out < 0).astype(np.int64)  # v = -1 -> stored label 1
+
+
+class SoftplusNetTask(ReluNetTask):
+    """The ReLU network of Sec. 5.1 with sigma(z) = log(1 + e^z): a smooth loss, an exact gradient."""
+
+    @staticmethod
+    def activation(pre: np.ndarray) -> np.ndarray:
+        return np.logaddexp(0.0, pre)
+
+    @staticmethod
+    def activation_grad(pre: np.ndarray) -> np.ndarray:
+        """sigma'(z) = 1 / (1 + e^-z), in the form that does not overflow."""
+        return 0.5 * (1.0 + np.tanh(0.5 * pre))

@@ -1,0 +1,105 @@
+"""Scaffnew (ProxSkip's Algorithm 2, Mishchenko et al. 2022) in the same harness: server and client halves
+over ``zofl.algorithms.scaffnew``.
+
+One round r of the harness is one communication of Algorithm 2. The server flips the one shared coin
+(``comm-prob`` = p) until heads: K_r ~ Geometric(p) local steps, the same for every client (drawn from
+(seed, r), so it needs no state and a resume redraws it), sent as the round's H (the record's ``H``). A
+sampled client runs K_r steps x <- x - gamma (grad f_i(x; batch) - h_i) from the server's x_r, one fresh
+minibatch per step (seeded by (seed, r, client) as every baseline's), gamma = ``local-lr`` held constant,
+and sends x^_i. The server averages them, x_{r+1} = mean_i x^_i, and updates
+h_i <- h_i + (p / gamma) (x_{r+1} - x^_i).
+
+The control variates h_i (start: 0, so sum_i h_i = 0 as Algorithm 2 asks) are kept by the server, one row
+per client in its state, and sent to a client with x: the arithmetic of a client keeping its own, and a
+checkpoint holds them, so a resume is exact. Choices the paper leaves open (ours, docs/baselines.md): a
+straggler (H = 0) takes no step and is left out of the average, its h_i unchanged (nothing was learnt);
+with beta < 1 or a lost reply the average is over the clients that replied and only their h_i move
+(Algorithm 2 has every client in every communication: a warning says so); the average is uniform, as in
+the paper's f = (1/n) sum_i f_i, not weighted by example counts; ``aggregation`` other than mean replaces
+the average by the robust rule.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import streams
+from ..algorithms.lower_level import minibatch_indices
+from ..algorithms.scaffnew import coin_steps, communicate, control_update, local_steps
+from ..algorithms.smoothing import seed_sequence
+from ..algorithms.zohfl import STREAM_BATCHES
+from ..config import Config
+from ..core.method import Method, RoundPlan, State
+from ..core.protocol import Reply, Work
+from ..core.sampling import round_size
+from ..settings import key
+from ..tasks import DataSpec, Task
+from .fedavg import ClientLR
+
+
+@dataclass(frozen=True)
+class ScaffnewParams(ClientLR):
+    """Scaffnew: the step gamma (``local-lr``, constant: the h update divides by it) and the coin's p."""
+
+    comm_prob: float = key(0.025, "a number in (0, 1]",
+        "Scaffnew's p: the probability of communicating after a local step; local steps per round ~ "
+        "Geometric(p), mean 1/p (ours: 1/p = 40, the baselines' K = 2H in round 1 at tau = 20)", "ours",
+        lambda v: 0 < v <= 1)
+
+
+class Scaffnew(Method):
+    """State: x and h (m x n: the control variate h_i of every client, kept by the server)."""
+
+    name, title = "scaffnew", "Scaffnew"
+    Params = ScaffnewParams
+    local_steps_optional = True  # its local steps come from the coin, not from tau / local-steps
+
+    @classmethod
+    def config_warnings(cls, cfg) -> list[str]:
+        out = super().config_warnings(cfg)
+        if cfg.engine != "async" and round_size(cfg.beta, cfg.num_clients) < cfg.num_clients:
+            out.append("strategy 'scaffnew' with beta < 1: ProxSkip's Algorithm 2 has every client in every "
+                       "communication; here the sampled clients' x^_i are averaged and only their h_i move "
+                       "(ours, docs/baselines.md)")
+        return out
+
+    def init(self) -> State:
+        state = super().init()
+        return {**state, "h": np.zeros((self.m, state["x"].size))}
+
+    def round_H(self, state: State, r: int) -> int:
+        """K_r: the shared coin's flips until heads (zofl.algorithms.scaffnew.coin_steps), from (seed, r)."""
+        return coin_steps(np.random.default_rng(seed_sequence(self.cfg.seed, r, streams.SCAFFNEW_COIN)),
+                          self.hp.comm_prob)
+
+    def downlink(self, state: State, r: int, pid: int) -> dict[str, np.ndarray]:
+        return {"x": state["x"], "h": state["h"][pid]}
+
+    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
+        return {"x": state["x"].shape}
+
+    def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
+        steps = {w.pid: w.H for w in plan.works}
+        used = [rep for rep in replies if steps.get(rep.pid, 0) > 0]  # a straggler took no step
+        if not used:
+            return state, {}
+        x_hats = [rep.arrays["x"] for rep in used]
+        x_new = communicate(x_hats) if self.robust is None else self.combine(x_hats)
+        h = state["h"].copy()
+        for rep in used:
+            h[rep.pid] = control_update(h[rep.pid], x_new, rep.arrays["x"], self.hp.comm_prob, self.hp.local_lr)
+        return {**state, "x": x_new, "h": h}, {}
+
+
+def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    t0 = time.perf_counter()
+    hp = ScaffnewParams.of(cfg)
+    data = task.client_data(spec, work.pid)
+    batches = minibatch_indices(seed_sequence(cfg.seed, work.round, work.pid, STREAM_BATCHES), len(data), work.H,
+                                cfg.batch_size)
+    grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
+    x_hat = local_steps(grad, work.arrays["x"], work.arrays["h"], batches, hp.local_lr)
+    return Reply(work.pid, {"x": x_hat}, len(data), {"steps": work.H, "compute_s": time.perf_counter() - t0})
