@@ -165,7 +165,7 @@ SMALL_RUN = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 3.0, "checkp
 TOY_BILEVEL = {"task": "zofl.tasks.hypergrad:QuadraticHypergrad", "num-clients": 4, "local-steps": 1,
                "beta": 1.0, "num-rounds": 6, "checkpoint-every": 0}
 RUNS = {  # one small run of every strategy (and of each FedRZO_bl task)
-    **{s: {**SMALL_RUN, "strategy": s} for s in ("zohfl", "fedavg", "fedprox", "scaffold",
+    **{s: {**SMALL_RUN, "strategy": s} for s in ("zohfl", "fedavg", "fedprox", "scaffold", "scaffnew", "fedmspp",
                                                   "x0-only", "f1-only", "server-sgd", "centralised")},
     # Flower's own FedAvg samples clients with an unseeded generator: every client, every round
     "flwr-fedavg": {**SMALL_RUN, "strategy": "flwr-fedavg", "beta": 1.0},
@@ -182,7 +182,8 @@ RUNS = {  # one small run of every strategy (and of each FedRZO_bl task)
     "sdbo": {**TOY_BILEVEL, "strategy": "sdbo", "num-rounds": 3},
 }
 OTHER_VALUE = {  # a valid value other than the default, for every key in READ_BY
-    "local-lr": 0.2, "local-lr-schedule": "constant", "server-lr": 0.7, "prox-mu": 0.2, "eta": 0.05, "gamma": 0.02,
+    "local-lr": 0.2, "local-lr-schedule": "constant", "server-lr": 0.7, "prox-mu": 0.2, "comm-prob": 0.3,
+    "mspp-lr": 0.5, "eta": 0.05, "gamma": 0.02,
     "server-batch-size": 16, "client-lr": 0.2, "client-lr-gamma": 2.0, "lambda": 5.0, "mu": 2.0, "directions": 2,
     "orthogonal-directions": True, "estimator": "envelope", "uplink": "vectors", "weighting": "rho",
     "ball-radius": 5.0, "crn": False, "zo-lr": 2e-3, "local-sets": "box", "loss-scale": "sum", "box-bound": 2.0,

@@ -55,6 +55,27 @@ def test_relu_task_gradient_and_labels():
     assert set(np.unique(task.predict(w, x))) <= {0, 1}
 
 
+def test_softplus_net_is_the_relu_network_made_smooth():
+    """softplus-net: the same parameters, x_0 and labels as relu-net, sigma = log(1 + e^z) (no overflow at
+    large |z|), an exact gradient; ``hidden-units`` sets N1 for both through the run-config."""
+    from zofl.setup import prepare
+    from zofl.tasks import SoftplusNetTask
+
+    rng = np.random.default_rng(1)
+    task, x, y = SoftplusNetTask(), rng.standard_normal((30, 5)), rng.integers(0, 2, 30)
+    w = task.init_params(5, 2)
+    np.testing.assert_array_equal(w, ReluNetTask().init_params(5, 2))
+    eps = 1e-6
+    fd = np.array([(task.loss(w + eps * e, x, y) - task.loss(w - eps * e, x, y)) / (2 * eps) for e in np.eye(w.size)])
+    np.testing.assert_allclose(task.grad(w, x, y), fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(task.activation(np.array([-800.0, 0.0, 800.0])), [0.0, np.log(2), 800.0])
+    np.testing.assert_allclose(task.activation_grad(np.array([-800.0, 0.0, 800.0])), [0.0, 0.5, 1.0])
+    for name in ("relu-net", "softplus-net"):
+        _, t, spec = prepare({"task": name, "strategy": "fedavg", "hidden-units": 7})
+        n0 = t.test_data(spec).x.shape[1]
+        assert t.hidden == 7 and t.init_params(n0, 2).size == 7 * n0 + 7
+
+
 def test_fedrzo_nn_learns_on_digits(tmp_path):
     d, x = run_inprocess({"strategy": "fedrzo-nn", "task": "relu-net", "num-clients": 5, "beta": 1.0,
                           "local-steps": 10, "num-rounds": 30, "zo-lr": 1e-4, "loss-scale": "sum", "x0": "zeros",
