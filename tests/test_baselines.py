@@ -45,7 +45,7 @@ def test_scaffold_updates():
     np.testing.assert_allclose(weighted_mean([np.ones(2), 3 * np.ones(2)], [1, 3]), 2.5 * np.ones(2))
 
 
-@pytest.mark.parametrize("strategy", ["fedavg", "fedprox", "scaffold"])
+@pytest.mark.parametrize("strategy", ["fedavg", "fedprox", "scaffold", "fedmspp"])
 def test_baselines_learn_and_do_the_same_local_work_as_zohfl(strategy, tmp_path):
     d, x = run_inprocess({**SMALL, "strategy": strategy, "output-dir": str(tmp_path), "run-name": strategy},
                          workers=0)

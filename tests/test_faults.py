@@ -181,8 +181,8 @@ def test_thirty_rounds_with_crashes_hangs_and_corrupt_replies_in_the_ray_simulat
     assert json.loads((tmp_path / "faults" / "summary.json").read_text())["rounds"] == 30
 
 
-@pytest.mark.parametrize("strategy", ["zohfl", "fedavg", "fedprox", "scaffold", "flwr-fedavg", "fedrzo-nn",
-                                      "fedrzo-bl"])
+@pytest.mark.parametrize("strategy", ["zohfl", "fedavg", "fedprox", "scaffold", "scaffnew", "fedmspp", "flwr-fedavg",
+                                      "fedrzo-nn", "fedrzo-bl"])
 def test_every_strategy_survives_faults_and_counts_dropped_clients(tmp_path, strategy):
     m = 5
     cfg = {"strategy": strategy, "num-rounds": 4, "num-clients": m, "beta": 0.8, "tau": 1.0, "crash-prob": 0.2,
