@@ -158,3 +158,5 @@ def test_partial_participation_is_warned_about():
     assert "strategy 'scaffnew' with beta < 1" in " ".join(config_warnings(parse_config(
         {"strategy": "scaffnew", "beta": 0.5})))
     assert not any("scaffnew" in w for w in config_warnings(parse_config({"strategy": "scaffnew", "beta": 1.0})))
+    assert "'straggler-prob' = 1" in " ".join(config_warnings(parse_config(
+        {"strategy": "scaffnew", "beta": 1.0, "straggler-prob": 1.0})))
