@@ -34,12 +34,17 @@ class ClientLR(Settings):
 
 
 @dataclass(frozen=True)
-class LocalSGD(ClientLR):
-    """The baselines' and the SGD controls' client steps."""
+class LRSchedule(Settings):
+    """How the baselines' client step changes over rounds and steps (Scaffnew's does not)."""
 
     local_lr_schedule: str = key("round-sqrt", "'constant', 'round-sqrt' or 'step'",
         "baselines' client step: lr, lr/sqrt(r+1), or lr/(t+1) within a round",
         "ours", choice("constant", "round-sqrt", "step"))
+
+
+@dataclass(frozen=True)
+class LocalSGD(ClientLR, LRSchedule):
+    """The baselines' and the SGD controls' client steps (local-lr before local-lr-schedule, as ever)."""
 
 
 @dataclass(frozen=True)
