@@ -1,0 +1,111 @@
+"""FedRZO_nn against FedAvg, FedProx, FedMSPP and Scaffnew (FedRZO paper 001, Sec. 5.1): the picks and
+the comparison.
+
+    python experiments/fedrzo_compare_report.py --picks docs/results/fedrzo_compare_tuning
+    python experiments/fedrzo_compare_report.py docs/results/fedrzo_compare > docs/results/fedrzo_compare/compare.md
+
+``--picks`` prints, per method, each step's mean of the last 10% of rounds over the tuning seeds and
+the pick (the highest mean; ties: the smaller step). Without it: per width (hidden-units) and method,
+on the reporting seeds, the test accuracy (%) as the mean of the last 10% of rounds, the paired
+difference against FedRZO_nn and against x_0 alone (same seeds), and speed in the two units the
+issue names: communication rounds to reach TARGET accuracy, and the clients' compute to get there
+(the sum over rounds of the slowest client's compute, ``client_compute_max_s``: the round's critical
+path; seconds on this machine, one core a client). A run that never reaches TARGET is counted as not
+reaching it (k/n reached). The centralised first-order ceiling and x_0 alone are rows.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+from zofl.packed import study_runs
+from zofl.stats import fmt_interval, interval, paired, run_figures
+
+STEP = {"fedrzo-nn": "zo-lr", "fedavg": "local-lr", "fedprox": "local-lr", "fedmspp": "local-lr",
+        "scaffnew": "local-lr", "centralised": "local-lr"}
+ORDER = ("fedrzo-nn", "fedavg", "fedprox", "fedmspp", "scaffnew")
+TITLES = {"fedrzo-nn": "FedRZO_nn (ReLU, zeroth-order)", "fedavg": "FedAvg (softplus)",
+          "fedprox": "FedProx (softplus)", "fedmspp": "FedMSPP (softplus)", "scaffnew": "Scaffnew (softplus)",
+          "x0-only": "*x_0 alone*", "centralised": "*centralised SGD (ceiling)*"}
+TARGET = 0.75
+
+
+def picks(study: Path) -> None:
+    rows = list(csv.DictReader(open(study / "results.csv")))
+    by: dict = defaultdict(dict)
+    for r in rows:
+        by[r["strategy"]].setdefault(float(r[STEP[r["strategy"]]]), []).append(100 * float(r["last10_test_acc"]))
+    print(f"Picks on seeds {sorted({int(r['seed']) for r in rows})} (mean of the last 10% of rounds, %):\n")
+    print("| method | step key | " + " | ".join(["step: mean +- 95% t (n)"] * 3) + " | pick |")
+    print("|---|---|---|---|---|---|")
+    for s in ORDER:
+        if s not in by:
+            continue
+        steps = sorted(by[s])
+        best = max(steps, key=lambda k: (interval(by[s][k])[0], -k))
+        cells = [f"{k:g}: {fmt_interval(interval(by[s][k]))}" for k in steps]
+        print(f"| {s} | {STEP[s]} | " + " | ".join(cells) + f" | **{best:g}** |")
+
+
+def _reach(recs: list[dict]) -> tuple[int | None, float | None]:
+    """(rounds, summed critical-path client compute in s) to the first round at TARGET, or (None, None)."""
+    spent = 0.0
+    for r in recs:
+        spent += r.get("client_compute_max_s") or 0.0
+        if r["round"] > 0 and r["test_acc"] >= TARGET:
+            return r["round"], spent
+    return None, None
+
+
+def _fmt_reach(vals: list, digits: int) -> str:
+    got = [v for v in vals if v is not None]
+    if len(got) < len(vals):
+        return f"{len(got)}/{len(vals)} reached"
+    return fmt_interval(interval(got), digits=digits)
+
+
+def report(study: Path) -> None:
+    runs: dict = defaultdict(lambda: defaultdict(dict))  # width -> strategy -> seed -> records
+    for _, cfg, recs in study_runs(study):
+        runs[int(cfg["hidden-units"])][cfg["strategy"]][cfg["seed"]] = recs
+    p = print
+    p("# FedRZO_nn against first-order FL methods (FedRZO paper, Sec. 5.1)\n")
+    p(f"Written by `python experiments/fedrzo_compare_report.py {study}` from the runs of "
+      "experiments/fedrzo_compare.toml (the steps picked on seeds 0-2 by experiments/fedrzo_compare_tuning.toml, "
+      "reported here on other seeds). Test accuracy (%): mean of the last 10% of 200 rounds, mean +- the half-width "
+      "of the 95% t interval (n); differences paired by seed (same split, same initial point). "
+      f"Speed: communication rounds, and the clients' compute (s, the slowest client per round, summed), to the "
+      f"first round at {100 * TARGET:g}% test accuracy.\n")
+    for width in sorted(runs):
+        by = runs[width]
+        acc = {s: {seed: 100 * run_figures([r["test_acc"] for r in recs])["last10"] for seed, recs in d.items()}
+               for s, d in by.items()}
+        p(f"## N1 = {width} hidden units\n")
+        p("| method | accuracy | minus FedRZO_nn | minus x_0 alone | rounds to target | client compute to target (s) "
+          "| client compute per round (s) |")
+        p("|---|---|---|---|---|---|---|")
+        for s in (*ORDER, "x0-only", "centralised"):
+            if s not in by:
+                continue
+            reach = [_reach(recs) for recs in by[s].values()]
+            per_round = interval(sum(r.get("client_compute_max_s") or 0.0 for r in recs) / (len(recs) - 1)
+                                 for recs in by[s].values())
+            vs = [fmt_interval(paired(acc[s], acc[o])) if o in acc and o != s else "" for o in ("fedrzo-nn", "x0-only")]
+            p(f"| {TITLES[s]} | {fmt_interval(interval(acc[s].values()))} | {vs[0]} | {vs[1]} | "
+              f"{_fmt_reach([x[0] for x in reach], 1)} | {_fmt_reach([x[1] for x in reach], 2)} | "
+              f"{fmt_interval(per_round, digits=3) if s not in ('x0-only',) else ''} |")
+        p("")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("study", type=Path)
+    ap.add_argument("--picks", action="store_true", help="print the tuning grid's picks instead")
+    args = ap.parse_args()
+    picks(args.study) if args.picks else report(args.study)
+
+
+if __name__ == "__main__":
+    main()
