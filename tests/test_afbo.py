@@ -5,7 +5,7 @@ test_flower_e2e.py)."""
 import numpy as np
 import pytest
 
-from zofl.algorithms.afbo import APHE_MODES, aphe, dense_aphe, neumann_hypergradient, stored_mean
+from zofl.algorithms.afbo import aphe, dense_aphe, neumann_hypergradient, stored_mean
 from zofl.config import parse_config
 from zofl.core.protocol import Reply
 from zofl.inprocess import run_inprocess
@@ -26,30 +26,111 @@ def _problem(rng, p=4, q=3, n_hess=8):
     return rng.normal(size=p), rng.normal(size=(p, q)), Hs, rng.normal(size=q)
 
 
-@pytest.mark.parametrize("mode", APHE_MODES)
+class _WalkDepths:
+    """A stand-in for np.random.Generator: its k-th ``integers(low, high)`` call returns low + k (mod the
+    range), so N_i calls of ``aphe`` walk every depth of the range the code asks for, each once. It
+    honours the arguments: ``aphe`` drawing from {1, ..., N_i} walks those depths, not 0, ..., N_i - 1."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def integers(self, low, high=None):
+        low, high = (0, low) if high is None else (low, high)
+        k, self.calls = self.calls, self.calls + 1
+        return low + k % (high - low)
+
+
+def _counting_oracles(d, W, Hs, v):
+    """aphe's oracles over dense matrices (minibatch k of the k-th call, Hessians from batch 3 on),
+    with the number of Hessian-vector products made (the depth, in random-depth mode)."""
+    count = [0]
+
+    def hvp(x, idx):
+        count[0] += 1
+        return Hs[int(idx[0]) - 3] @ x
+
+    return (lambda idx: d, lambda idx: v, hvp, lambda x, idx: W @ x), count
+
+
+def _truncated_series(d, W, Hs, v, N_i, l_g):
+    """d - W (1/l) sum_{n<N_i} prod_{j<n} (I - H_j / l) v, written out here (not the code's "sum" mode)."""
+    q = v.size
+    P, S = np.eye(q), np.zeros((q, q))
+    for n in range(N_i):
+        S += P
+        if n < len(Hs):
+            P = (np.eye(q) - Hs[n] / l_g) @ P
+    return d - W @ (S @ v / l_g)
+
+
+@pytest.mark.parametrize("mode", ["sum", "printed"])
 def test_aphe_with_products_equals_the_dense_computation(mode):
     rng = np.random.default_rng(1)
     d, W, Hs, v = _problem(rng)
     N_i, l_g = 5, 8.0
     batches = [np.array([k]) for k in range(3 + N_i)]  # minibatch k of the k-th oracle call
-    got = aphe(lambda idx: d, lambda idx: v, lambda x, idx: Hs[int(idx[0]) - 3] @ x, lambda x, idx: W @ x,
-               batches, N_i, l_g, mode, np.random.default_rng(7), N=6)
-    depth = int(np.random.default_rng(7).integers(N_i))
-    want = dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, mode, depth=depth, N=6)
+    oracles, _ = _counting_oracles(d, W, Hs, v)
+    got = aphe(*oracles, batches, N_i, l_g, mode, np.random.default_rng(7), N=6)
+    want = dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, mode, N=6)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if mode == "sum":  # and the dense reference is the truncated series itself
+        np.testing.assert_allclose(want, _truncated_series(d, W, Hs[:N_i], v, N_i, l_g), rtol=1e-12, atol=1e-12)
 
 
-def test_random_depth_is_unbiased_for_the_truncated_series():
+def test_random_depth_aphe_walks_every_depth_and_averages_to_the_truncated_series():
+    """The real ``aphe``, with a generator that hands it every depth in turn: depth k makes exactly k
+    Hessian-vector products and gives the dense estimate of depth k; the N_i estimates average to the
+    truncated Neumann series (1/l) sum_{n<N_i} prod_{j<n} (I - H_j/l) v exactly, a different Hessian per
+    factor. A depth never 0, or drawn from N_i + 1 values, is a biased estimator and fails here."""
+    rng = np.random.default_rng(1)
+    d, W, Hs, v = _problem(rng)
+    for N_i, l_g in ((1, 8.0), (5, 8.0), (8, 5.0)):
+        batches = [np.array([k]) for k in range(3 + N_i)]
+        oracles, count = _counting_oracles(d, W, Hs, v)
+        walk, got, depths = _WalkDepths(), [], []
+        for _ in range(N_i):
+            before = count[0]
+            got.append(aphe(*oracles, batches, N_i, l_g, "random-depth", walk))
+            depths.append(count[0] - before)
+        assert walk.calls == N_i and depths == list(range(N_i)), depths  # one draw an estimate; every depth
+        for k, g in enumerate(got):
+            np.testing.assert_allclose(g, dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, "random-depth", depth=k),
+                                       rtol=1e-12, atol=1e-12)
+        want = _truncated_series(d, W, Hs[:N_i], v, N_i, l_g)
+        np.testing.assert_allclose(np.mean(got, axis=0), want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(aphe(*oracles, batches, N_i, l_g, "sum"), want, rtol=1e-12, atol=1e-12)
+
+
+def test_random_depth_aphe_with_numpys_generator_is_uniform_and_unbiased():
+    """The same with the generator runs use: over 6,000 estimates the depth (counted Hessian-vector
+    products) takes exactly the values 0, ..., N_i - 1, each about 1/N_i of the time, and the mean estimate
+    is within 4.5 standard errors of the truncated series in every coordinate."""
+    rng = np.random.default_rng(3)
+    d, W, Hs, v = _problem(rng)
+    N_i, l_g, draws = 5, 4.0, 6000
+    batches = [np.array([k]) for k in range(3 + N_i)]
+    oracles, count = _counting_oracles(d, W, Hs, v)
+    gen = np.random.default_rng(11)
+    est, depths = [], []
+    for _ in range(draws):
+        before = count[0]
+        est.append(aphe(*oracles, batches, N_i, l_g, "random-depth", gen))
+        depths.append(count[0] - before)
+    freq = np.bincount(depths, minlength=N_i) / draws
+    assert len(freq) == N_i and freq.min() > 0, freq  # no depth N_i, and depth 0 too
+    np.testing.assert_allclose(freq, 1 / N_i, atol=4.5 * np.sqrt(0.2 * 0.8 / draws))
+    est = np.array(est)
+    se = est.std(axis=0, ddof=1) / np.sqrt(draws)
+    assert np.all(np.abs(est.mean(axis=0) - _truncated_series(d, W, Hs[:N_i], v, N_i, l_g)) < 4.5 * se)
+
+
+def test_the_truncated_series_tends_to_the_exact_hypergradient():
     rng = np.random.default_rng(2)
     d, W, Hs, v = _problem(rng)
-    H = [Hs[0]] * 8  # one Hessian, so the expectation over the depth is exact
-    N_i, l_g = 6, 5.0
-    mean = np.mean([dense_aphe(d, W, H, v, N_i, l_g, "random-depth", depth=k) for k in range(N_i)], axis=0)
-    np.testing.assert_allclose(mean, dense_aphe(d, W, H, v, N_i, l_g, "sum"), rtol=1e-12)
-    # and the truncated series tends to the exact hyper-gradient d - W H^{-1} v as N grows
     exact = d - W @ np.linalg.solve(Hs[0], v)
-    far = neumann_hypergradient(d, lambda x: W @ x, v, lambda x: Hs[0] @ x, 400, l_g)
+    far = neumann_hypergradient(d, lambda x: W @ x, v, lambda x: Hs[0] @ x, 400, 5.0)
     np.testing.assert_allclose(far, exact, rtol=1e-8)
+    np.testing.assert_allclose(_truncated_series(d, W, [Hs[0]] * 400, v, 400, 5.0), exact, rtol=1e-8)
 
 
 def test_stored_mean_over_all_or_the_clients_heard_from():
