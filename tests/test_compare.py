@@ -119,6 +119,14 @@ def test_statistics_of_the_reports():
     from zofl.stats import excludes_zero, interval, paired, run_figures
 
     assert run_figures([0.1, 0.5, 0.4] + [0.3] * 8 + [0.2, 0.6]) == {"final": 0.6, "best": 0.6, "last10": 0.4}
+    # the window is the last ceil(0.1 R) records of a run of R rounds (R + 1 records, round 0 included), at
+    # least 1. Pinned at lengths where ceil(0.1 R), ceil(0.1 (R + 1)), floor and round disagree: values =
+    # the record's index, so last10 = the mean of the window's indices
+    window = {1: 1, 2: 1, 5: 1, 9: 1, 10: 1, 11: 2, 15: 2, 19: 2, 20: 2, 21: 3, 29: 3, 30: 3, 31: 4, 100: 10}
+    for R, k in window.items():
+        got = run_figures([float(i) for i in range(R + 1)])["last10"]
+        assert got == (2 * R - k + 1) / 2, (R, k, got)  # mean of R - k + 1, ..., R
+    assert run_figures([3.0])["last10"] == 3.0 and math.isnan(run_figures([])["last10"])
     mean, half, n = interval([1.0, 2.0, 3.0])
     assert (mean, n) == (2.0, 3) and math.isclose(half, 4.302652729911275 * 1.0 / math.sqrt(3))
     assert math.isnan(interval([5.0])[1]) and interval([])[2] == 0
