@@ -36,12 +36,33 @@ def test_fault_draws_match_their_probabilities():
     assert all(draw_fault(1, r, 0, 0.0, 0.0, 0.0) is None for r in range(50))
 
 
+# what reply_problem says of each injected corruption (the reason logged and counted as "rejected")
+REASONS = {"nan": "NaN or Inf in the reply", "inf": "NaN or Inf in the reply",
+           "shape": "wrong shapes [(4,), (2, 3)], expected [(5,), (2, 3)]",
+           "huge": "absurd magnitude 1e+12 > reply-max-abs = 1e+06"}
+
+
 @pytest.mark.parametrize("kind", CORRUPTIONS)
 def test_every_corruption_is_caught(kind):
     good = [np.ones(5), np.zeros((2, 3))]
     shapes = [(5,), (2, 3)]
     assert reply_problem(good, shapes, 1e6) is None
-    assert reply_problem(corrupt(good, kind), shapes, 1e6) is not None
+    assert reply_problem(corrupt(good, kind), shapes, 1e6) == REASONS[kind]
+
+
+def test_reply_problem_names_each_problem():
+    shapes = {"dy": (2,), "c": (3,)}
+    ok = {"dy": np.zeros(2), "c": np.zeros(3)}
+    assert reply_problem(ok, shapes, 10.0) is None
+    assert reply_problem({"dy": np.zeros(2)}, shapes, 10.0) == \
+        "wrong arrays {'dy': (2,)}, expected {'dy': (2,), 'c': (3,)}"
+    assert reply_problem({**ok, "c": np.array(["a", "b", "c"])}, shapes, 10.0) == "non-numeric arrays in the reply"
+    assert reply_problem({**ok, "c": np.array([0.0, -np.inf, 0.0])}, shapes, 10.0) == "NaN or Inf in the reply"
+    assert reply_problem({**ok, "dy": np.array([0.0, -10.5])}, shapes, 10.0) == \
+        "absurd magnitude 10.5 > reply-max-abs = 10"
+    assert reply_problem({**ok, "dy": np.array([0.0, -10.0])}, shapes, 10.0) is None  # at the bound: kept
+    with pytest.raises(TypeError):
+        reply_problem([np.zeros(2)], shapes, 10.0)
 
 
 def test_slow_devices_miss_the_deadline_and_are_counted(tmp_path):
