@@ -60,16 +60,26 @@ def test_scaffold_keeps_client_control_variates_across_rounds(tmp_path, monkeypa
     from zofl import methods
     from zofl.methods import MethodEntry, scaffold
 
-    seen = []
+    seen, before, after, sent = [], {}, {}, {}
 
     def spy(cfg, task, spec, work, state):
         seen.append((work.round, work.pid, "c_i" in state))
-        return scaffold.client_work(cfg, task, spec, work, state)
+        before[work.round, work.pid] = np.array(state["c_i"], copy=True) if "c_i" in state else None
+        reply = scaffold.client_work(cfg, task, spec, work, state)
+        after[work.round, work.pid] = np.array(state["c_i"], copy=True)
+        sent[work.round, work.pid] = reply.arrays["dc"]
+        return reply
 
     monkeypatch.setitem(methods.METHODS, "scaffold", MethodEntry(scaffold.Scaffold, spy))
     run_inprocess({**SMALL, "beta": 1.0, "strategy": "scaffold", "output-dir": str(tmp_path), "run-name": "s"},
                   workers=0)
-    assert all(has == (r > 0) for r, _, has in seen)  # state from round 0 is there in every later round
+    # every client in every round (beta = 1), with no state in round 0 and its c_i in every later round...
+    assert sorted(seen) == [(r, p, r > 0) for r in range(SMALL["num-rounds"]) for p in range(SMALL["num-clients"])]
+    for r in range(1, SMALL["num-rounds"]):
+        for p in range(SMALL["num-clients"]):  # ...the very c_i the client left in the round before
+            np.testing.assert_array_equal(before[r, p], after[r - 1, p])
+            np.testing.assert_array_equal(after[r, p], before[r, p] + sent[r, p])  # used, and moved by Delta c_i
+    assert all(np.abs(after[0, p]).max() > 0 for p in range(SMALL["num-clients"]))  # and it moved
 
 
 def test_peer_cross_check_fedavg_vs_flowers_fedavg(tmp_path):
