@@ -32,6 +32,30 @@ def test_torch_models_learn_with_every_kind_of_strategy(tmp_path, task):
         assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
         if strategy == "fedavg":
             assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.2
+        else:  # ZO-HFL's 3 small steps: f1 and the test loss go down (a step up the gradient raises both), and
+            # every round's two-point estimates saw f2 > 0 (a penalty of y_i off x)
+            assert rec[-1]["f1"] < rec[0]["f1"] and rec[-1]["test_loss"] < rec[0]["test_loss"], rec
+            assert all(r["f2_est"] > 0 for r in rec[1:]) and rec[1]["participants"] == 3
+
+
+def test_zohfl_on_the_torch_softmax_gives_the_numpy_softmax_run():
+    """A ZO-HFL run through a torch task: the very numbers (to 1e-10 relative) of the same run on the numpy
+    softmax, round by round: f1's gradient, the clients' lower-level solves and the f2 values all go
+    through the task's torch code."""
+    import tempfile
+
+    got = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in ("softmax", "torch-softmax"):
+            d, x = run_inprocess({"task": task, "num-clients": 3, "beta": 1.0, "num-rounds": 3, "tau": 3.0,
+                                  "x0": "zeros", "output-dir": tmp, "run-name": task}, workers=0)
+            got[task] = (x, [[r["test_acc"], r["test_loss"], r["f1"], r["f2_est"]] for r in read_rounds(d)])
+    (x_np, rec_np), (x_t, rec_t) = got["softmax"], got["torch-softmax"]
+    assert np.abs(x_np).max() > 1e-3  # the run moved x
+    np.testing.assert_allclose(x_t, x_np, rtol=1e-10, atol=1e-14)
+    assert rec_t[0][3] is None and rec_np[0][3] is None
+    np.testing.assert_allclose(np.array(rec_t[1:], float), np.array(rec_np[1:], float), rtol=1e-10)
+    np.testing.assert_allclose(rec_t[0][:3], rec_np[0][:3], rtol=1e-10)
 
 
 def test_device_key():
