@@ -1,0 +1,109 @@
+"""Edges of the pure algorithms that a mutation-testing run of zofl/algorithms found unguarded (docs/testing.md,
+"Mutation testing"): each test here fails on a mutant that every other test let through."""
+import numpy as np
+import pytest
+
+from zofl.algorithms.adbo import unrolled_grad_v
+from zofl.algorithms.afbo import neumann_hypergradient
+from zofl.algorithms.afbo_global import local_average_hypergradient
+from zofl.algorithms.fedrzo import local_zo_steps
+from zofl.algorithms.lower_level import projected_sgd
+from zofl.algorithms.robust import krum_index, trimmed_mean
+from zofl.algorithms.zohfl import envelope_estimate
+
+
+def _spd(rng, q):
+    Q = rng.normal(size=(q, q))
+    return Q @ Q.T / q + np.eye(q)
+
+
+def test_neumann_hypergradient_sums_exactly_N_terms():
+    """FedNest's series: d - W (1/l) sum_{j<N} (I - H/l)^j v, N terms (N - 1 products), written out here."""
+    rng = np.random.default_rng(0)
+    p, q, l_g = 4, 3, 6.0
+    d, W, H, v = rng.normal(size=p), rng.normal(size=(p, q)), _spd(rng, q), rng.normal(size=q)
+    for N in (1, 2, 5):
+        S = sum(np.linalg.matrix_power(np.eye(q) - H / l_g, j) for j in range(N))
+        got = neumann_hypergradient(d, lambda x: W @ x, v, lambda x: H @ x, N, l_g)
+        np.testing.assert_allclose(got, d - W @ (S @ v / l_g), rtol=1e-12, atol=1e-12)
+
+
+def test_local_average_hypergradient_is_the_mean_of_the_local_exact_hypergradients():
+    gx = [np.array([1.0, 0.0]), np.array([0.0, 2.0])]
+    Js = [np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [1.0, 0.0]])]
+    Hs = [np.diag([2.0, 4.0]), np.eye(2)]
+    gys = [np.array([2.0, 4.0]), np.array([1.0, 3.0])]
+    # client 0: (1, 0) - (1, 1) = (0, -1); client 1: (0, 2) - (3, 1) = (-3, 1)
+    np.testing.assert_allclose(local_average_hypergradient(gx, Js, Hs, gys), [-1.5, 0.0])
+
+
+def test_krum_scores_by_squared_distances():
+    """Krum against a brute-force count with squared distances, on draws where summed distances (not squared)
+    pick another row: at least one such draw is checked."""
+    rng = np.random.default_rng(0)
+    differs = 0
+    for _ in range(200):
+        rows = rng.normal(size=(6, 2)) * rng.uniform(0.2, 3.0, size=(6, 1))
+        f = int(rng.integers(0, 3))
+        k = max(1, len(rows) - f - 2)
+        dist = np.linalg.norm(rows[:, None] - rows[None], axis=2)
+
+        def pick(d):
+            return int(np.argmin([np.sort(np.delete(d[i], i))[:k].sum() for i in range(len(rows))]))
+
+        assert krum_index(rows.reshape(6, 1, 2), f) == pick(dist ** 2)
+        differs += pick(dist) != pick(dist ** 2)
+    assert differs >= 1
+
+
+def test_trimmed_mean_refuses_half_or_more():
+    x = np.arange(8.0).reshape(4, 2)
+    for bad in (0.5, 0.7, -0.1):
+        with pytest.raises(ValueError, match=r"trim-fraction must be in \[0, 0.5\), got"):
+            trimmed_mean(x, bad)
+    np.testing.assert_allclose(trimmed_mean(x, 0.49), [3.0, 4.0])  # int(0.49 * 4) = 1 dropped each side
+
+
+def test_envelope_estimate_through_a_robust_rule_keeps_the_weights_total():
+    """With a robust rule, the combined lambda (x - y_i) is scaled by sum_i w_i (|S_r|/m for uniform weights),
+    as the weighted sum is without one; no client gives 0."""
+    x = np.array([1.0, 2.0])
+    ys = {0: np.array([0.0, 0.0]), 3: np.array([1.0, 1.0]), 4: np.array([3.0, 2.0])}
+    w = {0: 0.2, 3: 0.2, 4: 0.2}
+    median = lambda vs: np.median(np.stack(vs), axis=0)  # noqa: E731
+    # lam (x - y_i): (2, 4), (0, 2), (-4, 0); median (0, 2); times 0.6
+    np.testing.assert_allclose(envelope_estimate(w, ys, x, 2.0, median), [0.0, 1.2])
+    np.testing.assert_allclose(envelope_estimate(w, ys, x, 2.0), 0.2 * 2.0 * ((x - ys[0]) + (x - ys[3]) + (x - ys[4])))
+    np.testing.assert_array_equal(envelope_estimate({}, {}, x, 2.0, median), np.zeros(2))
+
+
+def test_local_solvers_do_not_write_into_their_inputs():
+    x = np.array([0.5, -0.5, 1.0])
+    keep = x.copy()
+    out = local_zo_steps(lambda z, idx: float(z @ z), x, np.zeros((3, 1), int), np.eye(3), 0.1, 0.01, lambda z: z)
+    np.testing.assert_array_equal(x, keep)
+    assert not np.array_equal(out, x)
+    y0 = np.array([2.0, 0.0, 0.0])
+    y = projected_sgd(lambda y, idx: y, x, y0, np.zeros((2, 1), int), 0.5, 0.0)
+    np.testing.assert_array_equal(y0, [2.0, 0.0, 0.0])
+    # radius 0 (the default) is no constraint: two plain steps y <- y - (0.5 / (t + 1)) y
+    np.testing.assert_allclose(y, y0 * 0.5 * (1 - 0.25))
+
+
+def test_unrolled_cut_gradient_uses_each_steps_own_products():
+    """-2 (d y^K / d v)^T r by reverse mode, against the dense sum over steps k of
+    -lr J_k^T prod_{j>k} (I - lr (H_j + mu I)) r, with a different Hessian and Jacobian per step."""
+    rng = np.random.default_rng(1)
+    p, q, K, mu, lr = 2, 3, 4, 0.3, 0.1
+    Hs = [_spd(rng, q) for _ in range(K)]
+    Js = [rng.normal(size=(p, q)) for _ in range(K)]
+    r = rng.normal(size=q)
+    got = unrolled_grad_v(r, [np.zeros(q)] * K, lambda w, k: Hs[k] @ w, lambda w, k: Js[k] @ w, mu, lr)
+    want = np.zeros(p)
+    for k in range(K):
+        w = r.copy()
+        for j in reversed(range(k + 1, K)):
+            w = w - lr * (Hs[j] @ w + mu * w)
+        want += -lr * Js[k] @ w
+    np.testing.assert_allclose(got, -2.0 * want, rtol=1e-12, atol=1e-14)
+    assert unrolled_grad_v(r, [], None, None, mu, lr).shape == (0,)
