@@ -107,3 +107,20 @@ def test_unrolled_cut_gradient_uses_each_steps_own_products():
         want += -lr * Js[k] @ w
     np.testing.assert_allclose(got, -2.0 * want, rtol=1e-12, atol=1e-14)
     assert unrolled_grad_v(r, [], None, None, mu, lr).shape == (0,)
+
+
+def test_fedrzo_bl_steps_and_average_leave_their_inputs_alone():
+    from zofl.algorithms.fedrzo_bl import average, lower_local_sgd
+
+    y0 = np.array([1.0, -2.0])
+    y = lower_local_sgd(lambda x, y, idx: y, np.zeros(2), y0, np.zeros((2, 1), int), 0.5)
+    np.testing.assert_array_equal(y0, [1.0, -2.0])
+    np.testing.assert_allclose(y, 0.25 * y0)
+    fallback = np.array([3.0, 4.0])
+    out = average([], fallback)
+    np.testing.assert_array_equal(out, fallback)
+    out += 1.0  # the server's next step writes into it: the fallback (the last model) must not move
+    np.testing.assert_array_equal(fallback, [3.0, 4.0])
+    vs = [np.array([0.0, 0.0]), np.array([1.0, 1.0]), np.array([9.0, 9.0])]
+    np.testing.assert_allclose(average(vs, fallback), [10 / 3, 10 / 3])
+    np.testing.assert_allclose(average(vs, fallback, lambda v: np.median(np.stack(v), axis=0)), [1.0, 1.0])

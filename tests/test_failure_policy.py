@@ -20,6 +20,19 @@ def test_policy_arithmetic():
     assert async_windows(12, 2, 4) == 6 and async_windows(1, 1, 10) == 1
 
 
+def test_late_kind_from_the_clients_own_handling_time():
+    from zofl.core.policy import late_kind
+    from zofl.core.protocol import Failure, Reply
+
+    def reply(**metrics):
+        return Reply(0, {}, 1, metrics)
+
+    assert late_kind(Failure(0, "boom"), 1.5) == "failed"
+    assert late_kind(reply(handle_s=0.2), 1.5) == "queued" and late_kind(reply(handle_s=1.5), 1.5) == "queued"
+    assert late_kind(reply(handle_s=1.6), 1.5) == "slow" and late_kind(reply(), 1.5) == "slow"
+    assert late_kind(reply(handle_s=0.2), 1.5, simulated=True) == "slow"  # the device model's durations
+
+
 def test_min_replies_above_the_sampled_clients_is_refused():
     with pytest.raises(ConfigError, match=r"'min-replies' = 3 is more than the 2 client\(s\) sampled"):
         parse_config({"num-clients": 4, "beta": 0.5, "min-replies": 3})
