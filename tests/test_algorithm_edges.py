@@ -125,3 +125,19 @@ def test_fedrzo_bl_steps_and_average_leave_their_inputs_alone():
     vs = [np.array([0.0, 0.0]), np.array([1.0, 1.0]), np.array([9.0, 9.0])]
     np.testing.assert_allclose(average(vs, fallback), [10 / 3, 10 / 3])
     np.testing.assert_allclose(average(vs, fallback, lambda v: np.median(np.stack(v), axis=0)), [1.0, 1.0])
+
+
+def test_a_checkpoint_state_with_an_array_missing_or_unknown_is_refused(tmp_path):
+    """check_state alone (the resume tests change a missing and an unknown array together): either is enough."""
+    from zofl.core.checkpoint import check_state
+    from zofl.core.run import RunFolderError
+
+    want = {"x": np.zeros(3), "c": np.ones(2)}
+    path = tmp_path / "state.npz"
+    check_state(path, {"x": np.ones(3), "c": np.zeros(2)}, want)
+    with pytest.raises(RunFolderError, match=r"does not hold this run's state \(missing \['c'\], unexpected \[\]\)"):
+        check_state(path, {"x": np.ones(3)}, want)
+    with pytest.raises(RunFolderError, match=r"\(missing \[\], unexpected \['y'\]\)"):
+        check_state(path, {"x": np.ones(3), "c": np.zeros(2), "y": np.zeros(1)}, want)
+    with pytest.raises(RunFolderError, match=r"array 'x' has shape \(2,\), this run's is \(3,\)"):
+        check_state(path, {"x": np.ones(2), "c": np.zeros(2)}, want)
