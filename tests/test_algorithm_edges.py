@@ -141,3 +141,27 @@ def test_a_checkpoint_state_with_an_array_missing_or_unknown_is_refused(tmp_path
         check_state(path, {"x": np.ones(3), "c": np.zeros(2), "y": np.zeros(1)}, want)
     with pytest.raises(RunFolderError, match=r"array 'x' has shape \(2,\), this run's is \(3,\)"):
         check_state(path, {"x": np.ones(2), "c": np.zeros(2)}, want)
+
+
+def test_combine_with_passes_the_weights_on():
+    """combine_with hands robust_combine the weights: a weighted mean, and a median scaled by their total."""
+    from types import SimpleNamespace
+
+    from zofl.algorithms.robust import combine_with
+
+    vs = [np.array([0.0, 3.0]), np.array([2.0, 1.0]), np.array([10.0, 5.0])]
+    rule = SimpleNamespace(aggregation="mean", trim_fraction=0.2, krum_f=1)
+    np.testing.assert_allclose(combine_with(rule, vs, [0.5, 0.25, 0.25]), [3.0, 3.0])
+    np.testing.assert_allclose(combine_with(rule, vs), [4.0, 3.0])
+    np.testing.assert_allclose(combine_with(SimpleNamespace(**{**vars(rule), "aggregation": "median"}), vs,
+                                            [0.1, 0.1, 0.1]), [0.6, 0.9])
+
+
+def test_afbo_global_delay_mean_and_adbo_update_rule():
+    from zofl.algorithms.adbo import may_update
+    from zofl.algorithms.afbo_global import delay_mean
+
+    assert delay_mean(7, np.array([5, 7, 1]), np.array([True, True, False])) == 1.0  # ages 2 and 0
+    assert delay_mean(7, np.array([5, 7, 1]), np.zeros(3, bool)) == 0.0
+    assert may_update(2, np.array([], int), 2, 1) and not may_update(1, np.array([], int), 2, 1)
+    assert may_update(3, np.array([0, 2]), 2, 3) and not may_update(3, np.array([0, 3]), 2, 3)
