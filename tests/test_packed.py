@@ -87,6 +87,21 @@ def test_a_resume_never_reads_the_packed_file(tmp_path):
         read_rounds(study / "cells" / "no-such-cell")
 
 
+def test_cells_still_running_are_packed_as_far_as_they_go_and_keep_their_records(tmp_path):
+    """The runner packs after every cell while others run: a cell that has just started (no record
+    yet) is left out, one half done is packed but keeps its rounds.jsonl (no summary.json)."""
+    study = _study(tmp_path)
+    for name, lines in (("c-new", ""), ("d-half", '{"round": 0, "test_acc": 0.1}\n')):
+        d = study / "cells" / name
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+        (d / "rounds.jsonl").write_text(lines)
+    assert pack(study, remove=True) == (3, 6)
+    assert set(read_packed(study / PACKED)) == {"a-1", "b-2", "d-half"}
+    assert (study / "cells" / "d-half" / "rounds.jsonl").exists()
+    assert not (study / "cells" / "a-1" / "rounds.jsonl").exists()
+
+
 def test_not_a_study_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no cell with records"):
         pack(tmp_path)

@@ -193,8 +193,8 @@ def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list
 def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = False) -> tuple[int, int]:
     """Pack STUDY's records into STUDY/rounds.parquet; returns (cells, records). Every cell folder
     with records is packed: from its rounds.jsonl, or, where that is gone, from the file packed
-    before. Each record read back is checked against its source; then with ``remove`` the cells'
-    rounds.jsonl and the study's rounds.csv are deleted, with ``remove_csv`` the rounds.csv only
+    before (a cell with no record yet is left out). Each record read back is checked against its
+    source; then with ``remove`` the finished cells' rounds.jsonl and the study's rounds.csv are deleted, with ``remove_csv`` the rounds.csv only
     (derived from the records: what the runner wrote before it wrote rounds.parquet)."""
     from .results import read_rounds  # a cell's own rounds.jsonl first, the packed file otherwise
     study = Path(study)
@@ -205,7 +205,9 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
             continue
         if not (d / "rounds.jsonl").is_file() and packed_records(d) is None:
             continue
-        runs.append((d.name, json.loads((d / "config.json").read_text()), read_rounds(d)))
+        records = read_rounds(d)
+        if records:  # a cell that has just started (no record yet) has nothing to pack
+            runs.append((d.name, json.loads((d / "config.json").read_text()), records))
     if not runs:
         raise ValueError(f"{study}: no cell with records under {study / 'cells'} (not a study)")
     write_packed(study / PACKED, runs)
@@ -214,9 +216,10 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
         got_cfg, got = back[cell]
         if not (_same(got_cfg, cfg) and _same(got, recs)):
             raise RuntimeError(f"{study / PACKED}: cell {cell} does not read back as written; nothing removed")
-    if remove:
+    if remove:  # a finished cell's records only: an unfinished one may still be written to
         for cell, _, _ in runs:
-            (study / "cells" / cell / "rounds.jsonl").unlink(missing_ok=True)
+            if (study / "cells" / cell / "summary.json").is_file():
+                (study / "cells" / cell / "rounds.jsonl").unlink(missing_ok=True)
     if remove or remove_csv:
         (study / "rounds.csv").unlink(missing_ok=True)
     return len(runs), sum(len(r) for _, _, r in runs)
