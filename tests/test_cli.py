@@ -3,6 +3,7 @@
 import gzip
 import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -296,6 +297,64 @@ def test_a_run_that_writes_its_summary_succeeds(tmp_path, monkeypatch, capsys):
                  "d + '/summary.json')")
     rc = _zofl_run(f'output-dir="{tmp_path}"', 'run-name="r"', "num-clients=3", "num-rounds=5", "resume=true")
     assert rc == 0, capsys.readouterr().err
+
+
+# The ServerApp's own code on the in-process Grid, in a process of its own, in place of `flwr run` on a
+# SuperLink with Ray: what it prints (its summary, a traceback) reaches ``zofl run`` as Flower's stream does.
+SERVERAPP = ("import sys, tomllib; from zofl.inprocess import run_inprocess; "
+             "run_inprocess(tomllib.loads(chr(10).join(sys.argv[1].split(' '))), workers=0)")
+
+
+def _serverapp_in_process(monkeypatch):
+    """``zofl.launch.local_superlink`` whose ``popen`` runs the command's run-config with ``run_inprocess``."""
+    import contextlib
+    import subprocess
+    import sys
+
+    import zofl.launch
+
+    root = Path(__file__).resolve().parent.parent
+
+    class Link:
+        def popen(self, cmd, **kwargs):
+            assert cmd[1:5] == ["run", str(root), "zofl", "--stream"], cmd  # `flwr run APP zofl --stream`
+            return subprocess.Popen([sys.executable, "-c", SERVERAPP, cmd[cmd.index("--run-config") + 1]],
+                                    cwd=root, **kwargs)
+
+        def stop_run(self, run_id):
+            return False
+
+    @contextlib.contextmanager
+    def fake(*args, **kwargs):
+        yield Link()
+
+    monkeypatch.setattr(zofl.launch, "local_superlink", fake)
+
+
+def test_zofl_run_exit_codes(tmp_path, monkeypatch, capsys):
+    """A bad key: one line naming it, exit 2, before anything starts. A run that fails inside its ServerApp,
+    or that the failure policy stops: exit 1 with the error (plain ``flwr run`` exits 0 for both). The
+    ServerApp runs on the in-process Grid here; the real Flower runs are in test_flower_e2e.py (there a
+    failed run's real output is shown to give its error to ``_error_lines``)."""
+    _fake_flower(monkeypatch, "raise SystemExit('must not start')")
+    assert main(["run", "--set", "alpha=0"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["zofl run: error: run-config key 'alpha' must be a number > 0, got 0.0"]
+    _serverapp_in_process(monkeypatch)
+    rc = main(["run", "--rounds", "2", "--clients", "3", "--quiet", "--set", 'task="tests.plugin_task:FailingTask"',
+               f'output-dir="{tmp_path}"', 'run-name="fails"'])
+    out, err = capsys.readouterr()
+    assert rc == 1, out + err
+    assert "zofl run: the run failed" in err and "Flower's output is in " in err, err
+    assert "RuntimeError: FailingTask: a deliberate failure inside the run" in err, err
+    # no client ever answers: the failure policy stops the run, exit 1, its summary says why
+    rc = main(["run", "--rounds", "2", "--clients", "2", "--quiet", "--set", "crash-prob=1.0",
+               f'output-dir="{tmp_path}"', 'run-name="dead"'])
+    out, err = capsys.readouterr()
+    assert rc == 1, out + err
+    assert "FAILED: the failure policy stopped the run: 2 rounds had fewer than min-replies" in out, out
+    assert "clients with failures (rounds): " in out and out.strip().splitlines()[-1] == f"  results: {tmp_path / 'dead'}"
+    assert "zofl run: the run failed: the failure policy stopped the run" in err, err
 
 
 def test_a_second_zofl_run_of_the_same_run_name_is_refused_at_once(tmp_path, monkeypatch, capsys):

@@ -1,8 +1,11 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
-engine (sync: ZO-HFL through the user's ``zofl run``, FedRZO; legacy: SCAFFOLD; async: FedBuff), each
-compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties
-that to the reference)."""
+engine (sync: ZO-HFL through the user's ``zofl run``, killed three ways and resumed; legacy: SCAFFOLD;
+async: AFBO under the simulated clock), each compared number for number with the same run-config on the
+in-process Grid (tests/test_engines.py ties that to the reference); plain ``flwr run``'s two early
+failures; the torch example of docs/usage.md. What needs no Ray is tested on the in-process Grid (the
+same ServerApp code): the asynchronous engine on the wall clock and FedNest's rounds in
+tests/test_async_records.py, ``zofl run``'s exit codes in tests/test_cli.py."""
 import json
 import subprocess
 from pathlib import Path
@@ -10,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.procs import cmdline
+from zofl.cli import _error_lines
 from zofl.inprocess import run_inprocess
 from zofl.launch import descendants, local_superlink, start_time
 from zofl.results import read_rounds
@@ -64,55 +68,6 @@ def left_behind() -> list[int]:
     return pids
 
 
-def test_zofl_run_through_flower_matches_in_process_and_leaves_nothing(tmp_path):
-    """The user's command: Flower simulation on a private SuperLink, ZO-HFL on the Message API,
-    progress, the summary printed last, exit 0, no process left; the same numbers in-process."""
-    cfg = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 5.0, "uplink": "vectors", "straggler-prob": 0.2,
-           "output-dir": str(tmp_path), "run-name": "flower"}
-    res = zofl_run(tmp_path, "--rounds", "3", "--clients", "5", "--set", "beta=0.6", "tau=5.0", 'uplink="vectors"',
-                   "straggler-prob=0.2", f'output-dir="{tmp_path}"', 'run-name="flower"')
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert lines[-5].startswith("ZO-HFL on digits: 3 rounds") and lines[-1].strip() == f"results: {tmp_path / 'flower'}"
-    assert lines[-2].strip().startswith("clients: 9 sampled, 9 replies used, 0 dropped")
-    assert "3/3 rounds" in res.stdout and "WARNING" not in res.stdout  # progress; Flower's noise is in flwr.log
-    assert (tmp_path / "flower" / "flwr.log").stat().st_size > 0
-    assert not left_behind()
-    rec = read_rounds(tmp_path / "flower")
-    assert [r["round"] for r in rec] == [0, 1, 2, 3]
-    assert all(r["participants"] == 3 and r["uplink_bytes"] > 0 for r in rec[1:])
-    summary = json.loads((tmp_path / "flower" / "summary.json").read_text())
-    assert summary["final_test_acc"] == rec[-1]["test_acc"]
-    # the same seed in-process (no Ray, no SuperLink) gives the same numbers
-    d, _ = run_inprocess({**cfg, "run-name": "inprocess"}, workers=0)
-    ref = read_rounds(d)
-    for a, b in zip(rec, ref):
-        assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
-
-
-def test_zofl_run_exit_codes(tmp_path):
-    """A bad key: one line naming it, exit 2, before anything starts. A run that fails inside Flower,
-    or that the failure policy stops: exit 1 with the error, where plain ``flwr run`` exits 0;
-    nothing left running."""
-    import time
-
-    t = time.monotonic()
-    bad = zofl_run(tmp_path, "--set", "alpha=0")
-    assert bad.returncode == 2 and time.monotonic() - t < 20  # (the suite's load; alone it takes < 1 s)
-    assert bad.stderr.strip().splitlines() == ["zofl run: error: run-config key 'alpha' must be a number > 0, got 0.0"]
-    res = zofl_run(tmp_path, "--rounds", "2", "--clients", "3", "--quiet", "--set",
-                   'task="tests.plugin_task:FailingTask"', f'output-dir="{tmp_path}"', 'run-name="fails"')
-    assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
-    assert "the run failed" in res.stderr and "deliberate failure" in res.stderr
-    # no client ever answers: the failure policy stops the run, exit 1, its summary says why
-    res = zofl_run(tmp_path, "--rounds", "2", "--clients", "2", "--quiet", "--set", "crash-prob=1.0",
-                   f'output-dir="{tmp_path}"', 'run-name="dead"')
-    assert res.returncode == 1, (res.stdout + res.stderr)[-3000:]
-    assert "FAILED: the failure policy stopped the run: 2 rounds had fewer than min-replies" in res.stdout
-    assert "clients with failures (rounds): " in res.stdout
-    assert not left_behind()
-
-
 def test_legacy_engine_keeps_scaffold_state_across_flower_rounds(superlink, tmp_path):
     # The legacy API (flwr.server.strategy.Strategy + start_grid). Simulated clients are rebuilt
     # every round; SCAFFOLD's c_i must come back from context.state, so the Flower run matches the
@@ -139,35 +94,14 @@ def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(s
     assert {r.get("step") for r in rec[1:]} == {"inner", "outer"}
 
 
-def test_fednest_on_the_sync_engine_matches_in_process(superlink, tmp_path):
-    cfg = {**HYPERCLEANING, "strategy": "fednest", "num-rounds": 1, "beta": 0.5, "output-dir": str(tmp_path),
-           "run-name": "fednest"}
-    rec, ref = run_both(superlink, cfg, 4)
-    assert losses(rec) == losses(ref) and len(rec) == 1 + (3 + 3 + 1)  # FedNest takes N = the first N_i
-
-
-def test_async_engine_on_the_wall_clock_does_not_wait_for_a_slow_device(superlink, tmp_path):
-    # Client 0's device is 20x slower: its task (4 local steps of 0.05 s at speed 0.05) takes 4 s of
-    # real sleep in its Ray actor, a fast client's about 0.2 s. With K = 1 the fast clients' updates
-    # are applied while it works (about 10 in those 4 s on an idle machine; 3 are asked for), and
-    # its own comes late, with the staleness it has.
-    cfg = {"strategy": "fedbuff", "engine": "async", "clock": "wall", "buffer-size": 1, "num-rounds": 40,
-           "num-clients": 3, "local-steps": 2, "speed-profile": "slow", "slow-clients": "0", "speed-param": 0.05,
-           "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "wall"}
-    res = superlink.run(cfg, num_supernodes=3)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    rec = read_rounds(tmp_path / "wall")[1:]
-    slow = [i for i, r in enumerate(rec) if 0 in r["clients"]]
-    assert slow and slow[0] >= 3, [r["clients"] for r in rec]
-    assert rec[slow[0]]["staleness"] == [slow[0]]  # computed on version 0, applied after slow[0] updates
-
-
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
     res = superlink.run({"alpha": 0.0, "output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
     out = res.stdout + res.stderr
     assert "run-config key 'alpha' must be a number > 0, got 0.0" in out, out[-3000:]
     assert "[ROUND 1]" not in out
     assert not any(tmp_path.iterdir())  # nothing written
+    shown = _error_lines(out.splitlines())  # what `zofl run` shows of a failed run's output (tests/test_cli.py)
+    assert any("run-config key 'alpha' must be a number > 0, got 0.0" in line for line in shown), shown
 
 
 def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
@@ -178,6 +112,8 @@ def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
     fix = "The run cannot go on: run-config num-clients=10 but the federation has 2 SuperNodes"
     assert fix in out and 'num-supernodes=10' in out, out[-3000:]
     assert "Traceback" not in out[:out.index(fix)]  # the one-line fix comes before Flower's traceback
+    shown = _error_lines(out.splitlines())  # what `zofl run` shows of a failed run's output (tests/test_cli.py)
+    assert any("num-clients=10 but the federation has 2 SuperNodes" in line for line in shown), shown
 
 
 def _lock_free(path: Path) -> bool:
@@ -196,25 +132,31 @@ def _lock_free(path: Path) -> bool:
         os.close(fd)
 
 
-def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path):
-    """``zofl run`` stopped at random rounds by SIGKILL (nothing of it runs: its watchdog stops the rest),
-    SIGTERM (within 5 s on an idle machine) and Ctrl-C (``flwr stop`` first, exit 130), each resumed:
-    after each, no process of the run is left, no lock is held and there is no summary; the last resume
-    ends with the numbers of an uninterrupted run."""
+def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_process_numbers(tmp_path):
+    """The user's command, ZO-HFL on the Message-API engine through a private SuperLink with Ray, stopped at
+    random rounds three ways, each resumed: SIGKILL of ``zofl run`` and of Flower's simulation process (the
+    ServerApp's) at once (nothing of ours runs: its watchdog stops the rest), SIGTERM (within 5 s on an
+    idle machine) and Ctrl-C (``flwr stop`` first, exit 130). After each, no process of the run is left, no
+    lock is held and there is no summary. The last resume, as a user sees it: progress, the summary printed
+    last, exit 0, nothing left; every round once, and the numbers (records and final model) of the
+    uninterrupted run made in-process (no Ray, no SuperLink)."""
     import os
     import random
     import signal
     import sys
     import time
 
+    import numpy as np
+
     seed = random.randrange(10**6)
     rng = random.Random(seed)
-    keys = ["beta=0.5", "tau=2.0", "step-time-s=0.05", "checkpoint-every=3", f'output-dir="{tmp_path}"',
-            'run-name="c"']
+    rounds_total = 20
+    keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.05",
+            "checkpoint-every=3", f'output-dir="{tmp_path}"', 'run-name="c"']
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     folder = tmp_path / "c"
     rounds = folder / "rounds.jsonl"
-    args = ["--rounds", "30", "--clients", "4", "--quiet", "--set", *keys, "resume=true"]  # (a fresh start at first)
+    args = ["--rounds", str(rounds_total), "--clients", "4", "--set", *keys, "resume=true"]  # (a fresh start at first)
 
     def last_round() -> int:
         return read_rounds(folder)[-1]["round"] if rounds.exists() and read_rounds(folder) else -1
@@ -223,8 +165,8 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         target = max(last_round(), 0) + rng.randint(2, 5)  # a random round past the last recorded one
         # SIGINT at its default in the child whatever the test runner inherited: a background job of a
         # non-interactive shell starts with SIGINT ignored, and Python then raises no KeyboardInterrupt
-        proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", *args], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
+        proc = subprocess.Popen([sys.executable, "-m", "zofl.cli", "run", "--quiet", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         end = time.monotonic() + 600
@@ -235,8 +177,14 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         t0 = time.monotonic()
         if how == "SIGINT":
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
+        elif how == "SIGKILL":
+            # the ServerApp runs in Flower's `flwr-simulation` process (with Ray): it dies mid-round, at once
+            sims = [p for p in started if "flwr-simulation" in cmdline(p)]
+            assert len(sims) == 1, (seed, {p: cmdline(p, 200) for p in started})
+            os.kill(sims[0], signal.SIGKILL)
+            os.kill(proc.pid, signal.SIGKILL)  # `kill -9` of zofl run
         else:
-            os.kill(proc.pid, getattr(signal, how))  # `kill` / `kill -9` of zofl run alone
+            os.kill(proc.pid, signal.SIGTERM)  # `kill` of zofl run alone
         out, err = proc.communicate(timeout=180)
         took = time.monotonic() - t0
         expected = {"SIGKILL": -signal.SIGKILL, "SIGTERM": 128 + signal.SIGTERM, "SIGINT": 130}[how]
@@ -245,6 +193,7 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
             assert took < 15, f"SIGTERM took {took:.1f} s (5 s on an idle machine; the margin is for load)"
         if how == "SIGINT":
             assert "the run was stopped (flwr stop)" in err, err[-3000:]
+
         def alive():
             return [p for p, t in started.items() if start_time(p) == t]
 
@@ -254,12 +203,33 @@ def test_zofl_run_killed_three_ways_leaves_nothing_and_resumes_exactly(tmp_path)
         assert not left_behind(), (how, seed)
         assert not alive(), (how, seed, {p: cmdline(p, 200) for p in alive()})
         assert _lock_free(folder / ".lock") and _lock_free(folder / ".cli.lock"), (how, seed)
-        assert not (folder / "summary.json").exists() and last_round() < 30, (how, seed)
+        assert not (folder / "summary.json").exists() and last_round() < rounds_total, (how, seed)
     res = zofl_run(tmp_path, *args)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    cfg = {"num-rounds": 30, "num-clients": 4, "beta": 0.5, "tau": 2.0, "output-dir": str(tmp_path), "run-name": "ref"}
-    d, _ = run_inprocess(cfg, workers=0)
-    assert losses(read_rounds(folder)) == losses(read_rounds(d))
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    rec = read_rounds(folder)
+    assert [r["round"] for r in rec] == list(range(rounds_total + 1))  # nothing lost, nothing twice
+    assert all(r["participants"] == 2 and r["uplink_bytes"] > 0 for r in rec[1:])
+    sampled = sum(len(r["sampled"]) for r in rec)
+    title = next(i for i, line in enumerate(lines) if line.startswith("ZO-HFL on digits: "))
+    assert lines[title].startswith(f"ZO-HFL on digits: {rounds_total} rounds"), lines[title:]
+    assert lines[-1].strip() == f"results: {folder}" and all(line.startswith("  ") for line in lines[title + 1:])
+    assert any(line.strip().startswith(f"clients: {sampled} sampled, {sampled} replies used, 0 dropped")
+               for line in lines[title:]), lines[title:]
+    assert f"{rounds_total}/{rounds_total} rounds" in res.stdout and "WARNING" not in res.stdout  # progress
+    assert (folder / "flwr.log").stat().st_size > 0  # Flower's noise is in flwr.log
+    assert not left_behind()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["final_test_acc"] == rec[-1]["test_acc"]
+    with np.load(folder / "checkpoint.npz") as ck:
+        assert int(ck["round"]) == rounds_total
+        x = ck["x"]
+    cfg = {"num-rounds": rounds_total, "num-clients": 4, "beta": 0.5, "tau": 2.0, "uplink": "vectors",
+           "straggler-prob": 0.2, "output-dir": str(tmp_path), "run-name": "ref"}
+    d, x_ref = run_inprocess(cfg, workers=0)  # the same seed in-process, uninterrupted, no real sleeps
+    np.testing.assert_array_equal(x, x_ref)
+    for a, b in zip(rec, read_rounds(d), strict=True):
+        assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
 
 
 def test_the_torch_example_runs_from_the_models_folder_as_documented(tmp_path):
