@@ -1,6 +1,10 @@
 """Every benchmark script at its smallest setting, on tiny stand-in data, so that none breaks silently
 (a script that times the App hooks into it by name). The measured figures are in docs/benchmark-*.md;
-nothing here times anything. The scripts that start ``flwr run`` carry the ``flower`` marker."""
+nothing here times anything. One invocation goes through ``flwr run`` (bench_engines' overhead part on
+Ray: it reads Flower's own output) and carries the ``flower`` marker; the other scripts that start a
+SuperLink get one whose ``run`` has SuperLink.run's signature and runs the run-config with the
+ServerApp's code on the in-process Grid (the same records and summary; tests/test_flower_e2e.py ties
+the two engines together)."""
 import json
 import shutil
 import subprocess
@@ -18,6 +22,35 @@ def _script(*args, timeout: int = 600) -> str:
                          timeout=timeout)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return res.stdout
+
+
+# runs a benchmark script (argv[1:]) with zofl.launch.local_superlink replaced by an in-process stand-in
+WITHOUT_FLOWER = """
+import contextlib, inspect, json, os, runpy, subprocess, sys, types
+import zofl.launch
+
+RUN = "import json, sys; from zofl.inprocess import run_inprocess; run_inprocess(json.loads(sys.argv[1]), workers=0)"
+
+
+class InProcessSuperLink:
+    proc = types.SimpleNamespace(pid=os.getpid())  # whose process tree a script may sample
+
+    def run(self, *args, **kwargs):
+        bound = inspect.signature(zofl.launch.SuperLink.run).bind(self, *args, **kwargs)  # a call Flower's takes
+        cfg = json.dumps(dict(bound.arguments["run_config"]))
+        return subprocess.run([sys.executable, "-c", RUN, cfg], capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def local_superlink(*args, **kwargs):
+    inspect.signature(zofl.launch.local_superlink).bind(*args, **kwargs)
+    yield InProcessSuperLink()
+
+
+zofl.launch.local_superlink = local_superlink
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 @pytest.fixture
@@ -60,16 +93,17 @@ def test_bench_torch_at_its_smallest_setting(data, tmp_path):
     assert json.loads(out.read_text())
 
 
-@pytest.mark.flower
 def test_bench_zohfl_at_its_smallest_setting(data, tmp_path):
     out = tmp_path / "zohfl.md"
-    _script("benchmarks/bench_zohfl.py", "--data-dir", data, "--rounds", 1, "--tau", 1, "--solver-steps", 10,
-            "--repeats", 1, "--out", out)
-    assert out.read_text().strip()
+    _script("-c", WITHOUT_FLOWER, "benchmarks/bench_zohfl.py", "--data-dir", data, "--rounds", 1, "--tau", 1,
+            "--solver-steps", 10, "--repeats", 1, "--out", out)
+    text = out.read_text()
+    assert "| wall, Flower ServerApp part (s) |" in text and "| local SGD steps in the run | " in text, text
 
 
-@pytest.mark.flower
 def test_bench_scale_at_its_smallest_setting(data, tmp_path):
     out = tmp_path / "scale.md"
-    _script("benchmarks/bench_scale.py", "--data-dir", data, "--clients", 4, "--rounds", 1, "--out", out)
-    assert out.read_text().strip()
+    _script("-c", WITHOUT_FLOWER, "benchmarks/bench_scale.py", "--data-dir", data, "--clients", 4, "--rounds", 1,
+            "--out", out)
+    text = out.read_text()
+    assert "- clients (SuperNodes): 4; rounds: 1; clients per round: " in text and "peak memory" in text, text
