@@ -1,8 +1,8 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
-engine (sync: ZO-HFL through the user's ``zofl run``, killed three ways and resumed; legacy: SCAFFOLD;
-async: AFBO under the simulated clock), each compared number for number with the same run-config on the
-in-process Grid (tests/test_engines.py ties that to the reference); plain ``flwr run``'s two early
+engine (sync: ZO-HFL through the user's ``zofl run``, killed three ways and resumed; async: AFBO under
+the simulated clock; legacy: SCAFFOLD, on a two-node Ray cluster in tests/test_ray_cluster.py), each
+compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties that to the reference); plain ``flwr run``'s two early
 failures; the torch example of docs/usage.md. What needs no Ray is tested on the in-process Grid (the
 same ServerApp code): the asynchronous engine on the wall clock and FedNest's rounds in
 tests/test_async_records.py, ``zofl run``'s exit codes in tests/test_cli.py."""
@@ -66,18 +66,6 @@ def left_behind() -> list[int]:
         if "zofl-superlink-" in home and not Path(home).exists():
             pids.append(int(entry.name))
     return pids
-
-
-def test_legacy_engine_keeps_scaffold_state_across_flower_rounds(superlink, tmp_path):
-    # The legacy API (flwr.server.strategy.Strategy + start_grid). Simulated clients are rebuilt
-    # every round; SCAFFOLD's c_i must come back from context.state, so the Flower run matches the
-    # in-process run number for number, and the Message-API engine too.
-    cfg = {"strategy": "scaffold", "engine": "legacy", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
-           "output-dir": str(tmp_path), "run-name": "scaffold"}
-    rec, ref = run_both(superlink, cfg, 4)
-    assert losses(rec) == losses(ref)
-    d, _ = run_inprocess({**cfg, "engine": "sync", "run-name": "scaffold-sync"}, workers=0)
-    assert losses(rec) == losses(read_rounds(d))
 
 
 HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 0.0, "local-steps": 5,

@@ -4,8 +4,9 @@ A head and a second worker node are started with ``ray start`` on this machine (
 worker-port range: on one host the two raylets otherwise hand out the same ports); the SuperLink
 starts with ``RAY_ADDRESS`` set, so the simulation's ``ray.init()`` joins the cluster instead of
 starting a Ray of its own. The ClientApp actors must run on both nodes (one actor per node's CPU),
-and the numbers must be those of the run without Ray. Every process started is stopped by PID
-(``ray stop`` would kill every Ray process on the machine)."""
+and the numbers must be those of the run without Ray. The run is the legacy engine's one run through
+Flower (SCAFFOLD, whose client state must follow clients from node to node). Every process started is
+stopped by PID (``ray stop`` would kill every Ray process on the machine)."""
 import os
 import re
 import shutil
@@ -40,6 +41,14 @@ def _processes() -> dict[int, tuple[int, str]]:
     return out
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _stop_cluster(temp_dir: str, port: int) -> None:
     procs = _processes()
     roots = {pid for pid, (_, cmd) in procs.items() if temp_dir in cmd or f":{port}" in cmd and "ray" in cmd}
@@ -56,7 +65,9 @@ def _stop_cluster(temp_dir: str, port: int) -> None:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        time.sleep(wait)
+        end = time.monotonic() + wait  # up to `wait` s for the group to end (no longer than it takes)
+        while time.monotonic() < end and any(_running(pid) for pid in group):
+            time.sleep(0.1)
     for pid in tree:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -91,15 +102,19 @@ def ray_cluster():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_simulation_on_a_two_node_ray_cluster_uses_both_nodes_with_the_same_numbers(ray_cluster, tmp_path,
-                                                                                      monkeypatch):
+def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_scaffold_state(ray_cluster, tmp_path,
+                                                                                               monkeypatch):
+    """The legacy API (flwr.server.strategy.Strategy + start_grid), SCAFFOLD: simulated clients are rebuilt
+    every round, on whichever node's actor is free, so each client's c_i must come back from context.state;
+    the Flower run then matches the in-process run number for number, and the Message-API engine's too.
+    (The legacy engine's one run through Flower: the other engines' are in tests/test_flower_e2e.py.)"""
     address, temp_dir = ray_cluster
     monkeypatch.setenv("RAY_ADDRESS", address)  # the SuperLink, and the simulation it starts, inherit it
     # client-wait-s: the server asks each SuperNode its partition, which needs the ClientApp actors up; on
     # a loaded 2-core machine two raylets starting 4 actors have taken more than the default 60 s (the
     # run then fails, and `flwr run` still exits 0). The run goes on as soon as they answer.
-    cfg = {"num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 2.0, "step-time-s": 0.05,
-           "output-dir": str(tmp_path), "run-name": "cluster", "client-wait-s": 600.0}
+    cfg = {"strategy": "scaffold", "engine": "legacy", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
+           "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "cluster", "client-wait-s": 600.0}
     raylets_with_actors: set[int] = set()
     with local_superlink(tmp_path / "sl") as sl:
         proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 "
@@ -121,7 +136,10 @@ def test_simulation_on_a_two_node_ray_cluster_uses_both_nodes_with_the_same_numb
     assert (tmp_path / "cluster" / "rounds.jsonl").exists(), "".join(out)[-4000:]  # flwr run exits 0 on failure too
     assert len(raylets_with_actors) == 2, raylets_with_actors  # actors on the head and on the worker node
     monkeypatch.delenv("RAY_ADDRESS")
-    d, _ = run_inprocess({**cfg, "run-name": "one-node"}, workers=0)  # client-wait-s: not a result key
+    ref = {**cfg, "step-time-s": 0.0}  # no real sleeps: the numbers are the same (client-wait-s: not a result key)
+    d, _ = run_inprocess({**ref, "run-name": "one-node"}, workers=0)
     keys = ("test_loss", "sampled", "participants")
-    assert [[r[k] for k in keys] for r in read_rounds(tmp_path / "cluster")] == \
-        [[r[k] for k in keys] for r in read_rounds(d)]
+    rec = read_rounds(tmp_path / "cluster")
+    assert [[r[k] for k in keys] for r in rec] == [[r[k] for k in keys] for r in read_rounds(d)]
+    d, _ = run_inprocess({**ref, "engine": "sync", "run-name": "one-node-sync"}, workers=0)
+    assert [r["test_loss"] for r in rec] == [r["test_loss"] for r in read_rounds(d)]
