@@ -2,10 +2,11 @@
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
 engine (sync: ZO-HFL through the user's ``zofl run``, killed three ways and resumed; async: AFBO under
 the simulated clock; legacy: SCAFFOLD, on a two-node Ray cluster in tests/test_ray_cluster.py), each
-compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties that to the reference); plain ``flwr run``'s two early
-failures; the torch example of docs/usage.md. What needs no Ray is tested on the in-process Grid (the
-same ServerApp code): the asynchronous engine on the wall clock and FedNest's rounds in
-tests/test_async_records.py, ``zofl run``'s exit codes in tests/test_cli.py."""
+compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties
+that to the reference); plain ``flwr run``'s two early failures; the torch example of docs/usage.md.
+What needs no Ray is tested on the in-process Grid (the same ServerApp code): the asynchronous engine on
+the wall clock and FedNest's rounds in tests/test_async_records.py, ``zofl run``'s exit codes in
+tests/test_cli.py."""
 import json
 import subprocess
 from pathlib import Path
