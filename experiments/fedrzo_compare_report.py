@@ -26,9 +26,9 @@ from zofl.stats import fmt_interval, interval, paired, run_figures
 STEP = {"fedrzo-nn": "zo-lr", "fedavg": "local-lr", "fedprox": "local-lr", "fedmspp": "local-lr",
         "scaffnew": "local-lr", "centralised": "local-lr"}
 ORDER = ("fedrzo-nn", "fedavg", "fedprox", "fedmspp", "scaffnew")
+CONTROLS = ("x0-only", "centralised")
 TITLES = {"fedrzo-nn": "FedRZO_nn (ReLU, zeroth-order)", "fedavg": "FedAvg (softplus)",
-          "fedprox": "FedProx (softplus)", "fedmspp": "FedMSPP (softplus)", "scaffnew": "Scaffnew (softplus)",
-          "x0-only": "*x_0 alone*", "centralised": "*centralised SGD (ceiling)*"}
+          "fedprox": "FedProx (softplus)", "fedmspp": "FedMSPP (softplus)", "scaffnew": "Scaffnew (softplus)"}
 TARGET = 0.75
 
 
@@ -36,17 +36,19 @@ def picks(study: Path) -> None:
     rows = list(csv.DictReader(open(study / "results.csv")))
     by: dict = defaultdict(dict)
     for r in rows:
+        if r["strategy"] not in ORDER:
+            continue  # controls have no step to pick
         by[r["strategy"]].setdefault(float(r[STEP[r["strategy"]]]), []).append(100 * float(r["last10_test_acc"]))
     print(f"Picks on seeds {sorted({int(r['seed']) for r in rows})} (mean of the last 10% of rounds, %):\n")
-    print("| method | step key | " + " | ".join(["step: mean +- 95% t (n)"] * 3) + " | pick |")
-    print("|---|---|---|---|---|---|")
+    print("| method | step key | each step: mean +- 95% t (n) | pick |")
+    print("|---|---|---|---|")
     for s in ORDER:
         if s not in by:
             continue
         steps = sorted(by[s])
         best = max(steps, key=lambda k: (interval(by[s][k])[0], -k))
         cells = [f"{k:g}: {fmt_interval(interval(by[s][k]))}" for k in steps]
-        print(f"| {s} | {STEP[s]} | " + " | ".join(cells) + f" | **{best:g}** |")
+        print(f"| {s} | {STEP[s]} | " + "; ".join(cells) + f" | **{best:g}** |")
 
 
 def _reach(recs: list[dict]) -> tuple[int | None, float | None]:
@@ -66,18 +68,31 @@ def _fmt_reach(vals: list, digits: int) -> str:
     return fmt_interval(interval(got), digits=digits)
 
 
+def _label(cfg: dict) -> str:
+    """A method by its strategy; a control by its strategy and network (the two networks differ at x_0)."""
+    s = cfg["strategy"]
+    return f"{s}:{cfg['task']}" if s in CONTROLS else s
+
+
+def _title(label: str) -> str:
+    s, _, task = label.partition(":")
+    net = {"relu-net": "ReLU", "softplus-net": "softplus"}.get(task, task)
+    controls = {"x0-only": f"*x_0 alone ({net})*", "centralised": f"*centralised SGD, ceiling ({net})*"}
+    return controls.get(s, TITLES.get(s, s))
+
+
 def report(study: Path) -> None:
-    runs: dict = defaultdict(lambda: defaultdict(dict))  # width -> strategy -> seed -> records
+    runs: dict = defaultdict(lambda: defaultdict(dict))  # width -> label -> seed -> records
     for _, cfg, recs in study_runs(study):
-        runs[int(cfg["hidden-units"])][cfg["strategy"]][cfg["seed"]] = recs
+        runs[int(cfg["hidden-units"])][_label(cfg)][cfg["seed"]] = recs
     p = print
     p("# FedRZO_nn against first-order FL methods (FedRZO paper, Sec. 5.1)\n")
     p(f"Written by `python experiments/fedrzo_compare_report.py {study}` from the runs of "
       "experiments/fedrzo_compare.toml (the steps picked on seeds 0-2 by experiments/fedrzo_compare_tuning.toml, "
       "reported here on other seeds). Test accuracy (%): mean of the last 10% of 200 rounds, mean +- the half-width "
-      "of the 95% t interval (n); differences paired by seed (same split, same initial point). "
-      f"Speed: communication rounds, and the clients' compute (s, the slowest client per round, summed), to the "
-      f"first round at {100 * TARGET:g}% test accuracy.\n")
+      "of the 95% t interval (n); differences paired by seed (same split, same initial point); 'minus x_0 alone': "
+      "against x_0 on the method's own network. Speed: communication rounds, and the clients' compute (s, the "
+      f"slowest client per round, summed), to the first round at {100 * TARGET:g}% test accuracy.\n")
     for width in sorted(runs):
         by = runs[width]
         acc = {s: {seed: 100 * run_figures([r["test_acc"] for r in recs])["last10"] for seed, recs in d.items()}
@@ -86,16 +101,18 @@ def report(study: Path) -> None:
         p("| method | accuracy | minus FedRZO_nn | minus x_0 alone | rounds to target | client compute to target (s) "
           "| client compute per round (s) |")
         p("|---|---|---|---|---|---|---|")
-        for s in (*ORDER, "x0-only", "centralised"):
+        for s in (*ORDER, *(f"{c}:{t}" for c in CONTROLS for t in ("relu-net", "softplus-net"))):
             if s not in by:
                 continue
             reach = [_reach(recs) for recs in by[s].values()]
             per_round = interval(sum(r.get("client_compute_max_s") or 0.0 for r in recs) / (len(recs) - 1)
                                  for recs in by[s].values())
-            vs = [fmt_interval(paired(acc[s], acc[o])) if o in acc and o != s else "" for o in ("fedrzo-nn", "x0-only")]
-            p(f"| {TITLES[s]} | {fmt_interval(interval(acc[s].values()))} | {vs[0]} | {vs[1]} | "
+            x0 = "x0-only:relu-net" if s == "fedrzo-nn" else "x0-only:softplus-net"
+            vs = [fmt_interval(paired(acc[s], acc[o])) if o in acc and s in ORDER and o != s else ""
+                  for o in ("fedrzo-nn", x0)]
+            p(f"| {_title(s)} | {fmt_interval(interval(acc[s].values()))} | {vs[0]} | {vs[1]} | "
               f"{_fmt_reach([x[0] for x in reach], 1)} | {_fmt_reach([x[1] for x in reach], 2)} | "
-              f"{fmt_interval(per_round, digits=3) if s not in ('x0-only',) else ''} |")
+              f"{fmt_interval(per_round, digits=3) if not s.startswith('x0-only') else ''} |")
         p("")
 
 

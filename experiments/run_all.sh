@@ -249,6 +249,11 @@ if want fedrzo; then
   run python -m zofl.compare experiments/fig1_fedrzo_cifar_controls.toml --out docs/results/fig1_fedrzo_cifar_controls --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig1_fedrzo_cifar.toml --out docs/results/fig1_fedrzo_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/fedrzo_fig1_plot.py docs/results/fig1_fedrzo_cifar --controls docs/results/fig1_fedrzo_cifar_controls
+  # Sec. 5.1's comparison with first-order methods: steps picked on seeds 0-2, reported on seeds 3-5
+  run python -m zofl.compare experiments/fedrzo_compare_tuning.toml --out docs/results/fedrzo_compare_tuning --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/fedrzo_compare_tuning/picks.md python experiments/fedrzo_compare_report.py --picks docs/results/fedrzo_compare_tuning
+  run python -m zofl.compare experiments/fedrzo_compare.toml --out docs/results/fedrzo_compare --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  to docs/results/fedrzo_compare/compare.md python experiments/fedrzo_compare_report.py docs/results/fedrzo_compare
 fi
 
 # --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo

@@ -79,6 +79,29 @@ def test_fedrzo_fig1_script_draws_the_committed_study(tmp_path):
     assert (out / "fig1.png").stat().st_size > 100_000
 
 
+def test_fedrzo_compare_report_picks_and_compares(tmp_path):
+    """experiments/fedrzo_compare_report.py at its smallest: a 2-round grid on the embedded digits (FedRZO_nn on
+    the ReLU network, FedAvg on the softplus one at two steps, x_0 alone on both), --picks and the comparison."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('[fixed]\ndataset = "digits"\nnum-rounds = 2\nnum-clients = 2\nbeta = 1.0\nlocal-steps = 2\n'
+                    'x0 = "pretrained"\nx0-epochs = 0\n[grid]\nmethod = [\n'
+                    '  {strategy = "fedrzo-nn", task = "relu-net", zo-lr = 0.01},\n'
+                    '  {strategy = "fedavg", task = "softplus-net", local-lr = 0.1},\n'
+                    '  {strategy = "fedavg", task = "softplus-net", local-lr = 0.3},\n'
+                    '  {strategy = "x0-only", task = "relu-net"},\n'
+                    '  {strategy = "x0-only", task = "softplus-net"},\n]\n'
+                    'seed = [0, 1]\n')
+    main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
+    script = str(ROOT / "experiments" / "fedrzo_compare_report.py")
+    picks = subprocess.run([sys.executable, script, "--picks", str(tmp_path / "out")], check=True,
+                           capture_output=True, text=True).stdout
+    assert "| fedavg | local-lr | 0.1: " in picks and "; 0.3: " in picks and "| fedrzo-nn | zo-lr | 0.01: " in picks
+    out = subprocess.run([sys.executable, script, str(tmp_path / "out")], check=True, capture_output=True,
+                         text=True).stdout
+    assert "## N1 = 4 hidden units" in out and "| FedRZO_nn (ReLU, zeroth-order) | " in out
+    assert "| *x_0 alone (softplus)* | " in out and "| *x_0 alone (ReLU)* | " in out
+
+
 def test_table1_tuning_picks_the_best_complete_group_and_writes_a_valid_grid(tmp_path):
     """experiments/table1_tuning_report.py: a group with all 4 configurations gets the best by last-10%
     accuracy, an incomplete group none; the grid it writes expands to the picks times the seeds."""
