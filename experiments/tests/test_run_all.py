@@ -67,7 +67,8 @@ def test_run_all_dry_run(dry_run):
 # other test regenerates; docs/results/table1_summary.md is also the one-screen table of docs/results/README.md
 PAGES = ("docs/results/table1_summary.md", "docs/results/table1_tuned_small.md",
          "docs/results/table1_tuning_small/picks.md", "docs/results/study/seeds.md",
-         "docs/results/fig1_fedrzo_controls/against.md", "docs/results/table1_speed.md")
+         "docs/results/fig1_fedrzo_controls/against.md", "docs/results/table1_speed.md",
+         "docs/results/fedrzo_compare_tuning/picks.md")
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
