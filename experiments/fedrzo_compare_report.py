@@ -110,9 +110,10 @@ def report(study: Path) -> None:
             x0 = "x0-only:relu-net" if s == "fedrzo-nn" else "x0-only:softplus-net"
             vs = [fmt_interval(paired(acc[s], acc[o])) if o in acc and s in ORDER and o != s else ""
                   for o in ("fedrzo-nn", x0)]
+            clients = s in ORDER  # the controls have no clients: no client compute
             p(f"| {_title(s)} | {fmt_interval(interval(acc[s].values()))} | {vs[0]} | {vs[1]} | "
-              f"{_fmt_reach([x[0] for x in reach], 1)} | {_fmt_reach([x[1] for x in reach], 2)} | "
-              f"{fmt_interval(per_round, digits=3) if not s.startswith('x0-only') else ''} |")
+              f"{_fmt_reach([x[0] for x in reach], 1)} | {_fmt_reach([x[1] for x in reach], 2) if clients else ''} | "
+              f"{fmt_interval(per_round, digits=3) if clients else ''} |")
         p("")
 
 
