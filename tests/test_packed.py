@@ -102,6 +102,17 @@ def test_cells_still_running_are_packed_as_far_as_they_go_and_keep_their_records
     assert not (study / "cells" / "a-1" / "rounds.jsonl").exists()
 
 
+def test_a_corrupt_packed_file_is_named_not_a_traceback(tmp_path):
+    study = _study(tmp_path)
+    pack(study, remove=True)
+    (study / PACKED).write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match="rounds.parquet: not a study's packed records"):
+        read_rounds(study / "cells" / "a-1")
+    from zofl.plot import plot_runs
+    with pytest.raises(ValueError, match="rounds.parquet: not a study's packed records"):  # zofl plot: exit 2
+        plot_runs([study / "cells" / "a-1"], tmp_path / "p.png")
+
+
 def test_not_a_study_is_refused(tmp_path):
     with pytest.raises(ValueError, match="no cell with records"):
         pack(tmp_path)

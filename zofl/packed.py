@@ -162,7 +162,10 @@ def _load(path: str, stamp: tuple[int, int]) -> dict[str, tuple[dict[str, Any], 
 def read_packed(path: str | os.PathLike) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
     """cell -> (its config, its records) from a packed file (cached while the file is unchanged)."""
     st = os.stat(path)
-    return _load(str(Path(path).resolve()), (st.st_mtime_ns, st.st_size))
+    try:
+        return _load(str(Path(path).resolve()), (st.st_mtime_ns, st.st_size))
+    except Exception as exc:  # not Parquet, or not a study's (no metadata, other columns): name the file
+        raise ValueError(f"{path}: not a study's packed records ({type(exc).__name__}: {exc})") from None
 
 
 def packed_records(run_dir: str | os.PathLike) -> list[dict[str, Any]] | None:
