@@ -5,8 +5,15 @@ slow client with availability < 1 does not stop it; a stopped and resumed run eq
 one bit for bit; hyper-cleaning runs. Engines: the in-process Grid only (no Flower / Ray run)."""
 import numpy as np
 
-from zofl.algorithms.afbo_global import client_hyper_piece, client_residual, global_hypergradient, inner_step, \
-    local_average_hypergradient, neumann_step, outer_step
+from zofl.algorithms.afbo_global import (
+    client_hyper_piece,
+    client_residual,
+    global_hypergradient,
+    inner_step,
+    local_average_hypergradient,
+    neumann_step,
+    outer_step,
+)
 from zofl.core.protocol import Reply
 from zofl.inprocess import run_inprocess
 from zofl.methods.afbo_global import AFBOGlobal

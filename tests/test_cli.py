@@ -105,7 +105,8 @@ def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, c
     p = _Progress(f, 20, quiet=False, unit="rounds", tty=False)
     p.close()
     out = capsys.readouterr().out
-    assert "\r" not in out and out.count("zofl run: ") == 10 and "zofl run: 20/20 rounds, round 20: test acc 0.5000" in out
+    assert "\r" not in out and out.count("zofl run: ") == 10
+    assert "zofl run: 20/20 rounds, round 20: test acc 0.5000" in out
     fednest = parse_config({"strategy": "fednest", "task": "hyper-cleaning"})
     assert progress_unit(fednest, 220) == "communication rounds" and progress_unit(fednest, 20) == "rounds"
     afbo = parse_config({"strategy": "afbo", "engine": "async", "task": "hyper-cleaning"})

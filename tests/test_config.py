@@ -1,8 +1,8 @@
 """Run-config validation: every bad input is refused before any work, naming the key."""
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from zofl.config import KEYS, ConfigError, defaults, parse_config
 from zofl.setup import prepare
@@ -132,7 +132,8 @@ def test_every_registered_method_has_its_flower_strategy_and_engine():
 
 
 def test_an_unknown_strategy_is_named_with_the_registered_ones():
-    with pytest.raises(ConfigError, match=r"'strategy' must be one of \('zohfl', .*got 'afob' \(did you mean 'afbo'\?\)"):
+    typo = r"'strategy' must be one of \('zohfl', .*got 'afob' \(did you mean 'afbo'\?\)"
+    with pytest.raises(ConfigError, match=typo):
         parse_config({"strategy": "afob"})
 
 

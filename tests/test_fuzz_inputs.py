@@ -18,13 +18,13 @@ import random
 import subprocess
 import sys
 import time
+import tomllib
 import traceback
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 
 from zofl.config import KEYS
 

@@ -8,7 +8,7 @@ import pytest
 from zofl.algorithms.fedavg import local_sgd
 from zofl.algorithms.scaffnew import coin_steps, communicate, control_update, local_steps
 from zofl.core.method import RoundPlan
-from zofl.core.protocol import Reply, Work
+from zofl.core.protocol import Work
 from zofl.inprocess import run_inprocess
 from zofl.methods import METHODS, scaffnew
 from zofl.results import read_rounds
@@ -113,7 +113,7 @@ def test_scaffnew_reaches_the_exact_optimum_where_local_gd_drifts():
     x* = argmin (1/n) sum_i f_i to 1e-9 and its h_i become grad f_i(x*) (sum 0); local GD with the same
     step, 5 local steps and averaging (FedAvg) settles at a fixed point away from x* (client drift)."""
     grads, x_star, L = _least_squares()
-    gamma, p, n = 1.0 / L, 0.2, len(grads)
+    gamma, p = 1.0 / L, 0.2
     rng = np.random.default_rng(1)
     x, h = np.zeros(3), [np.zeros(3) for _ in grads]
     for _ in range(1500):

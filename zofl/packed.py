@@ -197,8 +197,9 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
     """Pack STUDY's records into STUDY/rounds.parquet; returns (cells, records). Every cell folder
     with records is packed: from its rounds.jsonl, or, where that is gone, from the file packed
     before (a cell with no record yet is left out). Each record read back is checked against its
-    source; then with ``remove`` the finished cells' rounds.jsonl and the study's rounds.csv are deleted, with ``remove_csv`` the rounds.csv only
-    (derived from the records: what the runner wrote before it wrote rounds.parquet)."""
+    source; then with ``remove`` the finished cells' rounds.jsonl and the study's rounds.csv are
+    deleted, with ``remove_csv`` the rounds.csv only (derived from the records: what the runner
+    wrote before it wrote rounds.parquet)."""
     from .results import read_rounds  # a cell's own rounds.jsonl first, the packed file otherwise
     study = Path(study)
     cells = sorted(d for d in (study / "cells").iterdir() if d.is_dir()) if (study / "cells").is_dir() else []

@@ -39,6 +39,7 @@ COMM = stream(0x74, "communication delays (download, upload) and the stragglers'
 AVAILABILITY = stream(0x75, "availability of a client for an asynchronous task or a synchronous round "
                             "(core/sampling.py)")
 APHE = stream(0x81, "APHE's random Neumann depth (methods/afbo.py)")
-SCAFFNEW_COIN = stream(0x91, "Scaffnew's coin: the local steps of a round, shared by every client (methods/scaffnew.py)")
+SCAFFNEW_COIN = stream(0x91, "Scaffnew's coin: the local steps of a round, shared by every client "
+                       "(methods/scaffnew.py)")
 ADBO_OUTER = stream(0xAD, "ADBO's outer-step minibatches (methods/adbo.py; the second word)")
 ADBO_CUT = stream(0xAE, "ADBO's cut-round minibatches (methods/adbo.py; the second word)")
