@@ -227,12 +227,13 @@ def test_zohfl_variants_report_pairs_against_the_best_f1_only(tmp_path):
 
 
 def test_the_summary_quotes_its_reports():
-    """Every interval the summary's speed and verdict bullets quote is in a report (table1_speed.md is
+    """Every interval the summary's speed, FedRZO and verdict bullets quote is in a report (table1_speed.md is
     what its script prints from the committed records: test_run_all.py), and the summary table is
     table1_summary.md's."""
     summary = (ROOT / "docs" / "results" / "README.md").read_text()
     reports = "".join((ROOT / "docs" / "results" / f).read_text() for f in (
-        "table1_speed.md", "table1_tuned_small.md", "table1_tuned_seeds5.md", "table1_tuned_cifar_wide.md"))
+        "table1_speed.md", "table1_tuned_small.md", "table1_tuned_seeds5.md", "table1_tuned_cifar_wide.md",
+        "fedrzo_compare/compare.md"))
     start = summary.index("- **Speed**")
     bullets = summary[start:summary.index("```", start)]
     quoted = re.findall(r"[+-]?(\d+\.\d\d) \+- (\d+\.\d\d)", bullets)
