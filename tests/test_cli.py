@@ -230,21 +230,15 @@ ACCEPT = ("import os, sys; d = sys.argv[1]; open(d + '/.c.tmp', 'w').write(open(
           "os.replace(d + '/.c.tmp', d + '/config.json')")
 
 
-def _fake_flower(monkeypatch, script: str):
-    """``zofl.launch.local_superlink`` whose ``popen`` runs ``python -c script OUT`` (OUT: the run folder,
-    read from the run-config in the command) and prints what it is told to."""
+def _fake_superlink(monkeypatch, popen):
+    """``zofl.launch.local_superlink`` replaced by a stand-in whose ``popen(cmd, **kwargs)`` is ``popen``."""
     import contextlib
-    import subprocess
-    import sys
 
     import zofl.launch
 
     class Link:
         def popen(self, cmd, **kwargs):
-            rc = cmd[cmd.index("--run-config") + 1]
-            out = dict(kv.split("=", 1) for kv in rc.split(" ") if "=" in kv)
-            folder = f"{out['output-dir'].strip(chr(34))}/{out['run-name'].strip(chr(34))}"
-            return subprocess.Popen([sys.executable, "-c", script, folder], **kwargs)
+            return popen(cmd, **kwargs)
 
         def stop_run(self, run_id):
             return False
@@ -254,6 +248,21 @@ def _fake_flower(monkeypatch, script: str):
         yield Link()
 
     monkeypatch.setattr(zofl.launch, "local_superlink", fake)
+
+
+def _fake_flower(monkeypatch, script: str):
+    """``zofl.launch.local_superlink`` whose ``popen`` runs ``python -c script OUT`` (OUT: the run folder,
+    read from the run-config in the command) and prints what it is told to."""
+    import subprocess
+    import sys
+
+    def popen(cmd, **kwargs):
+        rc = cmd[cmd.index("--run-config") + 1]
+        out = dict(kv.split("=", 1) for kv in rc.split(" ") if "=" in kv)
+        folder = f"{out['output-dir'].strip(chr(34))}/{out['run-name'].strip(chr(34))}"
+        return subprocess.Popen([sys.executable, "-c", script, folder], **kwargs)
+
+    _fake_superlink(monkeypatch, popen)
 
 
 def _finished_run(tmp_path):
@@ -308,28 +317,17 @@ SERVERAPP = ("import sys, tomllib; from zofl.inprocess import run_inprocess; "
 
 def _serverapp_in_process(monkeypatch):
     """``zofl.launch.local_superlink`` whose ``popen`` runs the command's run-config with ``run_inprocess``."""
-    import contextlib
     import subprocess
     import sys
 
-    import zofl.launch
-
     root = Path(__file__).resolve().parent.parent
 
-    class Link:
-        def popen(self, cmd, **kwargs):
-            assert cmd[1:5] == ["run", str(root), "zofl", "--stream"], cmd  # `flwr run APP zofl --stream`
-            return subprocess.Popen([sys.executable, "-c", SERVERAPP, cmd[cmd.index("--run-config") + 1]],
-                                    cwd=root, **kwargs)
+    def popen(cmd, **kwargs):
+        assert cmd[1:5] == ["run", str(root), "zofl", "--stream"], cmd  # `flwr run APP zofl --stream`
+        return subprocess.Popen([sys.executable, "-c", SERVERAPP, cmd[cmd.index("--run-config") + 1]],
+                                cwd=root, **kwargs)
 
-        def stop_run(self, run_id):
-            return False
-
-    @contextlib.contextmanager
-    def fake(*args, **kwargs):
-        yield Link()
-
-    monkeypatch.setattr(zofl.launch, "local_superlink", fake)
+    _fake_superlink(monkeypatch, popen)
 
 
 def test_zofl_run_exit_codes(tmp_path, monkeypatch, capsys):
