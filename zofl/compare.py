@@ -284,7 +284,8 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
                         s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
                         round(s["total_wall_s"], 2), s["total_local_steps"]])
     if finished or failed:
-        pack(out)  # rounds.parquet: every record of every cell in DIR, beside its config (zofl.packed)
+        # rounds.parquet: every record of every cell in DIR, beside its config (zofl.packed)
+        pack(out, known={d.name: rec for _, d, _, rec in finished})
     cols = [k for k in keys if k in (column_keys or ["dataset", "alpha", "beta"]) and k not in ("strategy", "seed")]
     rows = ["strategy", *[k for k in varying if k not in cols and k != "strategy"]]
     _table(out, finished, rows, cols, failed)

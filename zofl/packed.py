@@ -193,13 +193,15 @@ def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list
     return out
 
 
-def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = False) -> tuple[int, int]:
+def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = False,
+         known: dict[str, list[dict[str, Any]]] | None = None) -> tuple[int, int]:
     """Pack STUDY's records into STUDY/rounds.parquet; returns (cells, records). Every cell folder
     with records is packed: from its rounds.jsonl, or, where that is gone, from the file packed
     before (a cell with no record yet is left out). Each record read back is checked against its
     source; then with ``remove`` the finished cells' rounds.jsonl and the study's rounds.csv are
     deleted, with ``remove_csv`` the rounds.csv only (derived from the records: what the runner
-    wrote before it wrote rounds.parquet)."""
+    wrote before it wrote rounds.parquet). ``known``: cell -> records the caller has read already
+    (the runner's reports), not read again."""
     from .results import read_rounds  # a cell's own rounds.jsonl first, the packed file otherwise
     study = Path(study)
     cells = sorted(d for d in (study / "cells").iterdir() if d.is_dir()) if (study / "cells").is_dir() else []
@@ -209,7 +211,7 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
             continue
         if not (d / "rounds.jsonl").is_file() and packed_records(d) is None:
             continue
-        records = read_rounds(d)
+        records = known[d.name] if known and d.name in known else read_rounds(d)
         if records:  # a cell that has just started (no record yet) has nothing to pack
             runs.append((d.name, json.loads((d / "config.json").read_text()), records))
     if not runs:
