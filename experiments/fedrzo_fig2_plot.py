@@ -2,10 +2,14 @@
 
     python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
 
-Writes <dir>/fig2_left.png and <dir>/fig2_right.png (metric per upper round, and per communication
+Writes <dir>/fig2_left.png for a hyper-logistic study and <dir>/fig2_right.png for a fair-relu one (metric per upper round, and per communication
 round, which counts the lower-level FedAvg rounds too), one line per H with a 95% t-interval over
 seeds where there are several, and prints markdown tables of the final values and of each H minus the
-next smaller H, paired by seed (mean +- 95% t half-width, n).
+next smaller H, paired by seed (mean +- 95% t half-width, n). A hyperparameter study's cells with H = 0
+and hyper-x0 at x-min are the control with x fixed at the constraint's floor: a line of their own, and
+each H against them paired by seed. The same script draws the CIFAR-10 studies:
+
+    python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper_cifar docs/results/fig2_fedrzo_fair_cifar
 """
 from __future__ import annotations
 
@@ -22,20 +26,31 @@ from zofl.results import read_rounds
 from zofl.stats import fmt_interval, paired
 
 matplotlib.use("Agg")
+DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10 (standardized)", "fashion_mnist": "Fashion-MNIST"}
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def load(out: Path) -> dict[int, list[tuple[np.ndarray, list[dict]]]]:
-    """H -> [(config, upper-level records, all records)] of the finished cells."""
+FLOOR = "floor"  # the control with x fixed at the constraint's floor: H = 0 and hyper-x0 = x-min
+
+
+def arm(cfg: dict) -> int | str:
+    """A cell's line: its H (0 = the control with x fixed at x_0), or FLOOR (x fixed at x-min)."""
+    H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
+    if H == 0 and cfg.get("hyper-x0") is not None and float(cfg["hyper-x0"]) <= float(cfg.get("x-min", 0.0)):
+        return FLOOR
+    return H
+
+
+def load(out: Path) -> dict[int | str, list[tuple[dict, list[dict]]]]:
+    """Line (H, or FLOOR) -> [(config, all records)] of the finished cells, FLOOR first."""
     by_h = defaultdict(list)
     for cell in sorted((out / "cells").glob("*")):
         if not (cell / "summary.json").exists():
             continue
         cfg = json.loads((cell / "config.json").read_text())
         recs = read_rounds(cell)  # rounds.jsonl, or the study's rounds.parquet
-        H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
-        by_h[H].append((cfg, recs))
-    return dict(sorted(by_h.items()))
+        by_h[arm(cfg)].append((cfg, recs))
+    return dict(sorted(by_h.items(), key=lambda kv: -1 if kv[0] == FLOOR else kv[0]))
 
 
 def curves(runs, metric: str):
@@ -51,10 +66,12 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     if not by_h:
         print(f"{out}: no finished cells")
         return
+    title = title.format(dataset=DATASETS.get(next(iter(by_h.values()))[0][0]["dataset"], "?"))
     fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.6 * len(metrics)), squeeze=False)
     rows = []
     for H, runs in by_h.items():
-        label = f"H = {H}" + (" (control: x fixed)" if H == 0 else "")
+        label = ("control: x fixed at x-min" if H == FLOOR
+                 else f"H = {H}" + (" (control: x fixed at x_0)" if H == 0 else ""))
         for (metric, ylabel), ax_row in zip(metrics, axes):
             up, comm = curves(runs, metric)
             for ax, values, xlabel in ((ax_row[0], up, "upper round r"), (ax_row[1], comm, "communication round")):
@@ -68,7 +85,8 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
         halfs = {m: band(curves(runs, m)[0])[1][-1] for m, _ in metrics}
         rows.append((H, len(runs), len(runs[0][1]) - 1, final, halfs))
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
+    seeds = sorted({len(runs) for runs in by_h.values()})
+    fig.suptitle(f"{title}\nbands: 95% t intervals over seeds (n = {'-'.join(map(str, seeds))} per line)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
@@ -77,7 +95,7 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     print("|---|---|---|" + "---|" * len(metrics))
     for H, n, comm, final, halfs in rows:
         cells = " | ".join(f"{final[m]:.4f} +- {halfs[m]:.4f}" if n > 1 else f"{final[m]:.4f}" for m, _ in metrics)
-        print(f"| {H} | {n} | {comm} | {cells} |")
+        print(f"| {'0, x at x-min (control)' if H == FLOOR else H} | {n} | {comm} | {cells} |")
     print()
     paired_table(by_h, [m for m, _ in metrics])
 
@@ -88,21 +106,30 @@ def paired_table(by_h, metrics: list[str]) -> None:
     def finals(H, m):
         return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[H]}
 
-    hs = sorted(by_h)
+    hs = sorted(h for h in by_h if h != FLOOR)
+    pairs = [(a, b) for a, b in zip(hs[1:], hs[:-1])] + [(a, FLOOR) for a in hs if FLOOR in by_h]
     print("| H - H' (paired by seed) | " + " | ".join(f"final {m}" for m in metrics) + " |")
     print("|---|" + "---|" * len(metrics))
-    for a, b in zip(hs[1:], hs[:-1]):
-        print(f"| {a} - {b} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4) for m in metrics)
-              + " |")
+    for a, b in pairs:
+        name = "x at x-min (control)" if b == FLOOR else b
+        print(f"| {a} - {name} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4)
+                                              for m in metrics) + " |")
     print()
 
 
 def main(argv: list[str]) -> None:
-    hyper, fair = (Path(a) for a in argv)
-    plot(hyper, "fig2_left.png", [("test_loss", "test loss (logistic)"), ("x_mean", "mean x_i")],
-         "FedRZO_bl, federated hyperparameter learning (MNIST 0-4 vs 5-9, m = 5): test loss at y_eps(x_r)")
-    plot(fair, "fig2_right.png", [("test_acc", "test accuracy"), ("worst_group_acc", "worst digit's accuracy")],
-         "FedRZO_bl, fair classification minimax (ReLU net N1 = 4, MNIST 0-4 vs 5-9, m = 5)")
+    """Each study folder is drawn by its task: hyper-logistic as Fig. 2 left, fair-relu as Fig. 2 right."""
+    for out in map(Path, argv):
+        runs = load(out)
+        task = next(iter(runs.values()))[0][0]["task"] if runs else None
+        if task == "hyper-logistic":
+            plot(out, "fig2_left.png", [("test_loss", "test loss (logistic)"), ("x_mean", "mean x_i")],
+                 "FedRZO_bl, federated hyperparameter learning ({dataset} 0-4 vs 5-9, m = 5): test loss at y_eps(x_r)")
+        elif task == "fair-relu":
+            plot(out, "fig2_right.png", [("test_acc", "test accuracy"), ("worst_group_acc", "worst class's accuracy")],
+                 "FedRZO_bl, fair classification minimax (ReLU net N1 = 4, {dataset} 0-4 vs 5-9, m = 5)")
+        else:
+            print(f"{out}: no finished cells of hyper-logistic or fair-relu")
 
 
 if __name__ == "__main__":

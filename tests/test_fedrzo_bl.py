@@ -84,12 +84,20 @@ def test_hyper_logistic_lower_gradient_matches_finite_differences():
     np.testing.assert_array_equal(task.project_x(np.array([-1.0, 0.5, 0.0]), cfg), [cfg.x_min, 0.5, cfg.x_min])
 
 
+def test_hyper_logistic_starts_at_hyper_x0_projected_onto_x():
+    cfg, task, spec = _spec({"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-clients": 3})
+    np.testing.assert_array_equal(task.init_x(cfg, spec), [0.1, 0.1, 0.1])  # the default x_0
+    cfg, task, spec = _spec({"strategy": "fedrzo-bl", "task": "hyper-logistic", "num-clients": 3,
+                             "hyper-x0": 0.02, "x-min": 0.05})
+    np.testing.assert_array_equal(task.init_x(cfg, spec), [0.05, 0.05, 0.05])  # below X: its floor
+
+
 def test_fair_relu_is_minimax_with_group_weights():
     cfg, task, spec = _spec({"strategy": "fedrzo-bl", "task": "fair-relu", "num-clients": 3, "y-l2": 0.5})
     n, C = task.dims(spec)
     assert C == 10
     prob = task.client_problem(cfg, spec, 0)
-    x, idx = task.init_x(spec), np.arange(prob.n_lower)
+    x, idx = task.init_x(cfg, spec), np.arange(prob.n_lower)
     y = np.linspace(0.5, 1.5, C)
     # the lower level is h_i = -f_i: its y-gradient is minus that of f_i
     num = np.array([(prob.f(x, y + 1e-6 * e, idx) - prob.f(x, y - 1e-6 * e, idx)) / 2e-6 for e in np.eye(C)])
@@ -109,7 +117,7 @@ def test_fedrzo_bl_approaches_the_closed_form_solution(tmp_path, task_cls):
     rec = [r for r in read_rounds(d) if r.get("level") == "upper"]
     spec = data_spec(prepare(cfg)[0])
     x_star = task_cls().solution(spec)
-    start = np.linalg.norm(task_cls().init_x(spec) - x_star)
+    start = np.linalg.norm(task_cls().init_x(None, spec) - x_star)  # the toy's x_0 needs no settings
     assert np.linalg.norm(x - x_star) < 0.1 * start, (x, x_star)
     assert rec[-1]["dist_to_solution"] < 0.1 * start
     assert rec[-1]["y_error"] < 0.1  # the oracle's y tracks y(x) (for the saddle point: y* = B x* / lam)

@@ -362,6 +362,9 @@ class TaskSettings(Settings):
         "FedRZO (lambda/2)||x||^2 weight (paper 001: 0.01)", "paper", nonnegative)
     x_min: float = key(0.001, "a number >= 0",
         "hyper-logistic: X = {x >= x-min 1} (paper 001's mu)", "ours", nonnegative)
+    hyper_x0: float = key(0.1, "a number >= 0",
+        "hyper-logistic: x_0, every client's starting L2 coefficient (projected onto x >= x-min)", "ours",
+        nonnegative)
     holdout_fraction: float = key(0.3, "a number in (0, 1)",
         "hyper-logistic: share of each client's examples held out for the upper level f_i", "ours", lambda v: 0 < v < 1)
     corruption: float = key(0.5, "a number in [0, 1]",

@@ -58,16 +58,20 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
     outs = []
     for task in ("hyper-logistic", "fair-relu"):
+        floor = ", {local-steps = 0, tau = 0.0, hyper-x0 = 0.001}" if task == "hyper-logistic" else ""
         grid = tmp_path / f"{task}.toml"
         grid.write_text(f'[fixed]\nstrategy = "fedrzo-bl"\ntask = "{task}"\nnum-rounds = 2\nnum-clients = 3\n'
                         'beta = 1.0\nlower-rounds = 1\nzo-lr = 0.001\neta = 0.01\n'
-                        '[grid]\nsteps = [{local-steps = 0, tau = 0.0}, {local-steps = 2}]\nseed = [0, 1]\n')
+                        f'[grid]\nsteps = [{{local-steps = 0, tau = 0.0}}, {{local-steps = 2}}{floor}]\nseed = [0, 1]\n')
         outs.append(tmp_path / task)
         main([str(grid), "--out", str(outs[-1]), "--via", "inprocess", "--parallel", "1"])
     res = subprocess.run([sys.executable, str(ROOT / "experiments" / "fedrzo_fig2_plot.py"), *map(str, outs)],
                          check=True, capture_output=True, text=True)
     assert (outs[0] / "fig2_left.png").stat().st_size > 10_000 and (outs[1] / "fig2_right.png").exists()
     assert "| 0 | 2 | 6 |" in res.stdout and "| 2 | 2 | 6 |" in res.stdout  # H, seeds, 2 * (2 * 1 + 1) rounds
+    # the hyperparameter study's control with x fixed at x-min: a row of its own, and H = 2 paired against it
+    assert "| 0, x at x-min (control) | 2 | 6 |" in res.stdout and "| 2 - x at x-min (control) | " in res.stdout
+    assert res.stdout.count(" - x at x-min (control) | ") == 2  # H = 0 and H = 2 against it, hyper study only
 
 
 def test_fedrzo_fig1_script_draws_the_committed_study(tmp_path):

@@ -100,11 +100,11 @@ class FedRZObl(Method):
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
         self.n, self.n_y = task.dims(spec)
-        self.y0 = np.asarray(task.init_y(spec), dtype=np.float64)
+        self.y0 = np.asarray(task.init_y(self.task_cfg, spec), dtype=np.float64)
 
     def init(self) -> State:
         y0 = self.y0
-        return {"x": np.asarray(self.task.init_x(self.spec), dtype=np.float64), "y_hat": y0.copy(),
+        return {"x": np.asarray(self.task.init_x(self.task_cfg, self.spec), dtype=np.float64), "y_hat": y0.copy(),
                 "y_plus": y0.copy(), "y_base": y0.copy(), "y_ref": y0.copy(), "v": np.zeros(self.n),
                 "counts": np.array([0, 0])}
 

@@ -15,7 +15,8 @@ Built-in tasks:
     f_i(x, y) = mean over client i's held-out part of log(1 + exp(-v u^T y))
   Our choices: a client's partition is split at random into training (lower) and held-out (upper)
   examples, 30% held out (run-config ``holdout-fraction``); means instead of the paper's sums (the sums make the upper
-  objective scale with N_i, see docs/fedrzo.md); x_0 = 0.1 (a point of X; the paper: "random").
+  objective scale with N_i, see docs/fedrzo.md); x_0 = ``hyper-x0`` 1 projected onto X (default
+  0.1; the paper: "random").
 * ``fair-relu`` (Sec. 5.3): fair classification as minimax. x = the ReLU network of Sec. 5.1,
   y in R^C weights of the C class groups (the dataset's 10 original classes; the label to predict
   is binary, 0-4 vs 5-9):
@@ -67,8 +68,8 @@ class BilevelTask(Protocol):
     def dims(self, spec: DataSpec) -> tuple[int, int]:
         """(n, n~): the sizes of x and y."""
 
-    def init_x(self, spec: DataSpec) -> np.ndarray: ...
-    def init_y(self, spec: DataSpec) -> np.ndarray: ...
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray: ...
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray: ...
 
     def project_x(self, x: np.ndarray, settings) -> np.ndarray:
         """P_X(x), the upper-level set of the problem (identity if X = R^n)."""
@@ -129,15 +130,13 @@ def _test_arrays(cls: type, spec: DataSpec):
 class HyperLogisticTask(SplitTask):
     """Federated hyperparameter learning (paper 001, Sec. 5.2); see the module docstring."""
 
-    x0 = 0.1
-
     def dims(self, spec: DataSpec) -> tuple[int, int]:
         return spec.num_clients, _test_arrays(type(self), spec)[0].shape[1]
 
-    def init_x(self, spec: DataSpec) -> np.ndarray:
-        return np.full(spec.num_clients, self.x0)
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
+        return self.project_x(np.full(spec.num_clients, settings.hyper_x0), settings)
 
-    def init_y(self, spec: DataSpec) -> np.ndarray:
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
         return np.zeros(self.dims(spec)[1])
 
     def project_x(self, x: np.ndarray, settings) -> np.ndarray:
@@ -190,10 +189,10 @@ class FairReluTask(MinimaxTask, SplitTask):
         u, _, _, C = _test_arrays(type(self), spec)
         return self.net.hidden * u.shape[1] + self.net.hidden, C
 
-    def init_x(self, spec: DataSpec) -> np.ndarray:
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
         return self.net.init_params(_test_arrays(type(self), spec)[0].shape[1], 2)
 
-    def init_y(self, spec: DataSpec) -> np.ndarray:
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
         return np.ones(self.dims(spec)[1])
 
     def project_x(self, x: np.ndarray, settings) -> np.ndarray:

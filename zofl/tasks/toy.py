@@ -61,10 +61,10 @@ class _Toy:
     def dims(self, spec: DataSpec) -> tuple[int, int]:
         return DIM, DIM
 
-    def init_x(self, spec: DataSpec) -> np.ndarray:
+    def init_x(self, settings, spec: DataSpec) -> np.ndarray:
         return np.full(DIM, 2.0)
 
-    def init_y(self, spec: DataSpec) -> np.ndarray:
+    def init_y(self, settings, spec: DataSpec) -> np.ndarray:
         return np.zeros(DIM)
 
     def project_x(self, x: np.ndarray, settings) -> np.ndarray:
