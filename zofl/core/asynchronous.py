@@ -275,6 +275,10 @@ class AsyncRun(Run):
                 self.waiting.append(pid)  # it has given its update for this version
             else:
                 self.dispatch(pid)
+        # the policy counts this result before the update's record, so that the checkpoint written with the
+        # record holds the window as it is (a resume continues the same windows); its stop comes after the
+        # record (in _write_record, or here when no update was applied)
+        self._count_window(usable)
         if applied is not None:
             waiting, self.waiting = self.waiting, []
             for other in waiting:
@@ -286,10 +290,16 @@ class AsyncRun(Run):
             if self.leave:
                 applied["away"] = sorted(self.away)
             self._write_record(self.version, applied)
-        self._count_window(usable)
+        if self.failed_rounds > self.allowed_failed:
+            self.fail(self.policy_failure())
+
+    def policy_failure(self) -> str:
+        return failure_message(self.failed_rounds, self.windows_needed, self.cfg.min_replies,
+                               self.cfg.max_failed_rounds, unit="windows")
 
     def _count_window(self, usable: bool) -> None:
-        """The failure policy: every m task results make a window; too few usable replies fail it."""
+        """The failure policy's count: every m task results make a window; too few usable replies fail it
+        (the stop, when more windows failed than allowed, is the caller's)."""
         self.window_results += 1
         self.window_usable += usable
         if self.window_results < self.m:
@@ -300,9 +310,6 @@ class AsyncRun(Run):
                         "window(s) of %d allowed)", self.m, self.window_usable, self.cfg.min_replies,
                         self.failed_rounds, self.allowed_failed)
         self.window_results, self.window_usable = 0, 0
-        if self.failed_rounds > self.allowed_failed:
-            self.fail(failure_message(self.failed_rounds, self.windows_needed, self.cfg.min_replies,
-                                      self.cfg.max_failed_rounds, unit="windows"))
 
     def _apply(self) -> dict[str, Any]:
         """One update from the buffer, and its record's engine fields:

@@ -165,11 +165,14 @@ class Run:
             save_checkpoint(self.writer.dir, k, self.wall_s(), self.method.state_dict(self.state),
                             self.checkpoint_extra())
         if self.failed_rounds > self.allowed_failed:
-            self.fail(failure_message(self.failed_rounds, self.total, self.cfg.min_replies,
-                                      self.cfg.max_failed_rounds))
+            self.fail(self.policy_failure())
         if last:
             self.finish()
         return record
+
+    def policy_failure(self) -> str:
+        """Why the failure policy stops the run (more failed rounds than max-failed-rounds allows)."""
+        return failure_message(self.failed_rounds, self.total, self.cfg.min_replies, self.cfg.max_failed_rounds)
 
     def sim_delays(self, n: int, pid: int) -> tuple[float, float, float]:
         """(download s, upload s, compute multiplier) of client ``pid`` in task or round ``n`` on the
