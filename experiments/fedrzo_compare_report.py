@@ -3,6 +3,7 @@ the comparison.
 
     python experiments/fedrzo_compare_report.py --picks docs/results/fedrzo_compare_tuning
     python experiments/fedrzo_compare_report.py docs/results/fedrzo_compare > docs/results/fedrzo_compare/compare.md
+    python experiments/fedrzo_compare_report.py --summary docs/results/fedrzo_compare > docs/results/fedrzo_compare/summary.md
 
 ``--picks`` prints, per method, each step's mean of the last 10% of rounds over the tuning seeds and
 the pick (the highest mean; ties: the smaller step). Without it: per width (hidden-units) and method,
@@ -117,12 +118,43 @@ def report(study: Path) -> None:
         p("")
 
 
+def _short(t: tuple[float, float, int], digits: int = 2) -> str:
+    """An interval as docs/results/README.md's one-screen tables print it (mean +- half-width, no n)."""
+    return "" if not t[2] else f"{t[0]:.{digits}f}" if t[2] == 1 else f"{t[0]:.{digits}f} +- {t[1]:.{digits}f}"
+
+
+def summary(study: Path) -> None:
+    """The one-screen table: per method and width, accuracy, minus FedRZO_nn, and rounds to TARGET."""
+    runs: dict = defaultdict(lambda: defaultdict(dict))
+    for _, cfg, recs in study_runs(study):
+        runs[int(cfg["hidden-units"])][_label(cfg)][cfg["seed"]] = recs
+    widths = sorted(runs)
+    print("| MNIST, m = 5, 200 rounds | " + " | ".join(
+        f"N1 = {w}: accuracy | N1 = {w}: minus FedRZO_nn | N1 = {w}: rounds to {100 * TARGET:g}%" for w in widths) + " |")
+    print("|---|" + "---|---|---|" * len(widths))
+    for s in (*ORDER, *(f"{c}:{t}" for c in CONTROLS for t in ("relu-net", "softplus-net"))):
+        cells = []
+        for w in widths:
+            by = runs[w]
+            if s not in by:
+                cells += ["", "", ""]
+                continue
+            acc = {k: {seed: 100 * run_figures([r["test_acc"] for r in recs])["last10"] for seed, recs in d.items()}
+                   for k, d in by.items()}
+            vs = _short(paired(acc[s], acc["fedrzo-nn"])) if s in ORDER and s != "fedrzo-nn" else ""
+            reach = _fmt_reach([_reach(r)[0] for r in by[s].values()], 1).split(" (n=")[0]  # n is in the text
+            cells += [_short(interval(acc[s].values())), vs, reach]
+        if any(cells):
+            print(f"| {_title(s)} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", type=Path)
     ap.add_argument("--picks", action="store_true", help="print the tuning grid's picks instead")
+    ap.add_argument("--summary", action="store_true", help="print the one-screen table of docs/results/README.md")
     args = ap.parse_args()
-    picks(args.study) if args.picks else report(args.study)
+    picks(args.study) if args.picks else summary(args.study) if args.summary else report(args.study)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ fi
 # --- Speed on Table I's settings and Fig. 2's runs (after sections table1/tuning/cifar10/fig2) -------
 if want fig2 || want table1; then
   to docs/results/table1_speed.md python experiments/table1_speed.py
+  to docs/results/table1_speed_summary.md python experiments/table1_speed.py --summary
 fi
 
 # --- Study: ZO-HFL's open choices and the baselines' steps (Fashion-MNIST), weighting, variants -----
@@ -264,6 +265,7 @@ if want fedrzo; then
   to docs/results/fedrzo_compare_tuning/picks.md python experiments/fedrzo_compare_report.py --picks docs/results/fedrzo_compare_tuning
   run python -m zofl.compare experiments/fedrzo_compare.toml --out docs/results/fedrzo_compare --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/fedrzo_compare/compare.md python experiments/fedrzo_compare_report.py docs/results/fedrzo_compare
+  to docs/results/fedrzo_compare/summary.md python experiments/fedrzo_compare_report.py --summary docs/results/fedrzo_compare
 fi
 
 # --- AFBO vs FedNest (paper 002): the runs go to $AFBO_RUNS, the figures and tables to docs/results/afbo

@@ -1,7 +1,11 @@
 """Speed on Table I's settings, not only the end point: how early each method gains, paired by seed.
 
     python experiments/table1_speed.py > docs/results/table1_speed.md
-    python experiments/table1_speed.py --results DIR ... --controls DIR ... --seeds 0,1,2
+    python experiments/table1_speed.py --summary > docs/results/table1_speed_summary.md
+    python experiments/table1_speed.py --seeds 0,1,2
+
+``--summary`` prints the rows docs/results/README.md's one-screen table gains (its columns): each
+method's early accuracy minus f1-only's, and rounds to x_0 + 1 point.
 
 The measures were fixed before any number was computed (2026-11-27; the runs themselves had been made
 for the end-point tables), and are the only ones computed:
@@ -84,12 +88,43 @@ def _reach(vals: list[int | None]) -> str:
     return fmt_interval(interval(got), digits=1)
 
 
+def _short(t: tuple[float, float, int]) -> str:
+    """An interval as the one-screen table prints it (mean +- half-width, no n)."""
+    return "" if not t[2] else f"{t[0]:.2f}" if t[2] == 1 else f"{t[0]:.2f} +- {t[1]:.2f}"
+
+
+def summary(methods, f1) -> None:
+    """The one-screen table's speed rows: the same columns, early accuracy minus f1-only's and rounds to x_0 + 1."""
+    cols = [(d, a, b) for d in DATASETS for a, b in SETTINGS]
+    head = [f"{DATASETS[d]} ({a:g}, {int(100 * b)}%)" for d, a, b in cols]
+    print("|  | " + " | ".join(head) + " |")
+    print("|---|" + "---|" * len(cols))
+    reach = {}
+    for s, name in METHODS.items():
+        row = []
+        for d, a, b in cols:
+            runs = methods.get((s, d, a, b), {})
+            e = {seed: 100 * early(acc, len(acc) - 1) for seed, (_, acc) in runs.items()}
+            c = {seed: 100 * early(acc, len(acc) - 1) for seed, acc in _f1_at_zohfl_gamma(methods, f1, d, a, b).items()}
+            row.append(_short(paired(e, c)) if set(e) & set(c) else "")
+            reach.setdefault(name, []).append(_reach([rounds_to(acc) for _, acc in runs.values()]) if runs else "")
+        print(f"| speed: {name} adds, early (rounds 1-100) | " + " | ".join(row) + " |")
+    ctrl = [_f1_at_zohfl_gamma(methods, f1, d, a, b) for d, a, b in cols]
+    reach["*f1-only*"] = [_reach([rounds_to(acc) for acc in c.values()]) if c else "" for c in ctrl]
+    for name in ("ZO-HFL", "SCAFFOLD", "*f1-only*"):
+        print(f"| speed: {name}, rounds to x_0 + 1 point | " + " | ".join(reach[name]) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--summary", action="store_true", help="only the one-screen table's speed rows")
     args = ap.parse_args()
     seeds = {int(s) for s in args.seeds.split(",")}
     methods, f1 = _runs(GRIDS, CONTROLS, seeds)
+    if args.summary:
+        summary(methods, f1)
+        return
     p = print
     p("# Table I: speed (early accuracy and rounds to x_0 + 1 point)\n")
     p("Written by `python experiments/table1_speed.py > docs/results/table1_speed.md` from the committed "

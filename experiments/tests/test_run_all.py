@@ -69,7 +69,8 @@ PAGES = ("docs/results/table1_summary.md", "docs/results/table1_tuned_small.md",
          "docs/results/table1_tuning_small/picks.md", "docs/results/study/seeds.md",
          "docs/results/fig1_fedrzo_controls/against.md", "docs/results/table1_speed.md",
          "docs/results/fedrzo_compare_tuning/picks.md", "docs/results/fedrzo_compare/compare.md",
-         "docs/results/fig2_fedrzo_hyper_cifar_tuning/picks.md")
+         "docs/results/fig2_fedrzo_hyper_cifar_tuning/picks.md", "docs/results/table1_speed_summary.md",
+         "docs/results/fedrzo_compare/summary.md")
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
