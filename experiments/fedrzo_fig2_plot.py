@@ -33,16 +33,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 FLOOR = "floor"  # the control with x fixed at the constraint's floor: H = 0 and hyper-x0 = x-min
 
 
-def arm(cfg: dict) -> int | str:
-    """A cell's line: its H (0 = the control with x fixed at x_0), or FLOOR (x fixed at x-min)."""
+def arm(cfg: dict) -> tuple[int | str, float | None]:
+    """A cell's line: (its H, or FLOOR for x fixed at x-min; its gamma, None for the controls, H = 0 and FLOOR,
+    which take no upper step)."""
     H = int(cfg["local-steps"]) if cfg["local-steps"] or cfg["tau"] else 0
     if H == 0 and cfg.get("hyper-x0") is not None and float(cfg["hyper-x0"]) <= float(cfg.get("x-min", 0.0)):
-        return FLOOR
-    return H
+        return FLOOR, None
+    return H, (float(cfg["zo-lr"]) if H else None)
 
 
-def load(out: Path) -> dict[int | str, list[tuple[dict, list[dict]]]]:
-    """Line (H, or FLOOR) -> [(config, all records)] of the finished cells, FLOOR first."""
+def line_name(key: tuple[int | str, float | None], gammas: bool) -> str:
+    """A line's name in the tables: "H", or "H, gamma g" where the study has several gammas."""
+    H, g = key
+    if H == FLOOR:
+        return "0, x at x-min (control)"
+    return f"{H}, gamma {g:g}" if gammas and g is not None else str(H)
+
+
+def load(out: Path) -> dict[tuple[int | str, float | None], list[tuple[dict, list[dict]]]]:
+    """Line (arm) -> [(config, all records)] of the finished cells: FLOOR first, then by H and gamma."""
     by_h = defaultdict(list)
     for cell in sorted((out / "cells").glob("*")):
         if not (cell / "summary.json").exists():
@@ -50,7 +59,7 @@ def load(out: Path) -> dict[int | str, list[tuple[dict, list[dict]]]]:
         cfg = json.loads((cell / "config.json").read_text())
         recs = read_rounds(cell)  # rounds.jsonl, or the study's rounds.parquet
         by_h[arm(cfg)].append((cfg, recs))
-    return dict(sorted(by_h.items(), key=lambda kv: -1 if kv[0] == FLOOR else kv[0]))
+    return dict(sorted(by_h.items(), key=lambda kv: (-1 if kv[0][0] == FLOOR else kv[0][0], kv[0][1] or 0.0)))
 
 
 def curves(runs, metric: str):
@@ -69,9 +78,11 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     title = title.format(dataset=DATASETS.get(next(iter(by_h.values()))[0][0]["dataset"], "?"))
     fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.6 * len(metrics)), squeeze=False)
     rows = []
-    for H, runs in by_h.items():
-        label = ("control: x fixed at x-min" if H == FLOOR
-                 else f"H = {H}" + (" (control: x fixed at x_0)" if H == 0 else ""))
+    gammas = len({g for _, g in by_h if g is not None}) > 1
+    for key, runs in by_h.items():
+        H = key[0]
+        label = ("control: x fixed at x-min" if H == FLOOR else f"H = {line_name(key, gammas)}"
+                 + (" (control: x fixed at x_0)" if H == 0 else ""))
         for (metric, ylabel), ax_row in zip(metrics, axes):
             up, comm = curves(runs, metric)
             for ax, values, xlabel in ((ax_row[0], up, "upper round r"), (ax_row[1], comm, "communication round")):
@@ -83,7 +94,7 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
                 ax.set_ylabel(ylabel)
         final = {m: band(curves(runs, m)[0])[0][-1] for m, _ in metrics}
         halfs = {m: band(curves(runs, m)[0])[1][-1] for m, _ in metrics}
-        rows.append((H, len(runs), len(runs[0][1]) - 1, final, halfs))
+        rows.append((line_name(key, gammas), len(runs), len(runs[0][1]) - 1, final, halfs))
     axes[0][0].legend(fontsize=8)
     seeds = sorted({len(runs) for runs in by_h.values()})
     fig.suptitle(f"{title}\nbands: 95% t intervals over seeds (n = {'-'.join(map(str, seeds))} per line)", fontsize=10)
@@ -95,25 +106,32 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     print("|---|---|---|" + "---|" * len(metrics))
     for H, n, comm, final, halfs in rows:
         cells = " | ".join(f"{final[m]:.4f} +- {halfs[m]:.4f}" if n > 1 else f"{final[m]:.4f}" for m, _ in metrics)
-        print(f"| {'0, x at x-min (control)' if H == FLOOR else H} | {n} | {comm} | {cells} |")
+        print(f"| {H} | {n} | {comm} | {cells} |")
     print()
     paired_table(by_h, [m for m, _ in metrics])
 
 
 def paired_table(by_h, metrics: list[str]) -> None:
-    """Final values of each H minus the next smaller H (H = 1 minus the control H = 0), paired by seed."""
+    """Final values of each H minus the next smaller H at the same gamma (the smallest minus the control H = 0),
+    and of every line minus the control with x at x-min where there is one; paired by seed."""
 
-    def finals(H, m):
-        return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[H]}
+    def finals(key, m):
+        return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[key]}
 
-    hs = sorted(h for h in by_h if h != FLOOR)
-    pairs = [(a, b) for a, b in zip(hs[1:], hs[:-1])] + [(a, FLOOR) for a in hs if FLOOR in by_h]
+    gammas = sorted({g for _, g in by_h if g is not None})
+    pairs = []
+    for g in gammas or [None]:
+        chain = [k for k in by_h if k[0] == 0] + [k for k in by_h if k[0] not in (0, FLOOR) and k[1] == g]
+        pairs += [(a, b) for a, b in zip(chain[1:], chain[:-1]) if (a, b) not in pairs]
+    floor = (FLOOR, None)
+    pairs += [(k, floor) for k in by_h if k != floor and floor in by_h]
+    many = len(gammas) > 1
     print("| H - H' (paired by seed) | " + " | ".join(f"final {m}" for m in metrics) + " |")
     print("|---|" + "---|" * len(metrics))
     for a, b in pairs:
-        name = "x at x-min (control)" if b == FLOOR else b
-        print(f"| {a} - {name} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4)
-                                              for m in metrics) + " |")
+        right = "x at x-min (control)" if b == floor else line_name(b, many)
+        print(f"| {line_name(a, many)} - {right} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4)
+                                                             for m in metrics) + " |")
     print()
 
 

@@ -256,9 +256,11 @@ if want fedrzo; then
   to docs/results/fig2_fedrzo_hyper_cifar_tuning/picks.md python experiments/fedrzo_fig2_cifar_picks.py docs/results/fig2_fedrzo_hyper_cifar_tuning
   run python -m zofl.compare experiments/fig2_fedrzo_hyper_cifar.toml --out docs/results/fig2_fedrzo_hyper_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig2_fedrzo_hyper_cifar_gamma1.toml --out docs/results/fig2_fedrzo_hyper_cifar_gamma1 --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python -m zofl.compare experiments/fig2_fedrzo_hyper_cifar_long.toml --out docs/results/fig2_fedrzo_hyper_cifar_long --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/fig2_fedrzo_fair_cifar.toml --out docs/results/fig2_fedrzo_fair_cifar --via inprocess --parallel 2 --set "data-dir=\"$data\""
   to docs/results/fig2_fedrzo_hyper_cifar/fig2.md python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper_cifar
   to docs/results/fig2_fedrzo_hyper_cifar_gamma1/fig2.md python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper_cifar_gamma1
+  to docs/results/fig2_fedrzo_hyper_cifar_long/fig2.md python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper_cifar_long
   to docs/results/fig2_fedrzo_fair_cifar/fig2.md python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_fair_cifar
   # Sec. 5.1's comparison with first-order methods: steps picked on seeds 0-2, reported on seeds 3-5
   run python -m zofl.compare experiments/fedrzo_compare_tuning.toml --out docs/results/fedrzo_compare_tuning --via inprocess --parallel 2 --set "data-dir=\"$data\""

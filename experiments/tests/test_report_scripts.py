@@ -58,7 +58,9 @@ def test_fig2_and_table1_scripts_run_on_runner_output(tmp_path):
 def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
     outs = []
     for task in ("hyper-logistic", "fair-relu"):
-        floor = ", {local-steps = 0, tau = 0.0, hyper-x0 = 0.001}" if task == "hyper-logistic" else ""
+        # the hyperparameter study also has the control with x at x-min, and H = 2 at a second gamma
+        floor = (", {local-steps = 0, tau = 0.0, hyper-x0 = 0.001}, {local-steps = 2, zo-lr = 0.01}"
+                 if task == "hyper-logistic" else "")
         grid = tmp_path / f"{task}.toml"
         grid.write_text(f'[fixed]\nstrategy = "fedrzo-bl"\ntask = "{task}"\nnum-rounds = 2\nnum-clients = 3\n'
                         'beta = 1.0\nlower-rounds = 1\nzo-lr = 0.001\neta = 0.01\n'
@@ -68,10 +70,14 @@ def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "experiments" / "fedrzo_fig2_plot.py"), *map(str, outs)],
                          check=True, capture_output=True, text=True)
     assert (outs[0] / "fig2_left.png").stat().st_size > 10_000 and (outs[1] / "fig2_right.png").exists()
-    assert "| 0 | 2 | 6 |" in res.stdout and "| 2 | 2 | 6 |" in res.stdout  # H, seeds, 2 * (2 * 1 + 1) rounds
-    # the hyperparameter study's control with x fixed at x-min: a row of its own, and H = 2 paired against it
-    assert "| 0, x at x-min (control) | 2 | 6 |" in res.stdout and "| 2 - x at x-min (control) | " in res.stdout
-    assert res.stdout.count(" - x at x-min (control) | ") == 2  # H = 0 and H = 2 against it, hyper study only
+    hyper, fair = res.stdout.split("fig2_right.png")
+    assert "| 0 | 2 | 6 |" in fair and "| 2 | 2 | 6 |" in fair  # H, seeds, 2 * (2 * 1 + 1) rounds
+    # the hyperparameter study: a line per (H, gamma), each H paired with the next smaller at its gamma, and the
+    # control with x fixed at x-min a row of its own with every other line paired against it
+    assert "| 2, gamma 0.001 | 2 | 6 |" in hyper and "| 2, gamma 0.01 | 2 | 6 |" in hyper
+    assert "| 2, gamma 0.001 - 0 | " in hyper and "| 2, gamma 0.01 - 0 | " in hyper
+    assert "| 0, x at x-min (control) | 2 | 6 |" in hyper and "| 2, gamma 0.01 - x at x-min (control) | " in hyper
+    assert hyper.count(" - x at x-min (control) | ") == 3 and " - x at x-min" not in fair
 
 
 def test_fedrzo_fig1_script_draws_the_committed_study(tmp_path):
