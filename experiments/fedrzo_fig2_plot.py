@@ -111,6 +111,15 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     paired_table(by_h, [m for m, _ in metrics])
 
 
+def _fmt(t: tuple[float, float, int]) -> str:
+    """mean +- 95% half-width (n) at 4 decimals, or in e-notation where both are below 1e-3 (which 4 decimals
+    would print as a zero-width 0.0000 +- 0.0000)."""
+    mean, half, n = t
+    if n > 1 and max(abs(mean), half) < 1e-3:
+        return f"{mean:.2e} +- {half:.2e} (n={n})"
+    return fmt_interval(t, 1, 4)
+
+
 def paired_table(by_h, metrics: list[str]) -> None:
     """Final values of each H minus the next smaller H at the same gamma (the smallest minus the control H = 0),
     and of every line minus the control with x at x-min where there is one; paired by seed."""
@@ -130,7 +139,7 @@ def paired_table(by_h, metrics: list[str]) -> None:
     print("|---|" + "---|" * len(metrics))
     for a, b in pairs:
         right = "x at x-min (control)" if b == floor else line_name(b, many)
-        print(f"| {line_name(a, many)} - {right} | " + " | ".join(fmt_interval(paired(finals(a, m), finals(b, m)), 1, 4)
+        print(f"| {line_name(a, many)} - {right} | " + " | ".join(_fmt(paired(finals(a, m), finals(b, m)))
                                                              for m in metrics) + " |")
     print()
 
