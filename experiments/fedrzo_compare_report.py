@@ -26,20 +26,35 @@ from zofl.stats import fmt_interval, interval, paired, run_figures
 
 STEP = {"fedrzo-nn": "zo-lr", "fedavg": "local-lr", "fedprox": "local-lr", "fedmspp": "local-lr",
         "scaffnew": "local-lr", "centralised": "local-lr"}
-ORDER = ("fedrzo-nn", "fedavg", "fedprox", "fedmspp", "scaffnew")
+ORDER = ("fedrzo-nn", "fedavg", "fedprox", "fedmspp", "scaffnew", "fedavg:relu-net")
 CONTROLS = ("x0-only", "centralised")
 TITLES = {"fedrzo-nn": "FedRZO_nn (ReLU, zeroth-order)", "fedavg": "FedAvg (softplus)",
-          "fedprox": "FedProx (softplus)", "fedmspp": "FedMSPP (softplus)", "scaffnew": "Scaffnew (softplus)"}
+          "fedprox": "FedProx (softplus)", "fedmspp": "FedMSPP (softplus)", "scaffnew": "Scaffnew (softplus)",
+          "fedavg:relu-net": "FedAvg (ReLU, subgradients)"}
 TARGET = 0.75
+
+
+def label(strategy: str, task: str) -> str:
+    """A line of the tables: a method by its strategy (FedRZO_nn on the ReLU network, a first-order method on the
+    softplus one), a first-order method on the ReLU network and a control by strategy and network."""
+    if strategy in CONTROLS or (strategy != "fedrzo-nn" and task == "relu-net"):
+        return f"{strategy}:{task}"
+    return strategy
+
+
+def relu(s: str) -> bool:
+    """Whether the line runs on the ReLU network."""
+    return s == "fedrzo-nn" or s.endswith(":relu-net")
 
 
 def picks(study: Path) -> None:
     rows = list(csv.DictReader(open(study / "results.csv")))
     by: dict = defaultdict(dict)
     for r in rows:
-        if r["strategy"] not in ORDER:
+        s = label(r["strategy"], r["task"])
+        if s not in ORDER:
             continue  # controls have no step to pick
-        by[r["strategy"]].setdefault(float(r[STEP[r["strategy"]]]), []).append(100 * float(r["last10_test_acc"]))
+        by[s].setdefault(float(r[STEP[r["strategy"]]]), []).append(100 * float(r["last10_test_acc"]))
     print(f"Picks on seeds {sorted({int(r['seed']) for r in rows})} (mean of the last 10% of rounds, %):\n")
     print("| method | step key | each step: mean +- 95% t (n) | pick |")
     print("|---|---|---|---|")
@@ -49,7 +64,7 @@ def picks(study: Path) -> None:
         steps = sorted(by[s])
         best = max(steps, key=lambda k: (interval(by[s][k])[0], -k))
         cells = [f"{k:g}: {fmt_interval(interval(by[s][k]))}" for k in steps]
-        print(f"| {s} | {STEP[s]} | " + "; ".join(cells) + f" | **{best:g}** |")
+        print(f"| {s} | {STEP[s.split(':')[0]]} | " + "; ".join(cells) + f" | **{best:g}** |")
 
 
 def _reach(recs: list[dict]) -> tuple[int | None, float | None]:
@@ -70,16 +85,14 @@ def _fmt_reach(vals: list, digits: int) -> str:
 
 
 def _label(cfg: dict) -> str:
-    """A method by its strategy; a control by its strategy and network (the two networks differ at x_0)."""
-    s = cfg["strategy"]
-    return f"{s}:{cfg['task']}" if s in CONTROLS else s
+    return label(cfg["strategy"], cfg["task"])
 
 
-def _title(label: str) -> str:
-    s, _, task = label.partition(":")
+def _title(line: str) -> str:
+    s, _, task = line.partition(":")
     net = {"relu-net": "ReLU", "softplus-net": "softplus"}.get(task, task)
     controls = {"x0-only": f"*x_0 alone ({net})*", "centralised": f"*centralised SGD, ceiling ({net})*"}
-    return controls.get(s, TITLES.get(s, s))
+    return controls.get(s) or TITLES.get(line, line)
 
 
 def report(study: Path) -> None:
@@ -108,7 +121,7 @@ def report(study: Path) -> None:
             reach = [_reach(recs) for recs in by[s].values()]
             per_round = interval(sum(r.get("client_compute_max_s") or 0.0 for r in recs) / (len(recs) - 1)
                                  for recs in by[s].values())
-            x0 = "x0-only:relu-net" if s == "fedrzo-nn" else "x0-only:softplus-net"
+            x0 = "x0-only:relu-net" if relu(s) else "x0-only:softplus-net"
             vs = [fmt_interval(paired(acc[s], acc[o])) if o in acc and s in ORDER and o != s else ""
                   for o in ("fedrzo-nn", x0)]
             clients = s in ORDER  # the controls have no clients: no client compute
