@@ -3,7 +3,8 @@ the comparison.
 
     python experiments/fedrzo_compare_report.py --picks docs/results/fedrzo_compare_tuning
     python experiments/fedrzo_compare_report.py docs/results/fedrzo_compare > docs/results/fedrzo_compare/compare.md
-    python experiments/fedrzo_compare_report.py --summary docs/results/fedrzo_compare > docs/results/fedrzo_compare/summary.md
+    python experiments/fedrzo_compare_report.py --summary docs/results/fedrzo_compare \
+        > docs/results/fedrzo_compare/summary.md
 
 ``--picks`` prints, per method, each step's mean of the last 10% of rounds over the tuning seeds and
 the pick (the highest mean; ties: the smaller step). Without it: per width (hidden-units) and method,
@@ -142,8 +143,8 @@ def summary(study: Path) -> None:
     for _, cfg, recs in study_runs(study):
         runs[int(cfg["hidden-units"])][_label(cfg)][cfg["seed"]] = recs
     widths = sorted(runs)
-    print("| MNIST, m = 5, 200 rounds | " + " | ".join(
-        f"N1 = {w}: accuracy | N1 = {w}: minus FedRZO_nn | N1 = {w}: rounds to {100 * TARGET:g}%" for w in widths) + " |")
+    cols = [f"N1 = {w}: accuracy | N1 = {w}: minus FedRZO_nn | N1 = {w}: rounds to {100 * TARGET:g}%" for w in widths]
+    print("| MNIST, m = 5, 200 rounds | " + " | ".join(cols) + " |")
     print("|---|" + "---|---|---|" * len(widths))
     for s in (*ORDER, *(f"{c}:{t}" for c in CONTROLS for t in ("relu-net", "softplus-net"))):
         cells = []

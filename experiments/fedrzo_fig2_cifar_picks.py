@@ -1,6 +1,7 @@
 """The step pick of FedRZO Fig. 2 left's setting on CIFAR-10 (experiments/fig2_fedrzo_hyper_cifar_tuning.toml).
 
-    python experiments/fedrzo_fig2_cifar_picks.py docs/results/fig2_fedrzo_hyper_cifar_tuning > docs/results/fig2_fedrzo_hyper_cifar_tuning/picks.md
+    python experiments/fedrzo_fig2_cifar_picks.py docs/results/fig2_fedrzo_hyper_cifar_tuning \
+        > docs/results/fig2_fedrzo_hyper_cifar_tuning/picks.md
 
 Per (lower-lr, zo-lr): the test loss as the mean over the last 10% of upper rounds (the value at
 y_eps(x_r) after each upper round, round 0 first), mean +- 95% t half-width over the tuning seeds, and

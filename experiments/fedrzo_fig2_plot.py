@@ -2,10 +2,11 @@
 
     python experiments/fedrzo_fig2_plot.py docs/results/fig2_fedrzo_hyper docs/results/fig2_fedrzo_fair
 
-Writes <dir>/fig2_left.png for a hyper-logistic study and <dir>/fig2_right.png for a fair-relu one (metric per upper round, and per communication
-round, which counts the lower-level FedAvg rounds too), one line per H with a 95% t-interval over
-seeds where there are several, and prints markdown tables of the final values and of each H minus the
-next smaller H, paired by seed (mean +- 95% t half-width, n). A hyperparameter study's cells with H = 0
+Writes <dir>/fig2_left.png for a hyper-logistic study and <dir>/fig2_right.png for a fair-relu one
+(metric per upper round, and per communication round, which counts the lower-level FedAvg rounds too),
+one line per H (and gamma, where a study has several) with a 95% t-interval over seeds where there are
+several, and prints markdown tables of the final values and of each H minus the next smaller H at its
+gamma, paired by seed (mean +- 95% t half-width, n). A hyperparameter study's cells with H = 0
 and hyper-x0 at x-min are the control with x fixed at the constraint's floor: a line of their own, and
 each H against them paired by seed. The same script draws the CIFAR-10 studies:
 
@@ -26,8 +27,9 @@ from zofl.results import read_rounds
 from zofl.stats import fmt_interval, paired
 
 matplotlib.use("Agg")
-DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10 (standardized)", "fashion_mnist": "Fashion-MNIST"}
 import matplotlib.pyplot as plt  # noqa: E402
+
+DATASETS = {"mnist": "MNIST", "cifar10": "CIFAR-10 (standardized)", "fashion_mnist": "Fashion-MNIST"}
 
 
 FLOOR = "floor"  # the control with x fixed at the constraint's floor: H = 0 and hyper-x0 = x-min

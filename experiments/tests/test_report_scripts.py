@@ -64,7 +64,8 @@ def test_fedrzo_fig2_script_runs_on_runner_output(tmp_path):
         grid = tmp_path / f"{task}.toml"
         grid.write_text(f'[fixed]\nstrategy = "fedrzo-bl"\ntask = "{task}"\nnum-rounds = 2\nnum-clients = 3\n'
                         'beta = 1.0\nlower-rounds = 1\nzo-lr = 0.001\neta = 0.01\n'
-                        f'[grid]\nsteps = [{{local-steps = 0, tau = 0.0}}, {{local-steps = 2}}{floor}]\nseed = [0, 1]\n')
+                        f'[grid]\nsteps = [{{local-steps = 0, tau = 0.0}}, {{local-steps = 2}}{floor}]\n'
+                        'seed = [0, 1]\n')
         outs.append(tmp_path / task)
         main([str(grid), "--out", str(outs[-1]), "--via", "inprocess", "--parallel", "1"])
     res = subprocess.run([sys.executable, str(ROOT / "experiments" / "fedrzo_fig2_plot.py"), *map(str, outs)],
