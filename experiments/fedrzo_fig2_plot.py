@@ -5,7 +5,8 @@
 Writes <dir>/fig2_left.png for a hyper-logistic study and <dir>/fig2_right.png for a fair-relu one
 (metric per upper round, and per communication round, which counts the lower-level FedAvg rounds too),
 one line per H (and gamma, where a study has several) with a 95% t-interval over seeds where there are
-several, and prints markdown tables of the final values and of each H minus the next smaller H at its
+several, and prints markdown tables of each line's value (the mean over the last 10% of upper rounds, the
+project's end-point measure, zofl.stats.run_figures) and of each H minus the next smaller H at its
 gamma, paired by seed (mean +- 95% t half-width, n). A hyperparameter study's cells with H = 0
 and hyper-x0 at x-min are the control with x fixed at the constraint's floor: a line of their own, and
 each H against them paired by seed. The same script draws the CIFAR-10 studies:
@@ -24,7 +25,7 @@ import numpy as np
 from report_common import band  # a module beside this script
 
 from zofl.results import read_rounds
-from zofl.stats import fmt_interval, paired
+from zofl.stats import fmt_interval, interval, paired, run_figures
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -72,6 +73,11 @@ def curves(runs, metric: str):
     return np.hstack([start, upper]), comm
 
 
+def end(cfg: dict, recs: list[dict], metric: str) -> float:
+    """A run's end point: the mean of the metric over the last 10% of its upper rounds."""
+    return run_figures(list(curves([(cfg, recs)], metric)[0][0]))["last10"]
+
+
 def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> None:
     by_h = load(out)
     if not by_h:
@@ -94,9 +100,8 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
                 ax.fill_between(x, mean - half, mean + half, alpha=0.25)
                 ax.set_xlabel(xlabel)
                 ax.set_ylabel(ylabel)
-        final = {m: band(curves(runs, m)[0])[0][-1] for m, _ in metrics}
-        halfs = {m: band(curves(runs, m)[0])[1][-1] for m, _ in metrics}
-        rows.append((line_name(key, gammas), len(runs), len(runs[0][1]) - 1, final, halfs))
+        ends = {m: interval([end(cfg, recs, m) for cfg, recs in runs]) for m, _ in metrics}
+        rows.append((line_name(key, gammas), len(runs), len(runs[0][1]) - 1, ends))
     axes[0][0].legend(fontsize=8)
     seeds = sorted({len(runs) for runs in by_h.values()})
     fig.suptitle(f"{title}\nbands: 95% t intervals over seeds (n = {'-'.join(map(str, seeds))} per line)", fontsize=10)
@@ -104,10 +109,11 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
     print(f"{out / name}\n")
-    print("| H | seeds | communication rounds | " + " | ".join(f"final {m} (95% CI)" for m, _ in metrics) + " |")
+    print("| H | seeds | communication rounds | " + " | ".join(f"{m}, last 10% (95% CI)" for m, _ in metrics) + " |")
     print("|---|---|---|" + "---|" * len(metrics))
-    for H, n, comm, final, halfs in rows:
-        cells = " | ".join(f"{final[m]:.4f} +- {halfs[m]:.4f}" if n > 1 else f"{final[m]:.4f}" for m, _ in metrics)
+    for H, n, comm, ends in rows:
+        cells = " | ".join(f"{ends[m][0]:.4f} +- {ends[m][1]:.4f}" if n > 1 else f"{ends[m][0]:.4f}"
+                           for m, _ in metrics)
         print(f"| {H} | {n} | {comm} | {cells} |")
     print()
     paired_table(by_h, [m for m, _ in metrics])
@@ -123,11 +129,11 @@ def _fmt(t: tuple[float, float, int]) -> str:
 
 
 def paired_table(by_h, metrics: list[str]) -> None:
-    """Final values of each H minus the next smaller H at the same gamma (the smallest minus the control H = 0),
+    """End points of each H minus the next smaller H at the same gamma (the smallest minus the control H = 0),
     and of every line minus the control with x at x-min where there is one; paired by seed."""
 
     def finals(key, m):
-        return {int(cfg["seed"]): curves([(cfg, recs)], m)[0][0][-1] for cfg, recs in by_h[key]}
+        return {int(cfg["seed"]): end(cfg, recs, m) for cfg, recs in by_h[key]}
 
     gammas = sorted({g for _, g in by_h if g is not None})
     pairs = []
@@ -137,7 +143,7 @@ def paired_table(by_h, metrics: list[str]) -> None:
     floor = (FLOOR, None)
     pairs += [(k, floor) for k in by_h if k != floor and floor in by_h]
     many = len(gammas) > 1
-    print("| H - H' (paired by seed) | " + " | ".join(f"final {m}" for m in metrics) + " |")
+    print("| H - H' (paired by seed) | " + " | ".join(f"{m}, last 10%" for m in metrics) + " |")
     print("|---|" + "---|" * len(metrics))
     for a, b in pairs:
         right = "x at x-min (control)" if b == floor else line_name(b, many)
