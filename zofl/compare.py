@@ -389,6 +389,7 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from cycler import cycler
 
     from .stats import t_quantile
 
@@ -400,7 +401,14 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
         groups.setdefault(panel, {}).setdefault(line, []).append(rec)
     (out / "plots").mkdir(exist_ok=True)
     for panel, lines in groups.items():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        # the legend goes below the two panels, in as many rows as it needs (a study may draw 20+ lines),
+        # and lines past 10 get tab20's colours, past 20 a dashed (past 40 a dotted) style as well
+        ncol = 1 if len(lines) <= 3 else 2
+        legend_in = 0.14 * (-(-len(lines) // ncol)) + 0.45
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2 + legend_in))
+        if len(lines) > 10:
+            for ax in axes:
+                ax.set_prop_cycle(cycler(linestyle=["-", "--", ":"]) * cycler(color=plt.cm.tab20.colors))
         for line, runs in lines.items():  # grid order
             n = min(len(r) for r in runs)
             rounds = [r["round"] for r in runs[0][:n]]
@@ -415,9 +423,10 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
             ax.set_xlabel("round (a record: a round; an update for the asynchronous methods)")
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=7)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
         fig.suptitle(f"{panel or 'all cells'}: mean over seeds, bands = 95% t interval of the mean", fontsize=9)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, legend_in / (4.2 + legend_in), 1, 1))
         name = panel.replace(", ", "_").replace("=", "") or "all"
         fig.savefig(out / "plots" / f"{name}.png", dpi=110)
         plt.close(fig)
