@@ -31,6 +31,7 @@ def test_schedule_walks_lower_plus_lower_base_upper_with_growing_oracle():
     assert [p.phase for p in phases[:5]] == [LOWER_PLUS, LOWER_PLUS, LOWER_BASE, LOWER_BASE, UPPER]
     assert [p.j for p in phases[:5]] == [0, 1, 0, 1, 0]
     assert [p.r for p in phases if p.phase == UPPER] == list(range(R))
+    assert all(p.lower_rounds == lower_rounds(p.r, base, growth) for p in phases)  # R~_r, upper phases too
     assert phases[-1] == phase_of(K - 1, base, growth) and phases[-1].phase == UPPER
     assert phase_of(K, base, growth).r == R  # the next round starts upper round R
     with pytest.raises(ValueError):
