@@ -123,6 +123,24 @@ def test_a_checkpoint_that_is_a_bare_array_is_refused(tmp_path):
     _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \(ValueError: not an \.npz archive\)")
 
 
+class _Planted:
+    """A pickle that creates a file when it is loaded: what a hostile checkpoint could carry."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_checkpoint_holding_a_pickle_is_refused_without_unpickling_it(tmp_path):
+    d, _ = _run(tmp_path)
+    marker = tmp_path / "unpickled"
+    _edit_checkpoint(d, lambda a: a.update(x=np.array([_Planted(str(marker))], dtype=object)))
+    _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \(ValueError: Object arrays cannot be loaded")
+    assert not marker.exists()  # np.load(allow_pickle=False): the pickle was never run
+
+
 # -- the asynchronous queue ----------------------------------------------------------------------
 @pytest.mark.parametrize("edit,message", [
     (lambda a: a.pop("async/now"), r"the asynchronous queue's arrays \['async/now'\] are missing, \[\] unknown"),
