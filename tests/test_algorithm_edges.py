@@ -9,7 +9,8 @@ from zofl.algorithms.afbo_global import local_average_hypergradient
 from zofl.algorithms.fedrzo import local_zo_steps
 from zofl.algorithms.lower_level import projected_sgd
 from zofl.algorithms.robust import krum_index, trimmed_mean
-from zofl.algorithms.zohfl import envelope_estimate
+from zofl.algorithms.scaffnew import coin_steps
+from zofl.algorithms.zohfl import SolveSpec, client_solve, default_hierarchy, envelope_estimate, zo_estimate
 
 
 def _spd(rng, q):
@@ -165,3 +166,37 @@ def test_afbo_global_delay_mean_and_adbo_update_rule():
     assert delay_mean(7, np.array([5, 7, 1]), np.zeros(3, bool)) == 0.0
     assert may_update(2, np.array([], int), 2, 1) and not may_update(1, np.array([], int), 2, 1)
     assert may_update(3, np.array([0, 2]), 2, 3) and not may_update(3, np.array([0, 3]), 2, 3)
+
+
+def test_a_robust_zo_estimate_combines_each_clients_mean_over_its_directions_then_scales_by_the_weights():
+    """combine([u_i]) x sum_i w_i with u_i = mean_j c_ij v_ij (k = 2 directions, weights summing to 0.5, a
+    combine that is not the weighted sum): run C of mutmut (2026-11-27) found this path unpinned."""
+    rng = np.random.default_rng(3)
+    n, k, eta = 3, 2, 0.1
+    weights = {0: 0.2, 1: 0.3}
+    f_values = {pid: (rng.normal(size=k), rng.normal(size=k)) for pid in weights}
+    directions = {pid: rng.normal(size=(k, n)) for pid in weights}
+    u = [(n / (2 * eta)) * (f_values[pid][0] - f_values[pid][1]) @ directions[pid] / k for pid in weights]
+    got = zo_estimate(weights, f_values, directions, eta, n, combine=lambda us: np.max(us, axis=0))
+    np.testing.assert_allclose(got, np.max(u, axis=0) * 0.5, rtol=1e-12)
+    assert not zo_estimate({}, {}, {}, eta, n, combine=lambda us: np.ones(n)).any()  # no client: 0
+
+
+def test_without_crn_the_minus_side_draws_are_fresh_for_each_direction_and_client_and_repeatable():
+    """crn = false: the x - eta v solve draws its own minibatches, seeded by (client's words, j): two equal
+    directions get different draws, two clients different draws, the same call the same draws."""
+    data = np.random.default_rng(0).normal(size=(40, 4))
+    hier = default_hierarchy(lambda y, idx: y - data[idx].mean(axis=0), 1.0, 1.0, 0.0)
+    spec = SolveSpec(eta=0.1, lam=1.0, mu=1.0, lr0=0.5, batch_size=2, crn=False)
+    v = np.tile(np.random.default_rng(1).normal(size=4), (2, 1))  # the same direction twice
+    a, b, again = (client_solve(hier, 40, np.zeros(4), v, 5, spec, seed) for seed in ((7,), (8,), (7,)))
+    assert not np.allclose(a.y_minus[0], a.y_minus[1])
+    assert not np.allclose(a.y_minus[0], b.y_minus[0])
+    np.testing.assert_array_equal(a.y_minus, again.y_minus)
+
+
+def test_scaffnew_coin_probability_must_be_in_0_1():
+    for p in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
+            coin_steps(np.random.default_rng(0), p)
+    assert coin_steps(np.random.default_rng(0), 1.0) == 1
