@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zofl.algorithms.adbo import unrolled_grad_v
+from zofl.algorithms.adbo import consensus_dual_step, cut_dual_step, unrolled_grad_v
 from zofl.algorithms.afbo import neumann_hypergradient
 from zofl.algorithms.afbo_global import local_average_hypergradient
 from zofl.algorithms.fedrzo import local_zo_steps
@@ -200,3 +200,14 @@ def test_scaffnew_coin_probability_must_be_in_0_1():
         with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
             coin_steps(np.random.default_rng(0), p)
     assert coin_steps(np.random.default_rng(0), 1.0) == 1
+
+
+def test_adbos_dual_steps_shrink_the_duals_by_their_regularisation():
+    """lam_l <- max(0, lam_l + lr (value_l - c1 lam_l)) and theta_j <- theta_j + lr (x_j - v - c2 theta_j), with
+    c1, c2 > 0 (the other tests use 0), written out: run C of mutmut found the sign of the c terms unpinned."""
+    lam, on, values = np.array([1.0, 2.0, 0.5]), np.array([True, True, False]), np.array([0.5, -5.0, 1.0])
+    # 1 + 0.5 (0.5 - 0.2 x 1) = 1.15; 2 + 0.5 (-5 - 0.2 x 2) < 0, projected to 0; an empty slot stays 0
+    np.testing.assert_allclose(cut_dual_step(lam, on, values, 0.5, 0.2), [1.15, 0.0, 0.0])
+    theta, xs, v = np.array([[1.0, -1.0], [2.0, 0.0]]), np.array([[0.5, 0.5], [1.0, 1.0]]), np.array([0.25, 0.0])
+    got = consensus_dual_step(theta, xs, v, np.array([True, False]), 0.1, 0.3)
+    np.testing.assert_allclose(got, [theta[0] + 0.1 * (xs[0] - v - 0.3 * theta[0]), theta[1]])
