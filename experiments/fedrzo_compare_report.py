@@ -22,6 +22,8 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
+from report_common import short  # a module beside this script
+
 from zofl.packed import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
@@ -132,11 +134,6 @@ def report(study: Path) -> None:
         p("")
 
 
-def _short(t: tuple[float, float, int], digits: int = 2) -> str:
-    """An interval as docs/results/README.md's one-screen tables print it (mean +- half-width, no n)."""
-    return "" if not t[2] else f"{t[0]:.{digits}f}" if t[2] == 1 else f"{t[0]:.{digits}f} +- {t[1]:.{digits}f}"
-
-
 def summary(study: Path) -> None:
     """The one-screen table: per method and width, accuracy, minus FedRZO_nn, and rounds to TARGET."""
     runs: dict = defaultdict(lambda: defaultdict(dict))
@@ -155,9 +152,9 @@ def summary(study: Path) -> None:
                 continue
             acc = {k: {seed: 100 * run_figures([r["test_acc"] for r in recs])["last10"] for seed, recs in d.items()}
                    for k, d in by.items()}
-            vs = _short(paired(acc[s], acc["fedrzo-nn"])) if s in ORDER and s != "fedrzo-nn" else ""
+            vs = short(paired(acc[s], acc["fedrzo-nn"])) if s in ORDER and s != "fedrzo-nn" else ""
             reach = _fmt_reach([_reach(r)[0] for r in by[s].values()], 1).split(" (n=")[0]  # n is in the text
-            cells += [_short(interval(acc[s].values())), vs, reach]
+            cells += [short(interval(acc[s].values())), vs, reach]
         if any(cells):
             print(f"| {_title(s)} | " + " | ".join(cells) + " |")
 

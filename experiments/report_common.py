@@ -37,6 +37,13 @@ def pm(t: tuple[float, float, int], scale: float = 100.0, digits: int = 1) -> st
     return f"{scale * mean:.{digits}f} +- {scale * half:.{digits}f}"
 
 
+def short(t: tuple[float, float, int], digits: int = 2) -> str:
+    """A zofl.stats.interval as docs/results/README.md's one-screen tables print it: "mean +- half" (no n),
+    the mean alone for one value, "" for none."""
+    mean, half, n = t
+    return "" if not n else f"{mean:.{digits}f}" if n == 1 else f"{mean:.{digits}f} +- {half:.{digits}f}"
+
+
 def hold(recs: list[tuple[float, float]], t: float) -> float:
     """The value of the last record (clock_s, value) with clock_s <= t (zero-order hold; the first record's
     value before it), as the AFBO figures read a curve."""

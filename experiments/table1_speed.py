@@ -31,6 +31,8 @@ import argparse
 import tomllib
 from pathlib import Path
 
+from report_common import short  # a module beside this script
+
 from zofl.compare import cell_id, expand_grid
 from zofl.packed import study_runs
 from zofl.stats import fmt_interval, interval, paired
@@ -88,11 +90,6 @@ def _reach(vals: list[int | None]) -> str:
     return fmt_interval(interval(got), digits=1)
 
 
-def _short(t: tuple[float, float, int]) -> str:
-    """An interval as the one-screen table prints it (mean +- half-width, no n)."""
-    return "" if not t[2] else f"{t[0]:.2f}" if t[2] == 1 else f"{t[0]:.2f} +- {t[1]:.2f}"
-
-
 def summary(methods, f1) -> None:
     """The one-screen table's speed rows: the same columns, early accuracy minus f1-only's and rounds to x_0 + 1."""
     cols = [(d, a, b) for d in DATASETS for a, b in SETTINGS]
@@ -106,7 +103,7 @@ def summary(methods, f1) -> None:
             runs = methods.get((s, d, a, b), {})
             e = {seed: 100 * early(acc, len(acc) - 1) for seed, (_, acc) in runs.items()}
             c = {seed: 100 * early(acc, len(acc) - 1) for seed, acc in _f1_at_zohfl_gamma(methods, f1, d, a, b).items()}
-            row.append(_short(paired(e, c)) if set(e) & set(c) else "")
+            row.append(short(paired(e, c)) if set(e) & set(c) else "")
             reach.setdefault(name, []).append(_reach([rounds_to(acc) for _, acc in runs.values()]) if runs else "")
         print(f"| speed: {name} adds, early (rounds 1-100) | " + " | ".join(row) + " |")
     ctrl = [_f1_at_zohfl_gamma(methods, f1, d, a, b) for d, a, b in cols]
