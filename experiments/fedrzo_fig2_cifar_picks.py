@@ -14,13 +14,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from report_common import upper_curve  # a module beside this script
+
 from zofl.packed import study_runs
 from zofl.stats import fmt_interval, interval, run_figures
-
-
-def upper_curve(recs: list[dict], metric: str) -> list[float]:
-    """The metric at round 0 and after each upper round (what Fig. 2 plots per upper round)."""
-    return [recs[0][metric]] + [r[metric] for r in recs if r.get("level") == "upper"]
 
 
 def main(study: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-from report_common import band  # a module beside this script
+from report_common import band, upper_curve  # a module beside this script
 
 from zofl.results import read_rounds
 from zofl.stats import fmt_interval, interval, paired, run_figures
@@ -67,15 +67,14 @@ def load(out: Path) -> dict[tuple[int | str, float | None], list[tuple[dict, lis
 
 def curves(runs, metric: str):
     """Per upper round (the value after the upper round) and per communication round."""
-    upper = np.array([[r[metric] for r in recs if r.get("level") == "upper"] for _, recs in runs], dtype=float)
+    upper = np.array([upper_curve(recs, metric) for _, recs in runs], dtype=float)
     comm = np.array([[r[metric] for r in recs] for _, recs in runs], dtype=float)
-    start = np.array([[recs[0][metric]] for _, recs in runs], dtype=float)
-    return np.hstack([start, upper]), comm
+    return upper, comm
 
 
 def end(cfg: dict, recs: list[dict], metric: str) -> float:
     """A run's end point: the mean of the metric over the last 10% of its upper rounds."""
-    return run_figures(list(curves([(cfg, recs)], metric)[0][0]))["last10"]
+    return run_figures(upper_curve(recs, metric))["last10"]
 
 
 def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> None:

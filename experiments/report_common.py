@@ -37,6 +37,11 @@ def pm(t: tuple[float, float, int], scale: float = 100.0, digits: int = 1) -> st
     return f"{scale * mean:.{digits}f} +- {scale * half:.{digits}f}"
 
 
+def upper_curve(recs: list[dict], metric: str) -> list[float]:
+    """A FedRZO_bl run's metric at round 0 and after each upper round (what Fig. 2 plots per upper round)."""
+    return [recs[0][metric]] + [r[metric] for r in recs if r.get("level") == "upper"]
+
+
 def short(t: tuple[float, float, int], digits: int = 2) -> str:
     """A zofl.stats.interval as docs/results/README.md's one-screen tables print it: "mean +- half" (no n),
     the mean alone for one value, "" for none."""

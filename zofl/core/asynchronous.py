@@ -290,8 +290,7 @@ class AsyncRun(Run):
             if self.leave:
                 applied["away"] = sorted(self.away)
             self._write_record(self.version, applied)
-        if self.failed_rounds > self.allowed_failed:
-            self.fail(self.policy_failure())
+        self.stop_if_policy_failed()
 
     def policy_failure(self) -> str:
         return failure_message(self.failed_rounds, self.windows_needed, self.cfg.min_replies,

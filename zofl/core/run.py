@@ -164,11 +164,15 @@ class Run:
         if every and k > 0 and (k % every == 0 or last):
             save_checkpoint(self.writer.dir, k, self.wall_s(), self.method.state_dict(self.state),
                             self.checkpoint_extra())
-        if self.failed_rounds > self.allowed_failed:
-            self.fail(self.policy_failure())
+        self.stop_if_policy_failed()
         if last:
             self.finish()
         return record
+
+    def stop_if_policy_failed(self) -> None:
+        """The failure policy's stop: the run fails once more rounds (windows) failed than max-failed-rounds allows."""
+        if self.failed_rounds > self.allowed_failed:
+            self.fail(self.policy_failure())
 
     def policy_failure(self) -> str:
         """Why the failure policy stops the run (more failed rounds than max-failed-rounds allows)."""
