@@ -21,6 +21,7 @@ from pathlib import Path
 from afbo_share import gaps  # a script beside this one
 from report_common import AFBO, CONTROL, FEDNEST, split_of
 
+from zofl.figures import save as save_figure
 from zofl.stats import fmt_interval, interval
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     fig.suptitle(f"AFBO - FedNest in test {metric} at the budget T, split into asynchrony and the bilevel part; "
                  "mean and 95% t interval over seeds (paired)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     unit = "points" if scale == 100.0 else ""
     print(f"Test {metric} at each study's budget T, AFBO - FedNest, paired by seed (mean +- 95% t interval)"
           f"{', ' + unit if unit else ''}\n")

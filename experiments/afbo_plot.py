@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 from report_common import band, pm  # a module beside this script
 
+from zofl.figures import save as save_figure
 from zofl.stats import interval
 
 GRID_POINTS = 300
@@ -465,7 +466,7 @@ def plot_setting(path: Path, title: str, methods: dict[str, list[dict]], panels:
     fig.suptitle(f"{title}; mean and 95% interval over seeds"
                  + (f" (round-0 accuracy {100 * acc0:.1f}%, below the y-range)" if below else ""), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 from report_common import band, pm  # a module beside this script
 
+from zofl.figures import save as save_figure
 from zofl.stats import interval
 
 # The setting: experiments/afbo_regularization_stragglers.toml (digits regularization, IID, clients 0-4 at
@@ -496,7 +497,7 @@ def figure(runs: list[dict], out: Path) -> None:
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("digits regularization, 5 of 10 clients 5x slower; mean and 95% interval over seeds", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "fig.png", dpi=110)
+    save_figure(fig, out / "fig.png", dpi=110)
     plt.close(fig)
 
 

@@ -20,6 +20,7 @@ import matplotlib
 import numpy as np
 from report_common import band  # a module beside this script
 
+from zofl.figures import save as save_figure
 from zofl.packed import study_runs
 from zofl.stats import run_figures
 
@@ -102,7 +103,7 @@ def main() -> None:
     fig.suptitle(f"FedRZO_nn, ReLU network (N1 = 4), {first['dataset']}, m = 5\nmean over seeds, bands = 95% t "
                  "interval of the mean; the ceiling at its best step", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
-    fig.savefig(args.out / "fig1.png", dpi=100)
+    save_figure(fig, args.out / "fig1.png", dpi=100)
     plt.close(fig)
     print(f"wrote {args.out / 'fig1.png'}")
 

@@ -24,6 +24,7 @@ import matplotlib
 import numpy as np
 from report_common import band, upper_curve  # a module beside this script
 
+from zofl.figures import save as save_figure
 from zofl.results import read_rounds
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
@@ -105,7 +106,7 @@ def plot(out: Path, name: str, metrics: list[tuple[str, str]], title: str) -> No
     seeds = sorted({len(runs) for runs in by_h.values()})
     fig.suptitle(f"{title}\nbands: 95% t intervals over seeds (n = {'-'.join(map(str, seeds))} per line)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
+    save_figure(fig, out / name, dpi=110)
     plt.close(fig)
     print(f"{out / name}\n")
     print("| H | seeds | communication rounds | " + " | ".join(f"{m}, last 10% (95% CI)" for m, _ in metrics) + " |")

@@ -26,6 +26,7 @@ import matplotlib
 import numpy as np
 from report_common import band
 
+from zofl.figures import save as save_figure
 from zofl.packed import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
@@ -106,7 +107,7 @@ def _plot(out: Path, dataset: str, settings: dict, controls: dict) -> None:
             axes[i][j].legend(fontsize=8)
     fig.suptitle(f"ZO-HFL, {dataset}: mean over seeds, bands = 95% t interval of the mean", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / f"fig2_{dataset}.png", dpi=110)
+    save_figure(fig, out / f"fig2_{dataset}.png", dpi=110)
     plt.close(fig)
     print(f"wrote {out / f'fig2_{dataset}.png'}")
 

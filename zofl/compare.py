@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import KEY_BY_NAME, ConfigError, parse_config
+from .figures import save as save_figure
 from .packed import pack
 from .results import FolderBusy, lock_folder, read_rounds, unlock_folder
 from .stats import fmt_interval, interval, paired, run_figures
@@ -428,7 +429,7 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
         fig.suptitle(f"{panel or 'all cells'}: mean over seeds, bands = 95% t interval of the mean", fontsize=9)
         fig.tight_layout(rect=(0, legend_in / (4.2 + legend_in), 1, 1))
         name = panel.replace(", ", "_").replace("=", "") or "all"
-        fig.savefig(out / "plots" / f"{name}.png", dpi=110)
+        save_figure(fig, out / "plots" / f"{name}.png", dpi=110)
         plt.close(fig)
 
 

@@ -11,6 +11,8 @@ import math
 import os
 from pathlib import Path
 
+from .figures import save as save_figure
+
 
 def plot_runs(paths: list[Path], out: Path) -> None:
     """Every run folder checked (``_load``), then test accuracy (left) and loss (right) against the
@@ -39,7 +41,7 @@ def plot_runs(paths: list[Path], out: Path) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
     try:
-        fig.savefig(out, dpi=110)
+        save_figure(fig, out, dpi=110)
     finally:
         plt.close(fig)
 
