@@ -1,0 +1,243 @@
+"""The edges of the core's checks, one value on each side (found by mutation testing: a check tested with
+one bad value only survived ``<`` for ``<=``, a dropped flag, a swapped index). Unit-level: no run
+through Flower, each check called on arrays a real run wrote or on the smallest input that reaches it."""
+import os
+import re
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zofl.core.checkpoint import load_checkpoint, scalar
+from zofl.results import RunFolderError
+
+P = Path("ck.npz")
+
+
+# -- checkpoint.scalar and load_checkpoint ----------------------------------------------------------
+def test_scalar_takes_its_lower_bound_and_names_the_kind_it_wants():
+    assert scalar(P, "round", np.array(0), "i") == 0 and scalar(P, "now", np.array(0.0), "f") == 0.0
+    assert scalar(P, "t", np.array(-1.0), "f", low=-1.0) == -1.0
+    with pytest.raises(RunFolderError, match=r"array 'now' is -1e-300, not a finite number >= 0"):
+        scalar(P, "now", np.array(-1e-300), "f")
+    with pytest.raises(RunFolderError, match=r"array 'now' is int64 of shape \(\), not one float64;"):
+        scalar(P, "now", np.array(3), "f")
+    with pytest.raises(RunFolderError, match=r"array 'round' is float64 of shape \(\), not one integer;"):
+        scalar(P, "round", np.array(3.0), "i")
+    with pytest.raises(RunFolderError, match=r"array 'round' is int64 of shape \(1,\), not one integer;"):
+        scalar(P, "round", np.array([3]), "i")
+
+
+def test_a_synchronous_checkpoint_holds_the_simulated_clock_only():
+    from zofl.core.checkpoint import check_sync_extra
+
+    check_sync_extra(P, {"sim_clock": np.array(0.0)})
+    with pytest.raises(RunFolderError, match=r"the engine's arrays are \['async/now', 'async/sim_clock'\], a "
+                                             r"synchronous run writes \['async/sim_clock'\]; it is not a checkpoint"):
+        check_sync_extra(P, {"sim_clock": np.array(0.0), "now": np.array(0.0)})
+
+
+def test_a_fifo_in_place_of_the_checkpoint_is_refused_without_blocking(tmp_path):
+    """Opened without O_NONBLOCK, a FIFO with no writer blocks the resume for ever."""
+    os.mkfifo(tmp_path / "checkpoint.npz")
+
+    def hung(*_):
+        raise TimeoutError("load_checkpoint blocked on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(RunFolderError, match=r"checkpoint\.npz is not a regular file"):
+            load_checkpoint(tmp_path)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# -- the asynchronous queue of a checkpoint: check_async_extra and _check_task, at each edge ---------
+ASYNC = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 7,
+         "buffer-size": 2, "checkpoint-every": 3, "speed-profile": "uniform", "speed-param": 0.3,
+         "availability": "0.7"}
+M = 4  # num-clients
+
+
+@pytest.fixture(scope="module")
+def queue(tmp_path_factory):
+    """A real asynchronous checkpoint (tasks in flight at update 6) and what ``resume_point`` checks it
+    with: the method's server half and its fresh state."""
+    from zofl.inprocess import run_inprocess
+    from zofl.methods import METHODS
+    from zofl.setup import prepare
+
+    run_config = {**ASYNC, "output-dir": str(tmp_path_factory.mktemp("q")), "run-name": "r"}
+    d, _ = run_inprocess(run_config, workers=0)
+    k, _, _, extra = load_checkpoint(d)
+    cfg, task, spec = prepare(run_config)
+    method = METHODS[cfg.strategy].server(cfg, task, spec)
+    assert "task0/meta" in extra and int(extra["task_no"]) > 2
+    return d / "checkpoint.npz", extra, method, method.init(), k
+
+
+def _check(queue, edit):
+    """check_async_extra on a copy of the queue after ``edit``; its refusal's text, or None if accepted."""
+    from zofl.core.asynchronous import check_async_extra
+
+    path, extra, method, fresh, k = queue
+    arrays = {n: np.array(a) for n, a in extra.items()}
+    edit(arrays)
+    try:
+        check_async_extra(path, arrays, method, fresh, k)
+    except RunFolderError as exc:
+        assert str(exc).startswith(f"{path}: ")
+        return str(exc)
+    return None
+
+
+def _meta(i, value):
+    def edit(a):
+        a["task0/meta"][i] = value(a) if callable(value) else value
+    return edit
+
+
+def _set(name, value):
+    def edit(a):
+        a[name] = np.asarray(value(a) if callable(value) else value)
+    return edit
+
+
+def _no_tasks(a):
+    for n in [n for n in a if n.startswith("task") and n != "task_no"]:
+        del a[n]
+
+
+def _task_no(a):
+    return int(a["task_no"])
+
+
+ACCEPTED = {
+    "no task in flight": _no_tasks,
+    "clock at 0": _set("now", 0.0),
+    "policy at its edges": _set("policy", np.array([0, M - 1, M - 1])),
+    "policy with no results": _set("policy", np.array([5, 0, 0])),
+    "a rejoin at time 0, task 0, client 0": _set("rejoins", np.array([[0.0, 0.0, 0.0]])),
+    "a rejoin of the last task number and client": _set("rejoins", lambda a: np.array([[1.0, _task_no(a) - 1, M - 1]])),
+    "no rejoin": _set("rejoins", np.zeros((0, 3))),
+    "clients 0 and m-1 given up": _set("lost", np.array([0, M - 1])),
+    "task of client 0": _meta(0, 0.0),
+    "task of client m-1": _meta(0, M - 1.0),
+    "task number 0": _meta(1, 0.0),
+    "the last task number": _meta(1, lambda a: _task_no(a) - 1.0),
+    "H = 0": _meta(2, 0.0),
+    "version 0": _meta(3, 0.0),
+    "sent at 0, due at 0": lambda a: (_meta(4, 0.0)(a), _meta(5, 0.0)(a)),
+    "due when sent": _meta(5, lambda a: a["task0/meta"][4]),
+}
+
+REFUSED = {
+    "a negative failed-window count": (_set("policy", np.array([-1, 0, 0])), r"'async/policy' is int64 \[-1, 0, 0\]"),
+    "m results in a window": (_set("policy", np.array([0, M, 0])),
+                              r"'async/policy' .* \(failed windows >= 0, results in 0\.\.3, usable <= results\)"),
+    "more usable than results": (_set("policy", np.array([0, 1, 2])), r"'async/policy' is int64 \[0, 1, 2\]"),
+    "policy of floats": (_set("policy", np.array([0.0, 1.0, 1.0])), r"'async/policy' is float64"),
+    "a rejoin before time 0": (_set("rejoins", np.array([[-0.5, 0.0, 0.0]])), r"'async/rejoins'"),
+    "a rejoin of task number -1": (_set("rejoins", np.array([[0.5, -1.0, 0.0]])), r"'async/rejoins'"),
+    "a rejoin of task number task_no": (
+        _set("rejoins", lambda a: np.array([[0.5, _task_no(a), 0.0]])),
+        lambda a: rf"'async/rejoins' \(float64, shape \(1, 3\)\) is not float64 rows \(time >= 0, task number in "
+                  rf"0\.\.{_task_no(a) - 1}, client in 0\.\.3\)"),
+    "a rejoin of client -1": (_set("rejoins", np.array([[0.5, 0.0, -1.0]])), r"'async/rejoins'"),
+    "a rejoin of client m": (_set("rejoins", np.array([[0.5, 0.0, M]])), r"'async/rejoins'"),
+    "a client -1 given up": (_set("lost", np.array([-1])), r"'async/lost' .* not client ids in 0\.\.3"),
+    "client m given up": (_set("lost", np.array([M])), r"'async/lost' \(int64, shape \(1,\)\) is not client ids"),
+    "given-up clients as floats": (_set("lost", np.array([1.0])), r"'async/lost' \(float64"),
+    "a task meta of 5 numbers": (lambda a: a.update({"task0/meta": a["task0/meta"][:5]}),
+                                 r"'async/task0/meta' is float64 of shape \(5,\), not 6 float64 \('pid', 'task', "),
+    "a task meta in float32": (lambda a: a.update({"task0/meta": a["task0/meta"].astype(np.float32)}),
+                               r"'async/task0/meta' is float32 of shape \(6,\)"),
+    "a task of client NaN": (_meta(0, np.nan), r"'async/task0/meta' is \[nan, "),
+    "a task of client inf": (_meta(0, np.inf), r"'async/task0/meta' is \[inf, "),
+    "a task of client 1.5": (_meta(0, 1.5), r"'async/task0/meta' is \[1\.5, "),
+    "a task of client m": (_meta(0, float(M)), r"not a task of this run \(client in 0\.\.3, task number below \d+, "
+                                               r"H >= 0, version in 0\.\.\d+, sent_at >= 0, due >= sent_at\)"),
+    "a task of client -1": (_meta(0, -1.0), r"'async/task0/meta' is \[-1\.0, "),
+    "task number -1": (_meta(1, -1.0), r"'async/task0/meta'"),
+    "task number task_no": (_meta(1, lambda a: float(_task_no(a))), r"'async/task0/meta'"),
+    "H = -1": (_meta(2, -1.0), r"'async/task0/meta'"),
+    "version -1": (_meta(3, -1.0), r"'async/task0/meta'"),
+    "sent before time 0": (_meta(4, -1e-9), r"'async/task0/meta'"),
+    "sent at inf": (_meta(4, np.inf), r"'async/task0/meta'"),
+    "due at inf": (_meta(5, np.inf), r"'async/task0/meta'"),
+    "due before it was sent": (_meta(5, lambda a: a["task0/meta"][4] - 1e-6), r"'async/task0/meta'"),
+    "a config that is not JSON": (_set("task0/config", "{not json"), r"'async/task0/config' is not a JSON object"),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCEPTED))
+def test_a_queue_at_the_edge_of_what_a_run_writes_is_accepted(queue, name):
+    assert _check(queue, ACCEPTED[name]) is None
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_a_queue_just_past_the_edge_is_refused_naming_the_array(queue, name):
+    edit, message = REFUSED[name]
+    refusal = _check(queue, edit)
+    if callable(message):
+        message = message(queue[1])
+    assert refusal is not None and re.search(message, refusal), refusal
+
+
+def test_under_the_wall_clock_a_task_is_never_due():
+    """A task's ``due`` is NaN under clock = wall (replies come when they come), finite under the
+    simulated clock; either is refused under the other clock."""
+    from zofl.core.asynchronous import _check_task
+
+    arrays = {"x": np.zeros(3)}
+
+    def check(due, simulated):
+        extra = {"task0/meta": np.array([1.0, 2.0, 3.0, 1.0, 0.5, due]), "task0/config": np.array("{}"),
+                 "task0/arrays/x": np.zeros(3)}
+        _check_task(P, extra, 0, M, 5, 4, simulated, arrays)
+
+    check(np.nan, simulated=False)
+    check(0.5, simulated=True)
+    with pytest.raises(RunFolderError, match=r"version in 0\.\.4, sent_at >= 0, due NaN \(wall clock\)\)"):
+        check(0.5, simulated=False)
+    with pytest.raises(RunFolderError, match=r"due >= sent_at\)"):
+        check(np.nan, simulated=True)
+
+
+# -- run.resume_point: records without a checkpoint, a checkpoint ahead of the records ------------------
+def _writer(d: Path, last: int | None, **config):
+    from types import SimpleNamespace
+
+    records = [] if last is None else [{"round": r} for r in range(last + 1)]
+    return SimpleNamespace(dir=d, records=records, stored_config=config)
+
+
+@pytest.mark.parametrize("every,last", [(1, 1), (2, 2), (2, 1)])
+def test_records_up_to_the_first_checkpoint_without_it_start_again(tmp_path, caplog, every, last):
+    from zofl.core.run import resume_point
+
+    assert resume_point(_writer(tmp_path, last, **{"checkpoint-every": every}), None, 10) is None
+    assert f"resume: {tmp_path} stopped at round {last}, before its first checkpoint (round {every}): it starts " \
+           f"again from round 0" in caplog.text
+
+
+@pytest.mark.parametrize("config,last", [({"checkpoint-every": 0}, 0), ({"checkpoint-every": 2}, 3), ({}, 1)])
+def test_records_past_a_checkpoint_that_is_not_there_are_refused(tmp_path, config, last):
+    """A config.json without the key counts as checkpoint-every = 0 (no checkpoint was ever due)."""
+    from zofl.core.run import resume_point
+
+    with pytest.raises(RunFolderError, match=rf"rounds\.jsonl holds rounds 0-{last} but there is no checkpoint\.npz"):
+        resume_point(_writer(tmp_path, last, **config), None, 10)
+
+
+@pytest.mark.parametrize("last,says", [(None, "no round"), (1, "round 1")])
+def test_a_checkpoint_ahead_of_the_records_says_where_they_end(tmp_path, last, says):
+    from zofl.core.checkpoint import save_checkpoint
+    from zofl.core.run import resume_point
+
+    save_checkpoint(tmp_path, 2, 0.5, {"x": np.zeros(3)}, {"sim_clock": np.array(0.0)})
+    with pytest.raises(RunFolderError, match=rf"checkpoint\.npz holds round 2 but rounds\.jsonl ends at {says}; "):
+        resume_point(_writer(tmp_path, last, **{"checkpoint-every": 1}), None, 10)
