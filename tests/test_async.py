@@ -147,7 +147,7 @@ def test_a_client_whose_supernode_is_gone_is_retried_after_reply_timeout_not_in_
     assert all(1 not in r["clients"] for r in read_rounds(d)[1:])
 
 
-def test_the_wall_clock_gives_up_a_silent_client_after_reply_timeout(tmp_path):
+def test_the_wall_clock_gives_up_a_silent_client_after_reply_timeout(tmp_path, caplog):
     # the wall clock's own timeout branch. Three worker processes for the three healthy clients (each has one
     # task in flight at a time, so none queues behind another): a task is 4 steps x 60 ms of sleep, 0.24 s
     # plus milliseconds of compute, against reply-timeout-s = 1.5 s; 12 updates of buffer 2 are 8 tasks in a
@@ -162,3 +162,16 @@ def test_the_wall_clock_gives_up_a_silent_client_after_reply_timeout(tmp_path):
     rec = read_rounds(d)
     assert [r["round"] for r in rec] == list(range(13)) and all(1 not in r["clients"] for r in rec[1:])
     assert sum(r["failed_clients"] == [1] for r in rec[1:]) == 1 and rec[-1]["clock_s"] > 1.5
+    assert "client 1 failed: no reply within reply-timeout-s = 1.5 s; client given up" in caplog.text
+
+
+def test_the_wall_clock_sends_a_client_that_sat_out_a_task_its_next_one(tmp_path):
+    # availability 0.5: a task drawn unavailable is sat out for the time it would have taken, and the
+    # client's next task is sent when that time has passed on the wall clock (the engine's rejoin queue).
+    # Without the rejoin every client is out after a few tasks and the run cannot reach its 12 updates
+    cfg = {**ASYNC, "clock": "wall", "availability": "0.5", "output-dir": str(tmp_path), "run-name": "away"}
+    d, x = run_inprocess(cfg, workers=0)
+    summary = json.loads((d / "summary.json").read_text())
+    rec = read_rounds(d)
+    assert summary["status"] == "ok" and [r["round"] for r in rec] == list(range(13))
+    assert sum(r.get("unavailable", 0) for r in rec) >= 4

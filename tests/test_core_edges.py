@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from zofl.core.checkpoint import load_checkpoint, scalar
-from zofl.results import RunFolderError
+from zofl.results import RunFolderError, read_rounds
 
 P = Path("ck.npz")
 
@@ -241,3 +241,73 @@ def test_a_checkpoint_ahead_of_the_records_says_where_they_end(tmp_path, last, s
     save_checkpoint(tmp_path, 2, 0.5, {"x": np.zeros(3)}, {"sim_clock": np.array(0.0)})
     with pytest.raises(RunFolderError, match=rf"checkpoint\.npz holds round 2 but rounds\.jsonl ends at {says}; "):
         resume_point(_writer(tmp_path, last, **{"checkpoint-every": 1}), None, 10)
+
+
+# -- AsyncRun._restore: what a resume does with the queue it was given ---------------------------------
+@pytest.mark.parametrize("leave,where", [("1:6:3", "no task"), ("3:7:2", "a task in flight"), ("2:7:2", "a rejoin")])
+def test_a_resume_with_a_client_on_leave_at_the_checkpoint_gives_the_uninterrupted_run(tmp_path, leave, where):
+    """A client is on leave (``leave``) at the checkpoint of update 7, with no task, with its task still in
+    flight, or sitting a task out; the resumed run keeps it away exactly as the uninterrupted run does."""
+    from zofl.inprocess import run_inprocess
+
+    pid = int(leave[0])
+    keys = {**ASYNC, "leave": leave, "output-dir": str(tmp_path)}
+    _, x_ref = run_inprocess({**keys, "run-name": "ref", "num-rounds": 12}, workers=0)
+    d, _ = run_inprocess({**keys, "run-name": "cut"}, workers=0)
+    k, _, _, extra = load_checkpoint(d)
+    tasks = {int(extra[n][0]) for n in extra if n.endswith("/meta")}
+    rejoins = set(extra["rejoins"][:, 2].astype(int).tolist())
+    assert k == 7 and where == ("a task in flight" if pid in tasks else "a rejoin" if pid in rejoins else "no task")
+    _, x = run_inprocess({**keys, "run-name": "cut", "num-rounds": 12, "resume": True}, workers=0)
+    np.testing.assert_array_equal(x, x_ref)
+    assert [r.get("away") for r in read_rounds(d)] == [r.get("away") for r in read_rounds(tmp_path / "ref")]
+
+
+def _drop_task(extra: dict, pid: int) -> None:
+    """The queue without client ``pid``'s task in flight (the tasks after it renumbered)."""
+    metas = sorted((n for n in extra if n.endswith("/meta")), key=lambda n: int(n[4:-5]))
+    tasks = [{n[len(m) - 4:]: a for n, a in extra.items() if n.startswith(m[:-4])} for m in metas]
+    for n in [n for n in extra if n.startswith("task") and n != "task_no"]:
+        del extra[n]
+    keep = [t for t in tasks if int(t["meta"][0]) != pid]
+    assert len(keep) == len(tasks) - 1
+    for i, t in enumerate(keep):
+        extra.update({f"task{i}/{part}": a for part, a in t.items()})
+
+
+def test_a_client_given_up_before_the_checkpoint_gets_no_work_after_the_resume(tmp_path, caplog):
+    """Client 3 given up (its task removed from the queue, its id in ``lost``), and on leave from version 7
+    to 9: neither the resume nor its return from leave sends it work."""
+    from zofl.core.checkpoint import save_checkpoint
+    from zofl.inprocess import run_inprocess
+
+    keys = {**ASYNC, "leave": "3:7:2", "output-dir": str(tmp_path), "run-name": "r"}
+    d, _ = run_inprocess(keys, workers=0)
+    k, wall_s, state, extra = load_checkpoint(d)
+    _drop_task(extra, 3)
+    extra["lost"] = np.array([3])
+    save_checkpoint(d, k, wall_s, state, extra)
+    run_inprocess({**keys, "num-rounds": 12, "resume": True}, workers=0)
+    assert "resume: clients [3] were given up before the checkpoint and stay so" in caplog.messages
+    after = read_rounds(d)[8:]
+    assert len(after) == 5 and all(3 not in r["clients"] for r in after)
+    assert {0, 1, 2} <= {p for r in after for p in r["clients"]}
+
+
+def test_a_task_in_flight_whose_partition_no_node_holds_is_dropped_at_the_resume(tmp_path, caplog):
+    """The client of the queue's first task has no SuperNode at the resume: its task is dropped (said), the
+    tasks after it are sent as they were."""
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+    from zofl.inprocess import run_inprocess
+
+    keys = {**ASYNC, "output-dir": str(tmp_path), "run-name": "r"}
+    d, _ = run_inprocess(keys, workers=0)
+    _, _, _, extra = load_checkpoint(d)
+    first = int(extra["task0/meta"][0])
+    others = {int(extra[n][0]) for n in extra if n.endswith("/meta")} - {first}
+    assert others
+    nodes = {first: {PARTITION_ID: 99, NUM_PARTITIONS: 100}}
+    run_inprocess({**keys, "num-rounds": 12, "resume": True, "client-wait-s": 1.0}, workers=0, node_config=nodes)
+    assert f"resume: client {first}'s task in flight is dropped: no SuperNode holds its partition now" in caplog.messages
+    after = read_rounds(d)[8:]
+    assert all(first not in r["clients"] for r in after) and others <= {p for r in after for p in r["clients"]}
