@@ -73,6 +73,7 @@ def test_a_cut_is_added_every_k_pre_steps_and_an_inactive_one_dropped():
     on = np.array([True, True, True])
     assert drop_inactive(np.array([0.3, 0.0, 1e-12]), on).tolist() == [True, False, False]
     assert free_slot(np.array([0.3, 0.1, 0.2]), on) == 1
+    assert free_slot(np.array([0.3, 0.5, 0.1]), np.array([True, False, True])) == 1  # an empty slot first
     assert cut_dual_step(np.array([0.1, 0.1]), np.array([True, False]), np.array([-1.0, 5.0]), 1.0, 0.0).tolist() \
         == [0.0, 0.0]
     assert may_update(2, np.array([0, 0, 4]), 2, 5) and not may_update(2, np.array([0, 0, 5]), 2, 5)

@@ -211,3 +211,24 @@ def test_adbos_dual_steps_shrink_the_duals_by_their_regularisation():
     theta, xs, v = np.array([[1.0, -1.0], [2.0, 0.0]]), np.array([[0.5, 0.5], [1.0, 1.0]]), np.array([0.25, 0.0])
     got = consensus_dual_step(theta, xs, v, np.array([True, False]), 0.1, 0.3)
     np.testing.assert_allclose(got, [theta[0] + 0.1 * (xs[0] - v - 0.3 * theta[0]), theta[1]])
+
+
+def test_the_edges_left_by_the_mutation_run():
+    """Each value sits on a bound a surviving mutant moved (docs/mutation-survivors.md)."""
+    from zofl.algorithms.adbo import drop_inactive
+    from zofl.algorithms.afbo import aligned_local_sgd, stored_mean
+    from zofl.algorithms.robust import clip_coefficients, robust_combine
+
+    # AFBO: a client with E = 0 local steps sends zeros (not 0/0) and its y unchanged
+    G, y = aligned_local_sgd(lambda y, idx: y + 1.0, np.ones(3), np.zeros((0, 2), dtype=int), 0.1)
+    assert G.tolist() == [0.0, 0.0, 0.0] and y.tolist() == [1.0, 1.0, 1.0]
+    # AFBO: the mean over the clients heard from, before any: zeros of the update's length
+    assert stored_mean(np.ones((4, 3)), np.zeros(4, dtype=bool), "stored").tolist() == [0.0, 0.0, 0.0]
+    # robust rules: weights summing to exactly 2 double the combination
+    v = [np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([5.0, 60.0])]
+    assert robust_combine(v, "median", weights=[1.0, 0.5, 0.5]).tolist() == [6.0, 8.0]
+    # clipping at kappa <= 1: the bound is kappa x the median |coefficient|
+    clipped = clip_coefficients({0: np.array([1.0, -4.0]), 1: np.array([2.0, 3.0])}, 0.5)
+    assert clipped[0].tolist() == [1.0, -1.25] and clipped[1].tolist() == [1.25, 1.25]
+    # ADBO: a cut whose dual is exactly at the tolerance stays
+    assert drop_inactive(np.array([1e-10, 0.5e-10]), np.array([True, True])).tolist() == [True, False]
