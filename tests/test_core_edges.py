@@ -311,3 +311,26 @@ def test_a_task_in_flight_whose_partition_no_node_holds_is_dropped_at_the_resume
     assert f"resume: client {first}'s task in flight is dropped: no SuperNode holds its partition now" in caplog.messages
     after = read_rounds(d)[8:]
     assert all(first not in r["clients"] for r in after) and others <= {p for r in after for p in r["clients"]}
+
+
+# -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
+def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
+    from types import SimpleNamespace
+
+    from zofl.core.method import pretrain
+
+    class Data(SimpleNamespace):
+        def __len__(self):
+            return len(self.y)
+
+    def order(seed):
+        seen = []
+
+        def grad(x, xb, yb):
+            seen.extend(int(v) for v in yb)
+            return np.zeros_like(x)
+        pretrain(SimpleNamespace(grad=grad), np.zeros(2), Data(x=np.zeros((8, 1)), y=np.arange(8)), 1, 0.1, 3, seed)
+        return seen
+
+    assert order(3) == [6, 7, 2, 1, 4, 5, 3, 0]  # recorded (numpy 2.4's PCG64 from SeedSequence([3, 0]))
+    assert order(4) == [1, 2, 0, 7, 4, 5, 3, 6]
