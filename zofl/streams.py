@@ -6,6 +6,12 @@ hostile clients' attack: in a run with both, they drew the same numbers; availab
 
 The stream is the last word of the sequence, except where a module says otherwise (ADBO: the second,
 right after the seed). ``STREAMS`` maps each value to its purpose and user; docs/architecture.md links here.
+
+A trailing zero word adds nothing: numpy's ``SeedSequence([s, 0])`` is ``SeedSequence([s])`` (the same
+generator state), so PRETRAIN (0) draws what ``seed_sequence(seed)`` would, and a sub-stream word 0 after
+a stream (``..., STREAM_BATCHES, 0``) draws what the stream alone does. Where both appear in one method
+they serve different tasks (AFBO: the INNER tasks' batches and the OUTER tasks' upper batches), so no two
+draws of one task coincide; a new sub-stream should start at 1 if the stream alone is used for the same task.
 """
 from __future__ import annotations
 
