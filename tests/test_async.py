@@ -55,7 +55,7 @@ def test_fast_clients_go_on_while_one_is_ten_times_slower(tmp_path):
     assert {s for r in rec[:first] for s in r["staleness"]} == {0, 1, 2}
 
 
-def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path):
+def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path, caplog):
     for clock in ("simulated", "wall"):
         d, x = run_inprocess({**ASYNC, "clock": clock, "reply-timeout-s": 1.0, "output-dir": str(tmp_path),
                               "run-name": clock}, workers=0, silent=frozenset({1}))
@@ -65,6 +65,7 @@ def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path):
         # simulated: the clock needs its reply, waits reply-timeout-s once, gives it up and never sends it
         # work again; wall: the others finish all 12 updates before the timeout, nothing waits for it
         assert sum(r["failures"] for r in rec) == (1 if clock == "simulated" else 0)
+    assert caplog.messages.count("update 1: client 1 failed: no reply within reply-timeout-s = 1 s; client given up") == 1
 
 
 def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path):
@@ -175,3 +176,24 @@ def test_the_wall_clock_sends_a_client_that_sat_out_a_task_its_next_one(tmp_path
     rec = read_rounds(d)
     assert summary["status"] == "ok" and [r["round"] for r in rec] == list(range(13))
     assert sum(r.get("unavailable", 0) for r in rec) >= 4
+
+
+def test_a_straggler_s_tasks_take_straggler_factor_times_as_long_on_the_simulated_clock(tmp_path):
+    # recorded: client 1 is a straggler (factor 4: its compute multiplier 1 + 3 Exp(1)), so it replies once
+    # in 12 updates while the others take turns; the clock ends at 0.32 simulated seconds
+    d, _ = run(tmp_path, "slow", **{"slow-clients": "1", "straggler-factor": 4.0})
+    rec = read_rounds(d)
+    assert [r["clients"] for r in rec[1:]] == [[0, 2], [3, 0], [2, 3], [0, 2], [3, 0], [2, 3], [0, 2], [3, 0],
+                                               [2, 3], [1, 0], [2, 3], [0, 2]]
+    assert rec[-1]["clock_s"] == pytest.approx(0.32, rel=1e-12)
+
+
+def test_on_the_simulated_clock_a_rejoin_and_a_reply_due_at_the_same_time_go_by_task_number(tmp_path):
+    # recorded: equal speeds, so a task sat out (availability 0.5) ends exactly when the tasks sent with it do;
+    # such ties go to the lower task number (the rejoin's or the reply's), which fixes the order below
+    d, _ = run(tmp_path, "ties", availability="0.5")
+    rec = read_rounds(d)
+    assert [r["clients"] for r in rec[1:]] == [[0, 2], [3, 3], [2, 2], [2, 3], [1, 2], [3, 0], [1, 1], [2, 3],
+                                               [0, 2], [1, 0], [1, 2], [3, 0]]
+    assert [r["unavailable"] for r in rec[1:]] == [3, 4, 13, 1, 2, 4, 1, 1, 2, 2, 1, 0]
+    assert rec[-1]["clock_s"] == pytest.approx(0.6, rel=1e-12)

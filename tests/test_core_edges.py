@@ -334,3 +334,23 @@ def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
 
     assert order(3) == [6, 7, 2, 1, 4, 5, 3, 0]  # recorded (numpy 2.4's PCG64 from SeedSequence([3, 0]))
     assert order(4) == [1, 2, 0, 7, 4, 5, 3, 6]
+
+
+# -- sampling.client_local_steps and evaluation.model_metrics at zero ------------------------------------
+def test_no_local_steps_stay_none_and_a_fraction_of_one_is_one():
+    from zofl.core.sampling import client_local_steps
+
+    assert client_local_steps(0, 2.0) == 0 and client_local_steps(1, 0.1) == 1 and client_local_steps(4, 1.5) == 6
+
+
+def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
+    from types import SimpleNamespace
+
+    from zofl.core.evaluation import model_metrics
+    from zofl.tasks import ArrayData
+
+    task = SimpleNamespace(loss=lambda x, a, b: 7.0, predict=lambda x, a: np.zeros(len(a), dtype=int))
+    data = ArrayData(np.zeros((2, 3)), np.array([0, 1]), 2)
+    empty = ArrayData(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
+    assert model_metrics(task, np.zeros(3), data, empty) == {"test_acc": 0.5, "test_loss": 7.0, "f1": 0.0}
+    assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
