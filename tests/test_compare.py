@@ -269,3 +269,34 @@ def test_every_cells_data_file_is_checked_before_any_cell_runs(tmp_path, capsys)
     err = _exit_2(capsys, [str(grid), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
     assert f"grid cell 2 of 2 (dataset 'mnist'): {data / 'mnist.npz'}: cannot be read as a .npz file" in err
     assert not out.exists()
+
+
+def test_the_in_process_engine_s_workers_end_with_their_process(tmp_path):
+    """SIGKILL a process running the in-process engine with worker processes: the workers end too (before,
+    they waited for work for ever: a mutation run left 80 such processes behind)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("from zofl.inprocess import run_inprocess\n"
+            f"run_inprocess({{'num-rounds': 5000, 'num-clients': 3, 'tau': 20.0, 'output-dir': {str(tmp_path)!r}}},"
+            " workers=2)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+        time.sleep(0.5)
+        workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                  text=True).stdout.split()]
+    assert len(workers) == 2, proc.poll()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    def alive(w):
+        return os.path.exists(f"/proc/{w}") and open(f"/proc/{w}/stat").read().split(")")[-1].split()[0] != "Z"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(alive(w) for w in workers):
+        time.sleep(0.5)
+    assert not [w for w in workers if alive(w)]

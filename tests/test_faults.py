@@ -149,31 +149,32 @@ def test_resume_refuses_a_changed_run_config(tmp_path):
 
 @pytest.mark.flower
 def test_crashes_hangs_and_corrupt_replies_in_the_ray_simulation(tmp_path):
-    """Every fault kind through Flower's Ray backend, in 3 rounds: seed 13 draws a crash in round 1, a
-    crash and a corrupt reply in round 2 and a hang in round 3 (the last, so that no healthy reply waits
+    """Every fault kind through Flower's Ray backend, in 4 rounds: seed 107 draws no fault in round 1 (it
+    absorbs the Ray actors' start, which took over the 5 s deadline at load 4.5 on 2 cores), a crash in
+    round 2, a corrupt reply in round 3 and a hang in round 4 (the last, so that no healthy reply waits
     behind it). Each faulty client is out of its round, every failure has its kind, the run ends. Each
     kind's own accounting is tested on the in-process Grid (below, test_async.py, test_failure_policy.py)."""
-    seed, p = 13, 0.15
-    cfg = {"num-rounds": 3, "num-clients": 3, "beta": 1.0, "tau": 2.0, "seed": seed, "crash-prob": p, "hang-prob": p,
+    seed, p = 107, 0.15
+    cfg = {"num-rounds": 4, "num-clients": 3, "beta": 1.0, "tau": 2.0, "seed": seed, "crash-prob": p, "hang-prob": p,
            "corrupt-prob": p, "round-deadline-s": 5.0, "hang-s": 6.0, "output-dir": str(tmp_path),
            "run-name": "faults"}
-    drawn = {r: {pid: draw_fault(seed, r - 1, pid, p, p, p) for pid in range(3)} for r in range(1, 4)}
+    drawn = {r: {pid: draw_fault(seed, r - 1, pid, p, p, p) for pid in range(3)} for r in range(1, 5)}
     assert {r: sorted(str(k).split(":")[0] for k in d.values() if k) for r, d in drawn.items()} == \
-        {1: ["crash"], 2: ["corrupt", "crash"], 3: ["hang"]}
+        {1: [], 2: ["crash"], 3: ["corrupt"], 4: ["hang"]}
     with local_superlink(tmp_path / "sl") as sl:
         res = sl.run(cfg, num_supernodes=3, cpus_per_client=1)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-4000:]
     rec = read_rounds(tmp_path / "faults")
-    assert [r["round"] for r in rec] == list(range(4)), out[-4000:]
+    assert [r["round"] for r in rec] == list(range(5)), out[-4000:]
     assert all(r["test_loss"] is not None and np.isfinite(r["test_loss"]) for r in rec)
     for r in rec[1:]:
         faulty = {pid for pid, kind in drawn[r["round"]].items() if kind}
         assert r["dropped"] >= len(faulty) and r["participants"] <= 3 - len(faulty), r  # each faulty client is out
         # every failure has its kind: late (hangs, and replies queued behind them), errors, rejected
         assert r["late"] + r["errors"] + r["rejected"] + r["lost"] == r["failures"], r
-    assert rec[1]["errors"] >= 1 and rec[2]["errors"] >= 1 and rec[2]["rejected"] >= 1 and rec[3]["late"] >= 1, rec
-    assert json.loads((tmp_path / "faults" / "summary.json").read_text())["rounds"] == 3
+    assert rec[2]["errors"] >= 1 and rec[3]["rejected"] >= 1 and rec[4]["late"] >= 1, rec
+    assert json.loads((tmp_path / "faults" / "summary.json").read_text())["rounds"] == 4
 
 
 @pytest.mark.parametrize("strategy", ["zohfl", "fedavg", "fedprox", "scaffold", "scaffnew", "fedmspp", "flwr-fedavg",

@@ -505,7 +505,7 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
         return cell_id(cell), time.perf_counter() - t, "" if not failure else \
             f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 
-    from .launch import local_superlink
+    from .launch import die_with_parent, local_superlink
 
     with ExitStack() as stack:
         if via == "flower":
@@ -516,7 +516,7 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
         else:  # one spawned process per core, each running whole cells (reused: data stay loaded)
             stack.enter_context(one_blas_thread())  # read by the workers spawned below
             pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn"),
-                                                           initializer=_die_with_parent, initargs=(os.getpid(),)))
+                                                           initializer=die_with_parent, initargs=(os.getpid(),)))
             futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
                        for c in todo]
         last_report = time.monotonic()
@@ -559,21 +559,6 @@ def one_blas_thread():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def _die_with_parent(parent: int) -> None:
-    """A runner worker ends when the runner does, however the runner ended (Linux: PR_SET_PDEATHSIG;
-    SIGKILL, since an unfinished cell runs again anyway). A runner that died while this worker was
-    still starting is caught by the parent check."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass  # not Linux: the executor's own shutdown is all there is
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:

@@ -11,6 +11,7 @@ engine for tests, and the pure-compute reference of the benchmarks.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -26,6 +27,7 @@ from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
+from .launch import die_with_parent
 
 RUN_ID = 1
 LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
@@ -58,8 +60,10 @@ class InProcessGrid(Grid):
                          node_config=(node_config or {}).get(i, {PARTITION_ID: i, NUM_PARTITIONS: num_nodes}),
                          state=RecordDict(), run_config=dict(run_config))
             for i, nid in enumerate(ids)}
-        self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method)) if workers > 0 \
-            else ThreadPoolExecutor(1)
+        # the workers end with this process however it ends, SIGKILL included (``die_with_parent``)
+        self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method),
+                                                  initializer=die_with_parent, initargs=(os.getpid(),)) \
+            if workers > 0 else ThreadPoolExecutor(1)
         self.pending: dict[str, tuple[Future, int, Message]] = {}
         # partitions whose node never answers a train message (a SuperNode that died): tests of the engines
         self.silent = {nid for i, nid in enumerate(ids) if i in silent}

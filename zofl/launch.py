@@ -54,15 +54,18 @@ def _bin(name: str) -> str:
     return str(here) if here.exists() else (shutil.which(name) or name)
 
 
-def die_with_parent() -> None:
-    """``preexec_fn`` of the processes we start (Linux): the child gets SIGKILL when the thread that
-    started it ends, even if this process is SIGKILLed and no ``finally`` runs (prctl
-    PR_SET_PDEATHSIG). Their own children (Flower's ServerApp and SuperExec processes) watch their
-    parent with ``--parent-pid``. Elsewhere a no-op."""
+def die_with_parent(parent: int | None = None) -> None:
+    """``preexec_fn`` of the processes we start, and ``initializer`` of our worker pools (Linux): the
+    child gets SIGKILL when the thread that started it ends, even if this process is SIGKILLed and no
+    ``finally`` runs (prctl PR_SET_PDEATHSIG). Their own children (Flower's ServerApp and SuperExec
+    processes) watch their parent with ``--parent-pid``. Elsewhere a no-op. With ``parent`` (the
+    starter's pid), a child whose starter died while it was still starting ends at once."""
     with contextlib.suppress(Exception):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 @contextlib.contextmanager
