@@ -73,3 +73,11 @@ def make_torch_mlp():
     from zofl.tasks import TorchTask
 
     return TorchTask(_mlp)
+
+
+class Float32InitTask(BlobsTask):
+    """BlobsTask whose initial parameters come in float32 (as a torch model's would): x_0 is float64 all
+    the same."""
+
+    def init_params(self, d, k):
+        return np.full(d * k, 0.01, dtype=np.float32)

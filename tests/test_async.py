@@ -3,6 +3,7 @@ pure function of its seed, fast clients are not held back by a slow one, a late 
 with its staleness, and a client that fails or never answers neither blocks nor corrupts the model.
 The run through the real Ray simulation is in test_flower_e2e.py."""
 import json
+import time
 
 import numpy as np
 import pytest
@@ -197,3 +198,18 @@ def test_on_the_simulated_clock_a_rejoin_and_a_reply_due_at_the_same_time_go_by_
                                                [0, 2], [1, 0], [1, 2], [3, 0]]
     assert [r["unavailable"] for r in rec[1:]] == [3, 4, 13, 1, 2, 4, 1, 1, 2, 2, 1, 0]
     assert rec[-1]["clock_s"] == pytest.approx(0.6, rel=1e-12)
+
+
+def test_an_update_s_record_holds_the_fields_the_reports_read(tmp_path):
+    # recorded for FedBuff, 4 clients, buffer 2: the fields every update's record carries, and the values
+    # of the first (its 2 buffered replies were sampled and used, none dropped; 2 uploads of x, 5 downloads)
+    t0 = time.perf_counter()
+    d, _ = run(tmp_path, "fields")
+    elapsed = time.perf_counter() - t0
+    rec = read_rounds(d)
+    assert sorted(rec[1]) == sorted(set(rec[0]) | {"clients", "clock_s", "failed_clients", "staleness", "unavailable",
+                                                  "used"})
+    first = rec[1]
+    assert first["sampled"] == first["clients"] == [0, 1] and first["dropped"] == 0
+    assert (first["uplink_bytes"], first["downlink_bytes"]) == (10240, 25600)
+    assert all(0 <= r["wall_s"] <= elapsed for r in rec[1:])

@@ -354,3 +354,15 @@ def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
     empty = ArrayData(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
     assert model_metrics(task, np.zeros(3), data, empty) == {"test_acc": 0.5, "test_loss": 7.0, "f1": 0.0}
     assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
+
+
+def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path):
+    """x_0 is float64 whatever the task's init_params gives (a torch model's come in float32): a checkpoint
+    of the run then matches a fresh state of it, and the run resumes."""
+    from zofl.inprocess import run_inprocess
+
+    keys = {"task": "tests.plugin_task:Float32InitTask", "server-fraction": 0.0, "x0": "zeros", "num-rounds": 2,
+            "num-clients": 2, "tau": 1.0, "checkpoint-every": 1, "output-dir": str(tmp_path), "run-name": "r"}
+    run_inprocess(keys, workers=0)
+    _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
+    assert x.dtype == np.float64
