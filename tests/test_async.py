@@ -213,3 +213,14 @@ def test_an_update_s_record_holds_the_fields_the_reports_read(tmp_path):
     assert first["sampled"] == first["clients"] == [0, 1] and first["dropped"] == 0
     assert (first["uplink_bytes"], first["downlink_bytes"]) == (10240, 25600)
     assert all(0 <= r["wall_s"] <= elapsed for r in rec[1:])
+
+
+def test_on_the_simulated_clock_a_hung_reply_comes_hang_s_late_and_misses_the_deadline(tmp_path):
+    # recorded: hang-prob 0.2, a hang adds hang-s = 0.5 s to a task's simulated time, past round-deadline-s
+    # = 0.2 s, so the reply is dropped as late (7 of them) and its client's next task starts that much later
+    d, _ = run(tmp_path, "hangs", **{"hang-prob": 0.2, "hang-s": 0.5, "round-deadline-s": 0.2})
+    rec = read_rounds(d)
+    assert [r["clients"] for r in rec[1:]] == [[0, 1], [2, 0], [1, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 2],
+                                               [1, 2], [2, 0], [3, 3], [3, 3]]
+    assert [r["late"] for r in rec] == [0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 1, 2]
+    assert rec[-1]["clock_s"] == pytest.approx(1.24, rel=1e-12)
