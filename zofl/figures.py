@@ -6,7 +6,8 @@ included) and made up 42 MB of the checkout. Line plots with translucent bands u
 usual, then reduced to a 256-colour palette (Pillow's fast octree, no dithering, deterministic) and
 written with zlib's best compression. Measured on the 240 committed figures: 28% of the bytes
 (42.3 MB -> 11.8 MB), a mean channel difference of 1.2 grey levels of 255 (1.9 at most for one
-figure), the largest single difference (59) on anti-aliased edges where translucent bands overlap. Any other type (``zofl plot --out plot.pdf``, .svg) is written by matplotlib unchanged.
+figure), the largest single difference (59) on anti-aliased edges where translucent bands overlap.
+Any other type (``zofl plot --out plot.pdf``, .svg) is written by matplotlib unchanged.
 """
 from __future__ import annotations
 
