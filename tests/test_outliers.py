@@ -147,3 +147,13 @@ def test_an_update_counts_the_replies_it_used_not_those_it_held():
                {"clients": [5]},  # FedBuff before `used` existed
                {"sampled": [6, 7], "failed_clients": [7]}]  # a synchronous round
     assert used_rounds(records) == {4: 1, 3: 1, 0: 1, 2: 1, 5: 1, 6: 1}
+
+
+def test_update_vector_subtracts_only_what_was_sent_in_the_same_shape():
+    from zofl.algorithms.outliers import update_vector
+
+    reply = {"x": np.array([3.0, 4.0]), "d": np.array([[1.0, 2.0]]), "n": np.array([5.0])}
+    sent = {"x": np.array([1.0, 1.0]), "d": np.array([10.0, 20.0])}  # "d" sent in another shape: not its base
+    assert update_vector(reply, sent).tolist() == [2.0, 3.0, 1.0, 2.0, 5.0]
+    assert update_vector(reply).tolist() == [3.0, 4.0, 1.0, 2.0, 5.0]
+    assert update_vector({}).shape == (0,)
