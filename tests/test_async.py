@@ -212,6 +212,7 @@ def test_an_update_s_record_holds_the_fields_the_reports_read(tmp_path):
     first = rec[1]
     assert first["sampled"] == first["clients"] == [0, 1] and first["dropped"] == 0
     assert (first["uplink_bytes"], first["downlink_bytes"]) == (10240, 25600)
+    assert all(0 < r["client_compute_s"] <= elapsed for r in rec[1:])  # the replies' own compute_s, summed
     assert all(0 <= r["wall_s"] <= elapsed for r in rec[1:])
 
 
