@@ -60,7 +60,9 @@ class InProcessGrid(Grid):
                          node_config=(node_config or {}).get(i, {PARTITION_ID: i, NUM_PARTITIONS: num_nodes}),
                          state=RecordDict(), run_config=dict(run_config))
             for i, nid in enumerate(ids)}
-        # the workers end with this process however it ends, SIGKILL included (``die_with_parent``)
+        # the workers end with this process however it ends, SIGKILL included (``die_with_parent``); the signal
+        # follows the thread that started them (the one that first submits work), so a grid is used from one
+        # thread that outlives its runs, as run_inprocess does
         self.pool: Executor = ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method),
                                                   initializer=die_with_parent, initargs=(os.getpid(),)) \
             if workers > 0 else ThreadPoolExecutor(1)
