@@ -82,12 +82,12 @@ def soak_inprocess(engine: str, rounds: int, out: Path) -> Path:
     from zofl.inprocess import run_inprocess
 
     name = f"inprocess-{engine}"
-    cfg = run_config(engine, rounds, out / "runs", name)
+    cfg = run_config(engine, rounds, out / "cells", name)
     try:  # one worker process per client, as one SuperNode per client: a hung client blocks no other
         run_inprocess(cfg, workers=M, restart={1: (rounds // 3, rounds // 2)})
     except Exception as exc:  # noqa: BLE001 - a failed soak run is a result, recorded as such
         print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return out / "runs" / name
+    return out / "cells" / name
 
 
 def soak_deployment(engine: str, rounds: int, out: Path) -> Path:
@@ -98,8 +98,8 @@ def soak_deployment(engine: str, rounds: int, out: Path) -> Path:
     from zofl.results import read_rounds
 
     name = f"deployment-{engine}"
-    cfg = run_config(engine, rounds, out / "runs", name)
-    run_dir = out / "runs" / name
+    cfg = run_config(engine, rounds, out / "cells", name)
+    run_dir = out / "cells" / name
 
     def at_round(k: int, proc) -> bool:
         while proc.poll() is None:
@@ -141,8 +141,8 @@ def soak_simulation(engine: str, rounds: int, out: Path, kill: bool = True) -> P
     from zofl.launch import flwr_run_command, local_superlink
 
     name = f"simulation-{engine}" if kill else f"simulation-nokill-{engine}"
-    cfg = run_config(engine, rounds, out / "runs", name)
-    run_dir = out / "runs" / name
+    cfg = run_config(engine, rounds, out / "cells", name)
+    run_dir = out / "cells" / name
     with local_superlink() as sl:
         proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config=f"num-supernodes={M} "
                                                  "client-resources-num-cpus=1"),
@@ -194,7 +194,7 @@ def write_md(rows: list[dict], out: Path, rounds: int) -> None:
 
 def merge(src: Path, out: Path, rounds: int) -> None:
     """Rows of src/soak.json replace the rows of out/soak.json with the same (mode, engine), their run
-    folders (without the run lock) are copied into out/runs, and out/soak.md is written again."""
+    folders (without the run lock) are copied into out/cells, and out/soak.md is written again."""
     store = out / "soak.json"
     rows = json.loads(store.read_text()) if store.exists() else []
     for new in json.loads((src / "soak.json").read_text()):
@@ -204,9 +204,9 @@ def merge(src: Path, out: Path, rounds: int) -> None:
             rows[at[0]] = new
         else:
             rows.append(new)
-        dst = out / "runs" / f"{key[0]}-{key[1]}"
+        dst = out / "cells" / f"{key[0]}-{key[1]}"
         shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(src / "runs" / f"{key[0]}-{key[1]}", dst, ignore=shutil.ignore_patterns(".lock"))
+        shutil.copytree(src / "cells" / f"{key[0]}-{key[1]}", dst, ignore=shutil.ignore_patterns(".lock"))
         print(f"merged {key[0]} / {key[1]}: {new['status']}", flush=True)
     store.write_text(json.dumps(rows, indent=2) + "\n")
     write_md(rows, out, rounds)
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             if (mode, engine) in done:
                 continue
             t = time.perf_counter()
-            shutil.rmtree(out / "runs" / f"{mode}-{engine}", ignore_errors=True)  # an interrupted run starts again
+            shutil.rmtree(out / "cells" / f"{mode}-{engine}", ignore_errors=True)  # an interrupted run starts again
             soak = {"inprocess": soak_inprocess, "deployment": soak_deployment, "simulation": soak_simulation,
                     "simulation-nokill": lambda e, r, o: soak_simulation(e, r, o, kill=False)}[mode]
             run_dir = soak(engine, args.rounds, out)
