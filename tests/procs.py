@@ -8,3 +8,35 @@ def cmdline(pid: int, limit: int | None = None) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:limit]
     except OSError:
         return ""
+
+
+def left_behind() -> list[int]:
+    """Processes whose inherited FLWR_HOME is a private SuperLink folder that no longer exists: what a
+    finished ``zofl run`` (or the runner) left running (its SuperLink, Ray, the ServerApp)."""
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            env = dict(kv.split(b"=", 1) for kv in (entry / "environ").read_bytes().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        home = env.get(b"FLWR_HOME", b"").decode()
+        if "zofl-superlink-" in home and not Path(home).exists():
+            pids.append(int(entry.name))
+    return pids
+
+
+def lock_free(path: Path) -> bool:
+    """Whether no process holds the lock file ``path`` (absent: free)."""
+    import fcntl
+    import os
+
+    if not path.exists():
+        return True
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)

@@ -514,3 +514,52 @@ def test_a_task_given_as_a_file_runs(tmp_path):
     (tmp_path / "broken.py").write_text("def (:\n")
     with pytest.raises(ConfigError, match="cannot be imported: SyntaxError"):
         prepare({"task": f"{tmp_path / 'broken.py'}:Mine"})
+
+
+SIGTERM_RUN = """
+import subprocess, sys
+import zofl.launch
+from zofl.cli import main
+
+def popen(self, cmd, **kwargs):  # `flwr run` stands in as a process of the run that would go on for 10 minutes
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=self.env,
+                            start_new_session=True, stdout=kwargs.get("stdout"), stderr=kwargs.get("stderr"))
+    self.tracked.append(proc)
+    print(f"pid {proc.pid}", file=sys.__stderr__, flush=True)
+    return proc
+
+zofl.launch.SuperLink.popen = popen
+sys.exit(main(["run", "--quiet", "--set", f'output-dir="{sys.argv[1]}"', 'run-name="t"']))
+"""
+
+
+def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path):
+    """``kill`` of ``zofl run``: exit 143 within seconds (5 s idle), its real SuperLink and the run's process
+    stopped, the run folder's locks free. ``flwr run`` is a stand-in (no Ray); the run through Flower is
+    killed with SIGKILL and Ctrl-C in test_flower_e2e.py, and SIGKILL of the parent in test_launch.py."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.procs import cmdline, left_behind, lock_free
+    from zofl.launch import descendants, start_time
+
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_RUN, str(tmp_path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()  # once the stand-in runs, the SuperLink is up
+    assert line.startswith("pid "), line + proc.stderr.read()
+    started = descendants(proc.pid)
+    assert int(line.split()[1]) in started and any("flower-superlink" in cmdline(p) for p in started), started
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert took < 15, f"SIGTERM took {took:.1f} s (the margin is for load)"
+    end = time.monotonic() + 30
+    while [p for p, t in started.items() if start_time(p) == t] and time.monotonic() < end:
+        time.sleep(0.2)
+    assert [cmdline(p, 200) for p, t in started.items() if start_time(p) == t] == []
+    assert not left_behind()
+    assert lock_free(tmp_path / "t" / ".cli.lock") and not (tmp_path / "t" / "summary.json").exists()

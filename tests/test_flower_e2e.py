@@ -1,6 +1,6 @@
 """End to end through the real Flower machinery: a SuperLink with the Ray simulation backend,
 ``flwr run`` submitting this App, ServerApp + ClientApps in Ray actors. No mocks. One run per
-engine (sync: ZO-HFL through the user's ``zofl run``, killed three ways and resumed; async: AFBO under
+engine (sync: ZO-HFL through the user's ``zofl run``, killed (SIGKILL, Ctrl-C) and resumed; async: AFBO under
 the simulated clock; legacy: SCAFFOLD, on a two-node Ray cluster in tests/test_ray_cluster.py), each
 compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties
 that to the reference); plain ``flwr run``'s two early failures; the torch example of docs/usage.md.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import cmdline
+from tests.procs import cmdline, left_behind, lock_free
 from zofl.cli import _error_lines
 from zofl.inprocess import run_inprocess
 from zofl.launch import descendants, local_superlink, start_time
@@ -54,21 +54,6 @@ def zofl_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
-def left_behind() -> list[int]:
-    """Processes whose inherited FLWR_HOME is a private SuperLink folder that no longer exists: what a
-    finished ``zofl run`` (or the runner) left running (its SuperLink, Ray, the ServerApp)."""
-    pids = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            env = dict(kv.split(b"=", 1) for kv in (entry / "environ").read_bytes().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        home = env.get(b"FLWR_HOME", b"").decode()
-        if "zofl-superlink-" in home and not Path(home).exists():
-            pids.append(int(entry.name))
-    return pids
-
-
 HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 0.0, "local-steps": 5,
                  "lower-lr": 0.5, "inner-lr": 1.0, "inner-rounds": 3, "outer-lr": 10.0, "neumann-steps": "3,5",
                  "lipschitz-g": 20.0}
@@ -105,30 +90,15 @@ def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
     assert any("num-clients=10 but the federation has 2 SuperNodes" in line for line in shown), shown
 
 
-def _lock_free(path: Path) -> bool:
-    import fcntl
-    import os
-
-    if not path.exists():
-        return True
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_process_numbers(tmp_path):
+def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_numbers(tmp_path):
     """The user's command, ZO-HFL on the Message-API engine through a private SuperLink with Ray, stopped at
-    random rounds three ways, each resumed: SIGKILL of ``zofl run`` and of Flower's simulation process (the
-    ServerApp's) at once (nothing of ours runs: its watchdog stops the rest), SIGTERM (within 5 s on an
-    idle machine) and Ctrl-C (``flwr stop`` first, exit 130). After each, no process of the run is left, no
-    lock is held and there is no summary. The last resume, as a user sees it: progress, the summary printed
-    last, exit 0, nothing left; every round once, and the numbers (records and final model) of the
-    uninterrupted run made in-process (no Ray, no SuperLink)."""
+    random rounds two ways, each resumed: SIGKILL of ``zofl run`` and of Flower's simulation process (the
+    ServerApp's) at once (nothing of ours runs: its watchdog stops the rest), and Ctrl-C (``flwr stop``
+    first, exit 130). After each, no process of the run is left, no lock is held and there is no summary.
+    The last resume, as a user sees it: progress, the summary printed last, exit 0, nothing left; every
+    round once, and the numbers (records and final model) of the uninterrupted run made in-process (no Ray,
+    no SuperLink). SIGTERM (``kill``) goes through the same ``finally`` as Ctrl-C without ``flwr stop``:
+    tested without Ray in test_cli.py (``test_sigterm_of_zofl_run_...``), a Ray start less here."""
     import os
     import random
     import signal
@@ -139,8 +109,8 @@ def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_pro
 
     seed = random.randrange(10**6)
     rng = random.Random(seed)
-    rounds_total = 20
-    keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.05",
+    rounds_total = 12  # two kills at most 5 rounds apart each (the second by round 10), then the rest
+    keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.02",
             "checkpoint-every=3", f'output-dir="{tmp_path}"', 'run-name="c"']
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     folder = tmp_path / "c"
@@ -150,7 +120,7 @@ def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_pro
     def last_round() -> int:
         return read_rounds(folder)[-1]["round"] if rounds.exists() and read_rounds(folder) else -1
 
-    for how in ("SIGKILL", "SIGTERM", "SIGINT"):
+    for how in ("SIGKILL", "SIGINT"):
         target = max(last_round(), 0) + rng.randint(2, 5)  # a random round past the last recorded one
         # SIGINT at its default in the child whatever the test runner inherited: a background job of a
         # non-interactive shell starts with SIGINT ignored, and Python then raises no KeyboardInterrupt
@@ -163,7 +133,6 @@ def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_pro
             time.sleep(0.05)
         assert proc.poll() is None, f"the run ended before round {target} (seed {seed}): {proc.communicate()}"
         started = descendants(proc.pid)  # {pid: start time}  # what zofl run started (Ray's agents too)
-        t0 = time.monotonic()
         if how == "SIGINT":
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground process group
         elif how == "SIGKILL":
@@ -172,14 +141,9 @@ def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_pro
             assert len(sims) == 1, (seed, {p: cmdline(p, 200) for p in started})
             os.kill(sims[0], signal.SIGKILL)
             os.kill(proc.pid, signal.SIGKILL)  # `kill -9` of zofl run
-        else:
-            os.kill(proc.pid, signal.SIGTERM)  # `kill` of zofl run alone
         out, err = proc.communicate(timeout=180)
-        took = time.monotonic() - t0
-        expected = {"SIGKILL": -signal.SIGKILL, "SIGTERM": 128 + signal.SIGTERM, "SIGINT": 130}[how]
+        expected = {"SIGKILL": -signal.SIGKILL, "SIGINT": 130}[how]
         assert proc.returncode == expected, (how, seed, (out + err)[-3000:])
-        if how == "SIGTERM":
-            assert took < 15, f"SIGTERM took {took:.1f} s (5 s on an idle machine; the margin is for load)"
         if how == "SIGINT":
             assert "the run was stopped (flwr stop)" in err, err[-3000:]
 
@@ -187,11 +151,11 @@ def test_zofl_run_killed_three_ways_then_resumed_through_flower_gives_the_in_pro
             return [p for p, t in started.items() if start_time(p) == t]
 
         end = time.monotonic() + 60  # SIGKILL: the watchdog's turn (one second's poll + SIGTERM's grace)
-        while (left_behind() or alive() or not _lock_free(folder / ".lock")) and time.monotonic() < end:
+        while (left_behind() or alive() or not lock_free(folder / ".lock")) and time.monotonic() < end:
             time.sleep(0.5)
         assert not left_behind(), (how, seed)
         assert not alive(), (how, seed, {p: cmdline(p, 200) for p in alive()})
-        assert _lock_free(folder / ".lock") and _lock_free(folder / ".cli.lock"), (how, seed)
+        assert lock_free(folder / ".lock") and lock_free(folder / ".cli.lock"), (how, seed)
         assert not (folder / "summary.json").exists() and last_round() < rounds_total, (how, seed)
     res = zofl_run(tmp_path, *args)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
