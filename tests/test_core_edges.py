@@ -366,3 +366,21 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path):
     run_inprocess(keys, workers=0)
     _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
     assert x.dtype == np.float64
+
+
+def test_reply_fields_cost_of_the_used_replies():
+    """A record's cost fields (mutation run D, continued): compute summed and maxed, the slowest wall time, the
+    local steps; a metric a reply lacks counts 0, and a round with no used reply records 0.0, not None."""
+    from zofl.core.protocol import Reply
+    from zofl.core.record import reply_fields
+
+    replies = [Reply(0, {}, 1, {"compute_s": 0.5, "wall_s": 2.0, "steps": 3}),
+               Reply(1, {}, 1, {"compute_s": 1.25, "wall_s": 1.5, "steps": 4}),
+               Reply(2, {}, 1, {})]
+    assert reply_fields(replies) == {"client_compute_s": 1.75, "client_compute_max_s": 1.25,
+                                     "client_wall_max_s": 2.0, "local_steps": 7}
+    assert reply_fields([Reply(3, {}, 1, {"wall_s": 0.25})]) == {
+        "client_compute_s": 0.0, "client_compute_max_s": 0.0, "client_wall_max_s": 0.25, "local_steps": 0}
+    none = reply_fields([])
+    assert none == {"client_compute_s": 0.0, "client_compute_max_s": 0.0, "client_wall_max_s": 0.0, "local_steps": 0}
+    assert all(type(v) is float for k, v in none.items() if k != "local_steps")
