@@ -1,7 +1,7 @@
 """How much each method loses to the stragglers, at each communication latency (issue 31, item 11:
 "synchronous methods are significantly affected by stragglers while AFBO suffers slightly").
 
-From two studies' per-round records (rounds.csv.gz of afbo_plot.py --records) at the same comm-s, one
+From two studies' per-round records (rounds.parquet of afbo_plot.py --records) at the same comm-s, one
 with the stragglers (clients 0-4, straggler-factor 5) and one without, per split:
   T*       = the smaller of the two studies' budgets (each the smallest final clock of its setting)
   penalty  = test loss at T* with stragglers - without (zero-order hold), per method and seed (same
@@ -21,12 +21,11 @@ accuracy, points (< 0: the stragglers cost accuracy; FedNest's - AFBO's < 0: Fed
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 from pathlib import Path
 
 from report_common import AFBO, CONTROL, FEDNEST, hold, split_of  # a module beside this script
 
+from zofl.packed import read_table
 from zofl.stats import fmt_interval, interval
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -44,10 +43,9 @@ REG_MNIST_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostraggl
 def read(path: Path, metric: str = "test_loss", scale: float = 1.0) -> dict:
     """split -> method -> seed -> [(clock_s, scale x metric)]"""
     out: dict = {}
-    with gzip.open(path, "rt", newline="") as fh:
-        for r in csv.DictReader(fh):
-            by_seed = out.setdefault(split_of(r["setting"]), {}).setdefault(r["method"], {})
-            by_seed.setdefault(int(r["seed"]), []).append((float(r["clock_s"] or 0.0), scale * float(r[metric])))
+    for r in read_table(path):
+        by_seed = out.setdefault(split_of(r["setting"]), {}).setdefault(r["method"], {})
+        by_seed.setdefault(r["seed"], []).append((r["clock_s"] or 0.0, scale * r[metric]))
     return out
 
 
@@ -88,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
               "95% t interval over seeds, paired by seed:\n")
         print(HEAD.format(what="comm-s"))
         for with_, without, label in REG_MNIST_PAIRS:
-            s_path, n_path = REG_MNIST / with_ / "rounds.csv.gz", REG_MNIST / without / "rounds.csv.gz"
+            s_path, n_path = REG_MNIST / with_ / "rounds.parquet", REG_MNIST / without / "rounds.parquet"
             if s_path.exists() and n_path.exists():
                 print("\n".join(rows(s_path, n_path, label, digits=4)))
         return
@@ -97,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
               "interval over seeds, paired by seed:\n")
         print(HEAD.format(what="comm-s").replace("> 0: FedNest suffers more", "< 0: FedNest suffers more"))
         for with_, without, label in CLEANING_PAIRS:
-            s_path, n_path = CLEANING / with_ / "rounds.csv.gz", CLEANING / without / "rounds.csv.gz"
+            s_path, n_path = CLEANING / with_ / "rounds.parquet", CLEANING / without / "rounds.parquet"
             if s_path.exists() and n_path.exists():
                 print("\n".join(rows(s_path, n_path, label, "test_acc", 100.0, 2)))
         return
@@ -105,10 +103,10 @@ def main(argv: list[str] | None = None) -> None:
           "seeds, paired by seed:\n")
     print(HEAD.format(what="comm-s"))
     for folder, label in LATENCIES:
-        s_path, n_path = HERE / folder / "rounds.csv.gz", HERE / f"nostragglers_{folder}" / "rounds.csv.gz"
+        s_path, n_path = HERE / folder / "rounds.parquet", HERE / f"nostragglers_{folder}" / "rounds.parquet"
         if s_path.exists() and n_path.exists():
             print("\n".join(rows(s_path, n_path, label)))
-    a_path, b_path = HERE / "anarchic" / "rounds.csv.gz", HERE / "latency1c" / "rounds.csv.gz"
+    a_path, b_path = HERE / "anarchic" / "rounds.parquet", HERE / "latency1c" / "rounds.parquet"
     if a_path.exists() and b_path.exists():
         print("\nAnarchic clients' penalty (test loss at T* in anarchic/ - in latency1c/: the same comm-s = c and "
               "stragglers, plus availability, leave and, for AFBO only, heterogeneous E_i and N_i):\n")

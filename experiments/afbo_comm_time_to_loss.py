@@ -1,4 +1,4 @@
-"""Time to a target test loss, from the per-round records of a study (rounds.csv.gz, written by
+"""Time to a target test loss, from the per-round records of a study (rounds.parquet, written by
 ``experiments/afbo_plot.py figures ... --records``), so that a reader can recompute it from the
 committed file alone.
 
@@ -9,31 +9,29 @@ test_loss <= threshold and clock_s <= T (not reached: no value). Per method: mea
 over the seeds that reached it (and how many did); AFBO - FedNest and each method - its outer-lr = 0
 control paired by seed over the seeds where both reached it.
 
-    python experiments/afbo_comm_time_to_loss.py docs/results/afbo/comm/latency0/rounds.csv.gz --thresholds 0.35,0.3
+    python experiments/afbo_comm_time_to_loss.py docs/results/afbo/comm/latency0/rounds.parquet --thresholds 0.35,0.3
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import math
 from pathlib import Path
 
 from report_common import AFBO, CONTROL, FEDNEST, hold  # a module beside this script
 
+from zofl.packed import read_table
 from zofl.stats import fmt_interval, interval, paired
 
 
 def read(path: Path) -> dict[str, dict[str, dict[int, list[tuple[float, float]]]]]:
     """setting -> method -> seed -> [(clock_s, test_loss), ...] in record order."""
     out: dict = {}
-    with gzip.open(path, "rt", newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["test_loss"] == "":
-                continue
-            out.setdefault(r["setting"], {}).setdefault(r["method"], {}).setdefault(int(r["seed"]), []).append(
-                (float(r["clock_s"] or 0.0), float(r["test_loss"]))
-            )
+    for r in read_table(path):
+        if r["test_loss"] is None:
+            continue
+        out.setdefault(r["setting"], {}).setdefault(r["method"], {}).setdefault(r["seed"], []).append(
+            (r["clock_s"] or 0.0, r["test_loss"])
+        )
     return out
 
 

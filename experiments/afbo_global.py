@@ -1,7 +1,8 @@
 """afbo-global (ours) next to AFBO and FedNest on digits hyper-cleaning: 3 seeds, about the same simulated
 time, simulated clock, in-process engine, each method also with its outer-lr = 0 control (x frozen: the
 noisy labels, the same lower-level work). Writes results.csv (one row per run), table.md (mean and 95% t
-interval per method) and rounds.json.gz (every run's per-round records, compressed). Runs go to --runs
+interval per method) and rounds.parquet (every run's per-round records and run-config, packed as a study's:
+zofl.packed; `pandas.read_parquet`). Runs go to --runs
 (outside git).
 
     python experiments/afbo_global.py --runs /tmp/afbo-global-runs
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
-import json
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from zofl.core.checkpoint import load_checkpoint
 from zofl.inprocess import run_inprocess
+from zofl.packed import write_packed
 from zofl.results import read_rounds
 from zofl.setup import prepare
 from zofl.stats import interval
@@ -61,13 +61,13 @@ def upper_objective(cfg: dict, y: np.ndarray) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", default="/tmp/afbo-global-runs")
-    ap.add_argument("--out", type=Path, default=HERE, help="where results.csv, rounds.json.gz, table.md go")
+    ap.add_argument("--out", type=Path, default=HERE, help="where results.csv, rounds.parquet, table.md go")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--outer-rounds", type=int, default=0, help="> 0: every method's outer rounds (smoke runs)")
     args = ap.parse_args()
     outer = {k: args.outer_rounds for k in OUTER} if args.outer_rounds > 0 else OUTER
     seeds = tuple(args.seeds)
-    rows, rounds = [], {}
+    rows, rounds = [], []
     arms = {**{n: (e, COMMON["outer-lr"]) for n, e in methods(outer).items()},
             **{f"{n} control": (e, 0.0) for n, e in methods(outer).items()}}
     for seed in seeds:
@@ -87,15 +87,14 @@ def main() -> None:
                          "upper_objective": upper_objective(cfg, y), "test_loss": last["test_loss"],
                          "test_acc": last["test_acc"], "weight_clean": last["weight_clean"],
                          "weight_corrupted": last["weight_corrupted"], "wall_s": round(wall, 1)})
-            rounds[f"{name.replace(' ', '-')}-s{seed}"] = rec
+            rounds.append((f"{name.replace(' ', '-')}-s{seed}", cfg, rec))
             print(rows[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, FIELDS)
         w.writeheader()
         w.writerows(rows)
-    with gzip.open(args.out / "rounds.json.gz", "wt") as fh:
-        json.dump(rounds, fh)
+    write_packed(args.out / "rounds.parquet", rounds)
     lines = [f"digits hyper-cleaning, m = 10, Dirichlet alpha = 0.5, seeds {seeds}; outer rounds {outer}", "",
              "| method | upper objective F | test loss | test accuracy | weight clean - corrupted | simulated s |",
              "|---|---|---|---|---|---|"]

@@ -28,13 +28,13 @@ regularization: all clients' data at the starting coefficients, the centralised 
 once and cached). Regularization figures have a third panel, test loss against the clock (digits'
 test set has 180 examples: accuracy moves in steps of 0.56 points).
 
-Opt-in ``--records``: also writes rounds.csv.gz, every run's per-round records exactly as read for
+Opt-in ``--records``: also writes rounds.parquet, every run's per-round records exactly as read for
 the figures, one row per record in long format (setting, method, strategy, cell, seed, alpha, comm_s,
 straggler_factor, outer_lr, round, clock_s, comm, test_acc, test_loss, and the task's two weight
 columns: mean_log_coef / spread_log_coef for regularization, weight_corrupted / weight_clean for
-hyper-cleaning). Plain CSV through the standard library (no pandas or pyarrow: neither is a declared
-dependency), gzip with mtime 0 so that the same cells give the same bytes. Without the flag nothing
-changes. Read it back with e.g. ``pandas.read_csv("rounds.csv.gz")``.
+hyper-cleaning); a missing value (NaN) is null. Parquet through ``zofl.packed.write_table`` (the same
+cells give the same bytes). Without the flag nothing changes. Read it back with e.g.
+``pandas.read_parquet("rounds.parquet")``.
 """
 
 from __future__ import annotations
@@ -283,38 +283,31 @@ RECORD_COLUMNS = ("setting", "method", "strategy", "cell", "seed", "alpha", "com
                   "round", "clock_s", "comm", "test_acc", "test_loss")
 
 
-def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path, name: str = "rounds.csv.gz") -> Path:
+def write_records(cells: list[dict], vary: dict[str, set[str]], out: Path, name: str = "rounds.parquet") -> Path:
     """Every cell's records as read for the figures, long format, into out/NAME (deterministic)."""
-    import csv
-    import gzip
-    import io
+    from zofl.packed import write_table
 
     reg = any(is_reg(c["cfg"]) for c in cells)
     wnames = ("mean_log_coef", "spread_log_coef") if reg else ("weight_corrupted", "weight_clean", "weight_auc")
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(RECORD_COLUMNS + wnames)
+    rows = []
 
-    def num(v) -> str:
+    def num(v) -> float | None:
         v = float(v)
-        return "" if np.isnan(v) else repr(v)
+        return None if np.isnan(v) else v
 
     def key(c: dict) -> tuple:
         return setting_of(c["cfg"]), method_of(c["cfg"], vary), c["cfg"]["seed"], Path(c["dir"]).name
 
     for c in sorted(cells, key=key):
         cfg = c["cfg"]
-        head = [setting_of(cfg), method_of(cfg, vary), cfg["strategy"], Path(c["dir"]).name, cfg["seed"],
-                repr(float(cfg["alpha"])), repr(float(cfg.get("comm-s", 0.0))),
-                repr(float(cfg.get("straggler-factor", 1.0))), repr(float(cfg.get("outer-lr", np.nan)))]
+        head = [setting_of(cfg), method_of(cfg, vary), cfg["strategy"], Path(c["dir"]).name, int(cfg["seed"]),
+                float(cfg["alpha"]), float(cfg.get("comm-s", 0.0)), float(cfg.get("straggler-factor", 1.0)),
+                float(cfg.get("outer-lr", np.nan))]
         for i in range(len(c["steps"])):
-            w.writerow(head + [int(c["steps"][i]), num(c["clock"][i]), num(c["comm"][i]), num(c["acc"][i]),
-                               num(c["loss"][i]), num(c["w_corrupt"][i]), num(c["w_clean"][i]),
-                               *([] if reg else [num(c["auc"][i])])])
-    path = out / name
-    with open(path, "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh, mtime=0) as gz:
-        gz.write(buf.getvalue().encode())
-    return path
+            rows.append(head + [int(c["steps"][i]), num(c["clock"][i]), num(c["comm"][i]), num(c["acc"][i]),
+                                num(c["loss"][i]), num(c["w_corrupt"][i]), num(c["w_clean"][i]),
+                                *([] if reg else [num(c["auc"][i])])])
+    return write_table(out / name, list(RECORD_COLUMNS + wnames), rows)
 
 
 # -- the figures -------------------------------------------------------------------------------
@@ -739,7 +732,7 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
     (out / "tuning.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
     if records:
-        print(f"wrote {write_records(cells, vary, out, 'tuning_rounds.csv.gz')}")
+        print(f"wrote {write_records(cells, vary, out, 'tuning_rounds.parquet')}")
 
 
 def main() -> None:
@@ -750,8 +743,8 @@ def main() -> None:
     ap.add_argument("--thresholds", default="0.8,0.85", help="accuracies for the time-to-reach columns")
     ap.add_argument("--no-references", action="store_true", help="skip the SGD reference classifiers")
     ap.add_argument("--records", action="store_true",
-                    help="also write every run's per-round records (long format) to OUT/rounds.csv.gz (figures) "
-                         "or OUT/tuning_rounds.csv.gz (tuning)")
+                    help="also write every run's per-round records (long format) to OUT/rounds.parquet (figures) "
+                         "or OUT/tuning_rounds.parquet (tuning)")
     args = ap.parse_args()
     if args.mode == "tuning":
         tuning(args.runs, args.out, args.records)

@@ -3,14 +3,13 @@ AFBO study's per-round records (afbo_plot.py --records), per method: mean +- 95%
 and the ratio of each method's time to AFBO's (``--reference``; the first method in name order if absent),
 paired by seed.
 
-    python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/stragglers/rounds.csv.gz --target 0.88
+    python experiments/afbo_time_to_target.py docs/results/afbo_cleaning/stragglers/rounds.parquet --target 0.88
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 
+from zofl.packed import read_table
 from zofl.stats import fmt_interval, interval
 
 
@@ -20,17 +19,16 @@ def ci(v) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("records", help="rounds.csv.gz of afbo_plot.py figures --records")
+    ap.add_argument("records", help="rounds.parquet of afbo_plot.py figures --records")
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--reference", default="AFBO (async)", help="the method the ratios divide by")
     a = ap.parse_args(argv)
     first, seeds = {}, {}
-    with gzip.open(a.records, "rt", newline="") as fh:
-        for r in csv.DictReader(fh):
-            key = (r["setting"], r["method"], int(r["seed"]))
-            seeds.setdefault(r["setting"], {}).setdefault(r["method"], set()).add(int(r["seed"]))
-            if float(r["test_acc"]) >= a.target and key not in first:
-                first[key] = float(r["clock_s"])
+    for r in read_table(a.records):
+        key = (r["setting"], r["method"], r["seed"])
+        seeds.setdefault(r["setting"], {}).setdefault(r["method"], set()).add(r["seed"])
+        if r["test_acc"] >= a.target and key not in first:
+            first[key] = r["clock_s"]
     for setting, methods in seeds.items():
         print(f"### {setting}: time (simulated s) to test accuracy >= {a.target:g} on the run's whole clock\n")
         names = sorted(methods)

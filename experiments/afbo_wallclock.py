@@ -29,7 +29,7 @@ by the ServerApp. ``trace`` splits it into those parts and sets it against the s
 N`` (an experiment, not the study: another --out) also gives the simulation engine's thread pool N workers
 instead of Python's default min(32, cores + 4), the cap on ClientApps in flight whatever --ray-cpus says.
 
-``report`` writes results.csv (one row per run), rounds.csv.gz (every record: run, round, the
+``report`` writes results.csv (one row per run), rounds.parquet (every record: run, round, the
 simulated or real clock, cumulative real time, test accuracy and loss), table.md and fig.png (test
 accuracy against time; mean and 95% t band over seeds). The pure compute (the clients' summed
 compute seconds, from the summaries) is given next to every wall time as the physical floor.
@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
-import io
 import json
 import os
 import subprocess
@@ -233,22 +231,17 @@ def report_row(r: dict) -> dict:
 
 
 def write_report_files(runs: list[dict], rows: list[dict], out: Path) -> None:
-    """results.csv (a row per run) and rounds.csv.gz (every record on both clocks; deterministic bytes)."""
+    """results.csv (a row per run) and rounds.parquet (every record on both clocks; deterministic bytes)."""
+    from zofl.packed import write_table
+
     fields = sorted({k for row in rows for k in row}, key=lambda k: (k not in ("run", "arm", "seed"), k))
     with open(out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["run", "arm", "seed", "round", "clock_s", "real_s", "test_acc", "test_loss"])
-    for r in runs:
-        for i in range(len(r["round"])):
-            w.writerow([r["name"], r["arm"], r["seed"], int(r["round"][i]), repr(float(r["clock"][i])),
-                        repr(float(r["real"][i])), repr(float(r["acc"][i])), repr(float(r["loss"][i]))])
-    with open(out / "rounds.csv.gz", "wb") as fh, gzip.GzipFile(filename="rounds.csv", mode="wb", fileobj=fh,
-                                                                 mtime=0) as gz:
-        gz.write(buf.getvalue().encode())
+    write_table(out / "rounds.parquet", ["run", "arm", "seed", "round", "clock_s", "real_s", "test_acc", "test_loss"],
+                [[r["name"], r["arm"], int(r["seed"]), int(r["round"][i]), float(r["clock"][i]), float(r["real"][i]),
+                  float(r["acc"][i]), float(r["loss"][i])] for r in runs for i in range(len(r["round"]))])
 
 
 def times_table(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:

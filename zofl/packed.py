@@ -28,6 +28,10 @@ and reads every record back; with ``--remove`` it then deletes the cells' rounds
 study's rounds.csv (derived from them), with ``--remove-csv`` the rounds.csv only.
 ``zofl.results.read_rounds`` reads a packed cell as if its rounds.jsonl were there, so ``zofl
 compare``, ``zofl plot`` and the report scripts work on packed studies alike.
+
+``write_table`` / ``read_table``: a report script's long-format table of records (a row per record of
+several runs, e.g. the AFBO studies' rounds.parquet, written by experiments/afbo_plot.py --records) in the
+same format, for studies whose run folders are not kept.
 """
 from __future__ import annotations
 
@@ -229,6 +233,28 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
     if remove or remove_csv:
         (study / "rounds.csv").unlink(missing_ok=True)
     return len(runs), sum(len(r) for _, _, r in runs)
+
+
+def write_table(path: str | os.PathLike, columns: list[str], rows: list[list[Any]]) -> Path:
+    """A long-format table (a row per record: a report script's per-round records of several runs) as
+    Parquet, written like a study's file (zstd, byte-stream-split floats) and atomically; a column's type
+    is that of its values (str, int or float; None is missing). The same rows give the same bytes.
+    ``pandas.read_parquet(path)`` opens it; ``read_table`` gives the rows back as dicts."""
+    pa, pq = _pa()
+    path = Path(path)
+    arrays = [pa.array([row[i] for row in rows]) for i in range(len(columns))]
+    floats = [c for c, a in zip(columns, arrays) if pa.types.is_floating(a.type)]
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(columns)), tmp, compression="zstd", compression_level=9,
+                   use_byte_stream_split=floats or False, use_dictionary=[c for c in columns if c not in floats])
+    os.replace(tmp, path)
+    return path
+
+
+def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a ``write_table`` file, in order, as {column: value} (None where missing)."""
+    _, pq = _pa()
+    return pq.read_table(path).to_pylist()
 
 
 def main(argv: list[str] | None = None) -> None:

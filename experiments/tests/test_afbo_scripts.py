@@ -1,6 +1,5 @@
 """The AFBO study scripts at their smallest setting, on tiny in-process runs, so that none breaks silently:
 experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report)."""
-import gzip
 import json
 import shutil
 import subprocess
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from zofl.inprocess import run_inprocess
+from zofl.packed import read_packed, read_table
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 TINY = {"task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0, "local-steps": 2, "lower-lr": 0.5,
@@ -44,13 +44,13 @@ def test_afbo_plot_figures_tables_the_auc_the_bilevel_part_and_writes_the_record
     (setting,) = summary.values()
     assert set(setting["paired_differences"]) >= {"afbo_minus_fednest", "controls_afbo_minus_fednest", "bilevel_part"}
     assert setting["paired_differences"]["bilevel_part"]["acc"][2] == 2  # both seeds paired
-    rows = gzip.decompress((out / "rounds.csv.gz").read_bytes()).decode().splitlines()
-    assert rows[0].endswith("weight_corrupted,weight_clean,weight_auc") and len(rows) > 8
+    rows = read_table(out / "rounds.parquet")
+    assert list(rows[0])[-3:] == ["weight_corrupted", "weight_clean", "weight_auc"] and len(rows) > 7
+    assert {type(r["seed"]) for r in rows} == {int} and all(isinstance(r["test_acc"], float) for r in rows)
     assert [f.stat().st_size > 10_000 for f in out.glob("fig_*.png")] == [True]
     _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning", "--records")
     assert "| seed | acc. at T (%)" in (tmp_path / "tuning" / "tuning.md").read_text()
-    tuning_rows = gzip.decompress((tmp_path / "tuning" / "tuning_rounds.csv.gz").read_bytes()).decode()
-    assert tuning_rows == "\n".join(rows) + "\n"
+    assert (tmp_path / "tuning" / "tuning_rounds.parquet").read_bytes() == (out / "rounds.parquet").read_bytes()
 
 
 def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
@@ -72,7 +72,7 @@ def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
     assert "| AFBO | simulated, latency-s = 0.6 (calibrated) | 0,1 |" in text
     assert "AFBO against the simulated clock with latency-s = 0.6, whole run" in text
     assert (out / "results.csv").read_text().count("\n") == 9 and (out / "fig.png").exists()
-    assert (out / "rounds.csv.gz").exists()
+    assert (out / "rounds.parquet").exists()
 
 
 def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
@@ -81,7 +81,7 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     comm = ROOT / "docs" / "results" / "afbo" / "comm"
     assert _script("experiments/afbo_comm_straggler_penalty.py") == (comm / "penalty.md").read_text()
     for g in ("latency0", "nostragglers_latency10c"):
-        assert _script("experiments/afbo_comm_time_to_loss.py", f"docs/results/afbo/comm/{g}/rounds.csv.gz") == \
+        assert _script("experiments/afbo_comm_time_to_loss.py", f"docs/results/afbo/comm/{g}/rounds.parquet") == \
             (comm / g / "time_to_loss.md").read_text()
     _script("experiments/afbo_comm_gaps_vs_latency.py", "--out", tmp_path / "gaps.png")
     assert (tmp_path / "gaps.png").stat().st_size > 10_000
@@ -102,7 +102,7 @@ def test_time_to_target_reproduces_the_committed_tables():
     tables (times on each run's whole clock, paired ratios)."""
     for study in ("study", "stragglers"):
         folder = ROOT / "docs" / "results" / "afbo_cleaning" / study
-        assert _script("experiments/afbo_time_to_target.py", folder / "rounds.csv.gz", "--target", "0.88") == \
+        assert _script("experiments/afbo_time_to_target.py", folder / "rounds.parquet", "--target", "0.88") == \
             (folder / "time_to_88.md").read_text()
 
 
@@ -139,5 +139,6 @@ def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
     table = (out / "table.md").read_text()
     for arm in ("afbo-global control", "fednest control", "| afbo |", "paired difference (afbo-global minus)"):
         assert arm in table
-    with gzip.open(out / "rounds.json.gz", "rt") as fh:
-        assert set(json.load(fh)) >= {"afbo-s0", "afbo-global-control-s1", "fednest-s1"}
+    packed = read_packed(out / "rounds.parquet")
+    assert set(packed) >= {"afbo-s0", "afbo-global-control-s1", "fednest-s1"}
+    assert packed["afbo-s0"][0]["strategy"] == "afbo" and packed["afbo-s0"][1][0]["round"] == 0
