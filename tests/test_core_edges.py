@@ -379,8 +379,24 @@ def test_reply_fields_cost_of_the_used_replies():
                Reply(2, {}, 1, {})]
     assert reply_fields(replies) == {"client_compute_s": 1.75, "client_compute_max_s": 1.25,
                                      "client_wall_max_s": 2.0, "local_steps": 7}
-    assert reply_fields([Reply(3, {}, 1, {"wall_s": 0.25})]) == {
-        "client_compute_s": 0.0, "client_compute_max_s": 0.0, "client_wall_max_s": 0.25, "local_steps": 0}
+    assert reply_fields([Reply(3, {}, 1, {"wall_s": 0.25}), Reply(4, {}, 1, {"compute_s": 0.5})]) == {
+        "client_compute_s": 0.5, "client_compute_max_s": 0.5, "client_wall_max_s": 0.25, "local_steps": 0}
     none = reply_fields([])
     assert none == {"client_compute_s": 0.0, "client_compute_max_s": 0.0, "client_wall_max_s": 0.0, "local_steps": 0}
     assert all(type(v) is float for k, v in none.items() if k != "local_steps")
+
+
+def test_a_non_finite_aggregate_keeps_the_model_and_says_so(caplog):
+    """finite_or_kept (mutation run D, continued): a non-finite x gives back the state before the step, its
+    record marked, and one error line naming the step; a finite one passes through, silently."""
+    import logging
+
+    from zofl.core.checks import finite_or_kept
+
+    old, bad, good = {"x": np.zeros(2)}, {"x": np.array([1.0, np.inf])}, {"x": np.ones(2)}
+    with caplog.at_level(logging.ERROR, logger="zofl"):
+        assert finite_or_kept(good, {"a": 1}, old, "round 2") == (good, {"a": 1})
+        assert caplog.messages == []
+        state, fields = finite_or_kept(bad, {"a": 1}, old, "update 7")
+    assert state is old and fields == {"a": 1, "model_rejected": True}
+    assert caplog.messages == ["update 7: the aggregate is not finite; the global model stays"]
