@@ -232,3 +232,44 @@ def test_the_edges_left_by_the_mutation_run():
     assert clipped[0].tolist() == [1.0, -1.25] and clipped[1].tolist() == [1.25, 1.25]
     # ADBO: a cut whose dual is exactly at the tolerance stays
     assert drop_inactive(np.array([1e-10, 0.5e-10]), np.array([True, True])).tolist() == [True, False]
+
+
+def test_aphe_gives_each_term_its_own_minibatch_in_the_documented_order():
+    """APHE's docstring: batches[0] for d = grad_x f, batches[1] for W (the Jacobian product), batches[2] for
+    grad_y f, batches[3:] for the Hessian products in turn (each term its own minibatch, so that the
+    estimate is a product of independent unbiased factors)."""
+    from zofl.algorithms.afbo import aphe
+
+    seen = []
+    batches = [np.array([k]) for k in range(3 + 4)]
+
+    def rec(name, out):
+        return lambda *a: seen.append((name, int(a[-1][0]))) or out(*a)
+
+    v = np.ones(2)
+    for mode in ("random-depth", "sum", "printed"):
+        seen.clear()
+        aphe(rec("d", lambda b: v), rec("gy", lambda b: v), rec("hvp", lambda p, b: 0.5 * p),
+             rec("jvp", lambda p, b: p), batches, N_i=4, lipschitz=2.0, mode=mode,
+             rng=np.random.default_rng(3))
+        assert seen[:2] == [("d", 0), ("gy", 2)] and seen[-1] == ("jvp", 1), (mode, seen)
+        hess = [b for name, b in seen if name == "hvp"]
+        assert hess == list(range(3, 3 + len(hess))), (mode, seen)
+
+
+def test_client_solve_uses_the_step_offset_and_a_straggler_reports_no_f2():
+    """ZO-HFL's client_solve on a task's own problem (run D's left survivors): with h = (1/2)||y - b||^2,
+    one step of lr0 / (0 + Gamma) = 1/2 from y_0 = x +- eta v lands half way to b in both solves (Gamma = 1
+    would land on b); with H = 0 the f2 values are 0 even where the task's f2 is not."""
+    from zofl.algorithms.zohfl import Hierarchy, SolveSpec
+
+    b = np.array([2.0, -4.0])
+    hier = Hierarchy(lambda x, y: 1.0 + float(y @ y), lambda x, y, idx: y - b, lambda x, y: y)
+    x, v = np.array([1.0, 1.0]), np.array([[0.6, 0.8]])
+    spec = SolveSpec(eta=0.5, lam=1.0, mu=1.0, lr0=1.0, batch_size=1, Gamma=2.0)
+    res = client_solve(hier, 4, x, v, 1, spec, (0, 1))
+    np.testing.assert_allclose(res.y_plus[0], (x + 0.5 * v[0] + b) / 2)
+    np.testing.assert_allclose(res.y_minus[0], (x - 0.5 * v[0] + b) / 2)
+    assert res.f_plus[0] == 1.0 + res.y_plus[0] @ res.y_plus[0] and res.steps == 2
+    idle = client_solve(hier, 4, x, v, 0, spec, (0, 1))
+    assert (idle.f_plus.tolist(), idle.f_minus.tolist(), idle.steps) == ([0.0], [0.0], 0)

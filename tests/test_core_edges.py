@@ -400,3 +400,15 @@ def test_a_non_finite_aggregate_keeps_the_model_and_says_so(caplog):
         state, fields = finite_or_kept(bad, {"a": 1}, old, "update 7")
     assert state is old and fields == {"a": 1, "model_rejected": True}
     assert caplog.messages == ["update 7: the aggregate is not finite; the global model stays"]
+
+
+def test_reply_checks_accept_any_numeric_dtype_and_empty_arrays():
+    """reply_problem (run D's left survivors): integer and float32 arrays are numeric replies (a torch client
+    sends float32), and a reply whose arrays are all empty has no magnitude to refuse, whatever the bound."""
+    from zofl.core.checks import reply_problem
+
+    assert reply_problem({"n": np.arange(3, dtype=np.int64), "x": np.ones(2, np.float32)},
+                         {"n": (3,), "x": (2,)}, 1e6) is None
+    assert reply_problem({"x": np.zeros(0)}, {"x": (0,)}, 0.5) is None
+    assert reply_problem([np.zeros((0, 2))], [(0, 2)], 0.5) is None
+    assert reply_problem({"x": np.array(["a"])}, {"x": (1,)}, 1e6) == "non-numeric arrays in the reply"

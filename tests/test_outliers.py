@@ -157,3 +157,13 @@ def test_update_vector_subtracts_only_what_was_sent_in_the_same_shape():
     assert update_vector(reply, sent).tolist() == [2.0, 3.0, 1.0, 2.0, 5.0]
     assert update_vector(reply).tolist() == [3.0, 4.0, 1.0, 2.0, 5.0]
     assert update_vector({}).shape == (0,)
+
+
+def test_an_update_vector_is_float64_whatever_the_reply_s_dtype():
+    """A float32 reply (a torch client's) is scored in float64, as a float64 one (run D's left survivors)."""
+    from zofl.algorithms.outliers import update_vector
+
+    got = update_vector({"d": np.array([0.1, 3.0], dtype=np.float32)})
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, np.array([0.1, 3.0], dtype=np.float32).astype(np.float64))
+    assert update_vector({"x": np.ones(2, np.float32)}, {"x": np.zeros(2)}).dtype == np.float64
