@@ -225,3 +225,28 @@ def test_on_the_simulated_clock_a_hung_reply_comes_hang_s_late_and_misses_the_de
                                                [1, 2], [2, 0], [3, 3], [3, 3]]
     assert [r["late"] for r in rec] == [0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 1, 2]
     assert rec[-1]["clock_s"] == pytest.approx(1.24, rel=1e-12)
+
+
+def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(tmp_path, monkeypatch, caplog):
+    """The asynchronous engine refuses a non-finite aggregate as the synchronous one does (run D's left
+    survivors): FedBuff's update 3 made non-finite by a stand-in (a test about the engine's logic) is
+    recorded as rejected, x stays what update 2 left, the error names update 3, and the run goes on."""
+    import logging
+
+    from zofl.methods.fedbuff import FedBuff
+
+    real = FedBuff.update_async
+
+    def poisoned(self, state, version, replies, staleness):
+        new, fields = real(self, state, version, replies, staleness)
+        return ({**new, "x": np.full_like(new["x"], np.inf)} if version == 2 else new), fields
+
+    monkeypatch.setattr(FedBuff, "update_async", poisoned)
+    with caplog.at_level(logging.ERROR, logger="zofl"):
+        d, x = run(tmp_path, "inf", **{"num-rounds": 5})
+    rec = read_rounds(d)
+    assert [r["round"] for r in rec if r.get("model_rejected")] == [3]
+    assert rec[3]["test_loss"] == rec[2]["test_loss"] and rec[4]["test_loss"] != rec[3]["test_loss"]
+    assert np.isfinite(x).all() and len(rec) == 6
+    assert [m for m in caplog.messages if "not finite" in m] == \
+        ["update 3: the aggregate is not finite; the global model stays"]
