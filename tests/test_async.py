@@ -3,6 +3,7 @@ pure function of its seed, fast clients are not held back by a slow one, a late 
 with its staleness, and a client that fails or never answers neither blocks nor corrupts the model.
 The run through the real Ray simulation is in test_flower_e2e.py."""
 import json
+import logging
 import time
 
 import numpy as np
@@ -250,3 +251,21 @@ def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(t
     assert np.isfinite(x).all() and len(rec) == 6
     assert [m for m in caplog.messages if "not finite" in m] == \
         ["update 3: the aggregate is not finite; the global model stays"]
+
+
+def test_the_wall_clock_sends_work_again_to_a_given_up_client_whose_reply_comes_after_all(tmp_path, caplog):
+    # client 1's device is 10x slower: its task (2 steps x 60 ms of sleep, then / 0.1) takes at least 1.2 s
+    # against reply-timeout-s = 0.8 s, so it is given up; its reply still comes, before the run ends (30
+    # updates of buffer 2 are 20 tasks in a row for each of the 3 others, at least 2.4 s of sleep), and the
+    # client gets work again. Each client has a worker process of its own (none queues behind another)
+    cfg = {**ASYNC, "clock": "wall", "reply-timeout-s": 0.8, "step-time-s": 0.06, "num-rounds": 30,
+           "speed-profile": "slow", "slow-clients": "1", "speed-param": 0.1, "output-dir": str(tmp_path),
+           "run-name": "back"}
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        d, x = run_inprocess(cfg, workers=4)
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and np.isfinite(x).all() and summary["failures_by_client"].get("1", 0) >= 1
+    back = [m for m in caplog.messages if m == "client 1: its reply came after reply-timeout-s; it gets work again"]
+    assert back, caplog.text[-3000:]
+    gave_up = [m for m in caplog.messages if m.startswith("update") and "client 1 failed: no reply within" in m]
+    assert len(gave_up) >= len(back)  # each return follows a give-up
