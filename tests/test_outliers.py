@@ -167,3 +167,19 @@ def test_an_update_vector_is_float64_whatever_the_reply_s_dtype():
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, np.array([0.1, 3.0], dtype=np.float32).astype(np.float64))
     assert update_vector({"x": np.ones(2, np.float32)}, {"x": np.zeros(2)}).dtype == np.float64
+
+
+def test_far_replies_honours_its_size_floor_and_flags_strictly_beyond_far():
+    """far_replies passes its size_floor on (run D, continued): replies that agree to 1e-4 and one 0.05 off
+    (norms about 1): with the default floor (0.5 x the median norm) s = 0.5 and nothing is far; with no
+    floor s is the median positive distance (1e-4) and the odd one is 499.5 s away. A ratio exactly at ``far``
+    is not beyond it."""
+    from zofl.algorithms.outliers import far_replies, spread_ratios
+
+    replies = [{"d": np.array([1.0, y])} for y in (0.0, 1e-4, -1e-4, 0.05)]
+    assert far_replies(replies) == []
+    assert far_replies(replies, size_floor=0.0) == [3]
+    ratio = spread_ratios(replies, size_floor=0.0)[3]
+    assert ratio == pytest.approx(499.5, rel=1e-9)  # (0.05 - 5e-5) / 1e-4: the centre is the median, 5e-5
+    assert far_replies(replies, far=ratio, size_floor=0.0) == [] and far_replies(replies, far=ratio * 0.999,
+                                                                                   size_floor=0.0) == [3]
