@@ -412,3 +412,18 @@ def test_reply_checks_accept_any_numeric_dtype_and_empty_arrays():
     assert reply_problem({"x": np.zeros(0)}, {"x": (0,)}, 0.5) is None
     assert reply_problem([np.zeros((0, 2))], [(0, 2)], 0.5) is None
     assert reply_problem({"x": np.array(["a"])}, {"x": (1,)}, 1e6) == "non-numeric arrays in the reply"
+
+
+def test_availability_at_its_floor_is_allowed_and_below_it_is_refused_with_its_reason():
+    """sampling.available (run D, continued): p = MIN_AVAILABILITY itself is a valid probability (the
+    run-config's range is closed there), below it the error names the client, the value and the key."""
+    from zofl.core.sampling import available
+    from zofl.settings import MIN_AVAILABILITY
+
+    draws = [available(0, n, 3, MIN_AVAILABILITY) for n in range(2000)]
+    assert 0 < sum(draws) < 100  # about 20 of 2,000
+    with pytest.raises(ValueError, match=r"^availability 0\.005 of client 3 is below 0\.01 \(run-config "
+                                         r"'availability'\): the client would sit out about 1/p tasks"):
+        available(0, 1, 3, 0.005)
+    with pytest.raises(ValueError, match="availability nan of client 2"):
+        available(0, 1, 2, float("nan"))

@@ -183,3 +183,19 @@ def test_far_replies_honours_its_size_floor_and_flags_strictly_beyond_far():
     assert ratio == pytest.approx(499.5, rel=1e-9)  # (0.05 - 5e-5) / 1e-4: the centre is the median, 5e-5
     assert far_replies(replies, far=ratio, size_floor=0.0) == [] and far_replies(replies, far=ratio * 0.999,
                                                                                    size_floor=0.0) == [3]
+
+
+def test_spread_ratios_judge_each_layout_of_three_or_more_on_its_own():
+    """spread_ratios (run D, continued): replies are grouped by names and shapes; a group of exactly 3 is
+    judged, one of 2 or of equal replies says nothing, and a group that says nothing does not stop the
+    groups after it from being judged. Pinned ratios: distances to the coordinate-wise median."""
+    from zofl.algorithms.outliers import spread_ratios
+
+    three = [{"d": np.array([1.0, y])} for y in (0.0, 1e-4, 0.05)]  # median (1, 1e-4): d = 1e-4, 0, 0.0499
+    # s = the median of the positive distances, (1e-4 + 0.0499) / 2 = 0.025
+    assert spread_ratios(three, size_floor=0.0) == pytest.approx({0: 0.004, 1: 0.0, 2: 1.996}, rel=1e-9)
+    pair = [{"d": np.zeros(3)}, {"d": np.ones(3)}]  # 2 of a layout of its own (same name, other shape)
+    same = [{"e": np.ones(2)}] * 3  # 3 equal replies
+    mixed = pair + same + three
+    got = spread_ratios(mixed, size_floor=0.0)
+    assert got == pytest.approx({5: 0.004, 6: 0.0, 7: 1.996}, rel=1e-9)
