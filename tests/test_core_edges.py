@@ -427,3 +427,18 @@ def test_availability_at_its_floor_is_allowed_and_below_it_is_refused_with_its_r
         available(0, 1, 3, 0.005)
     with pytest.raises(ValueError, match="availability nan of client 2"):
         available(0, 1, 2, float("nan"))
+
+
+def test_summary_numbers_and_records_own_their_lists():
+    """(run D, continued) fmt: 4 decimals, "n/a" for a missing or NaN value. make_record: a record's empty
+    lists (sampled, outliers) are its own, so that filling one record's never fills another's or the template."""
+    from zofl.core.record import EMPTY, make_record
+    from zofl.core.summary import fmt
+
+    assert [fmt(None), fmt(float("nan")), fmt(0.123456), fmt(2)] == ["n/a", "n/a", "0.1235", "2.0000"]
+    a = make_record(1, {"f1": 0.5}, {})
+    b = make_record(2, {"f1": 0.5}, {})
+    a["sampled"].append(3)
+    a["outliers"].append(1)
+    assert b["sampled"] == [] and b["outliers"] == [] and EMPTY["sampled"] == [] and EMPTY["outliers"] == []
+    assert a["objective"] != a["objective"]  # f1 + NaN: no f2 estimate
