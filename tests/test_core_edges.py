@@ -442,3 +442,32 @@ def test_summary_numbers_and_records_own_their_lists():
     a["outliers"].append(1)
     assert b["sampled"] == [] and b["outliers"] == [] and EMPTY["sampled"] == [] and EMPTY["outliers"] == []
     assert a["objective"] != a["objective"]  # f1 + NaN: no f2 estimate
+
+
+def test_a_run_summary_adds_up_its_records():
+    """summarize (run D, continued), on three hand-made records: the first, last and best accuracy (a record
+    without one counts 0), every total (a field a record lacks or holds as None counts 0), the rounds whose
+    model was refused, and the clients by failed and by outlier rounds, most first then by id."""
+    from zofl.core.summary import summarize
+
+    base = {"client_compute_s": 0.0, "local_steps": 0, "uplink_bytes": 0, "downlink_bytes": 0}
+    r0 = {**base, "round": 0, "test_acc": 0.1, "test_loss": 2.0}
+    r1 = {"round": 1, "test_acc": None, "test_loss": None, "client_compute_s": 0.5, "local_steps": 7,
+          "uplink_bytes": 100, "downlink_bytes": 300, "failures": 3, "sampled": [0, 1, 2, 3], "participants": 1,
+          "dropped": 3, "rejected": 1, "late": 1, "errors": 1, "lost": 0, "late_queued": 1, "late_slow": None,
+          "late_failed": 0, "model_rejected": True, "failed_clients": [3, 2, 1], "outliers": [0]}
+    r2 = {"round": 2, "test_acc": 0.4, "test_loss": 1.5, "client_compute_s": 0.25, "local_steps": 3,
+          "uplink_bytes": 50, "downlink_bytes": None, "failures": 2, "sampled": [2, 3], "participants": 0,
+          "dropped": 2, "rejected": 0, "late": 1, "errors": 0, "lost": 1, "late_slow": 1, "late_failed": 2,
+          "model_rejected": False, "failed_clients": [3, 2], "outliers": [0, 2]}
+    s = summarize([r0, r1, r2], status="ok", rounds=2)
+    assert s == {
+        "status": "ok", "rounds": 2, "final_test_acc": 0.4, "final_test_loss": 1.5, "initial_test_acc": 0.1,
+        "best_test_acc": 0.4, "total_client_compute_s": 0.75, "total_local_steps": 10, "total_uplink_bytes": 150,
+        "total_downlink_bytes": 300, "total_failures": 5, "total_sampled": 6, "total_participants": 1,
+        "total_dropped": 5, "total_rejected": 1, "total_late": 2, "total_errors": 1, "total_lost": 1,
+        "total_late_queued": 1, "total_late_slow": 1, "total_late_failed": 2, "rounds_model_rejected": 1,
+        "failures_by_client": {"2": 2, "3": 2, "1": 1}, "total_outlier_replies": 3,
+        "outliers_by_client": {"0": 2, "2": 1}}
+    assert list(s["failures_by_client"]) == ["2", "3", "1"] and list(s["outliers_by_client"]) == ["0", "2"]
+    assert summarize([{**r0, "test_acc": 0.0}, {**r2, "test_acc": None}])["best_test_acc"] == 0
