@@ -471,3 +471,18 @@ def test_a_run_summary_adds_up_its_records():
         "outliers_by_client": {"0": 2, "2": 1}}
     assert list(s["failures_by_client"]) == ["2", "3", "1"] and list(s["outliers_by_client"]) == ["0", "2"]
     assert summarize([{**r0, "test_acc": 0.0}, {**r2, "test_acc": None}])["best_test_acc"] == 0
+
+
+def test_pending_failures_add_to_the_summary_s_totals():
+    """add_pending (run D, continued): failures of an update that never came add to the totals already
+    counted, by kind and by client."""
+    from zofl.core.protocol import Failure
+    from zofl.core.summary import add_pending
+
+    s = {"total_failures": 3, "total_late": 1, "total_errors": 2, "total_rejected": 0, "total_lost": 0,
+         "failures_by_client": {"1": 2, "0": 1}}
+    add_pending(s, [Failure(0, "crash", "error"), Failure(2, "no reply", "late"), Failure(0, "bad", "rejected")])
+    assert s == {"total_failures": 6, "total_late": 2, "total_errors": 3, "total_rejected": 1, "total_lost": 0,
+                 "failures_by_client": {"0": 2, "1": 2, "2": 1}}
+    add_pending(s, [])
+    assert s["total_failures"] == 6
