@@ -486,3 +486,75 @@ def test_pending_failures_add_to_the_summary_s_totals():
                  "failures_by_client": {"0": 2, "1": 2, "2": 1}}
     add_pending(s, [])
     assert s["total_failures"] == 6
+
+
+FULL_SUMMARY = {
+    "dataset": "digits", "initial_test_acc": 0.1, "final_test_acc": 0.52341, "best_test_acc": 0.6,
+    "final_test_loss": float("nan"), "total_local_steps": 120, "total_client_compute_s": 1.26, "total_wall_s": 10.04,
+    "total_sampled": 40, "total_participants": 30, "total_dropped": 10, "total_failures": 12, "total_late": 7,
+    "total_late_queued": 2, "total_late_slow": 1, "total_late_failed": 0, "total_errors": 3, "total_rejected": 1,
+    "total_lost": 1, "rounds_model_rejected": 2, "failures_by_client": {str(i): 10 - i for i in range(9)},
+    "unheld_partitions": [4, 7], "refused_nodes": [{"node": 11, "claims": 2, "held_by": 5},
+                                                   {"node": 12, "claims": 9, "held_by": -1}],
+    "rejoined_nodes": [{"node": 13, "partition": 3}], "total_outlier_replies": 5,
+    "outliers_by_client": {"3": 4, "1": 1}, "robust_rule": "median", "outlier_warning": "warning: w",
+    "engine": "async", "status": "failed", "failure": "the policy stopped it", "results_dir": "/r/x"}
+
+
+def test_the_printed_summary_says_every_part_of_a_run_s_outcome():
+    """summary_lines (run D, continued): what `zofl run` prints last, every branch: a run with failures of each
+    kind (late ones told apart, the rest "with no reply seen"), more than 8 failing clients, unheld
+    partitions, refused and rejoined SuperNodes, outliers under a robust rule and a warning, a failed status;
+    and a clean run, whose lines say only what happened."""
+    from zofl.core.summary import summary_lines
+
+    assert summary_lines("ZO-HFL", FULL_SUMMARY, "20 rounds, m=10") == [
+        "ZO-HFL on digits: 20 rounds, m=10",
+        "  test accuracy 0.1000 -> 0.5234 (best 0.6000), test loss n/a",
+        "  120 local steps, 1.3s client compute, 10.0s wall",
+        "  clients: 40 sampled, 30 replies used, 10 dropped; 12 failures: 7 late (2 queued behind other clients' "
+        "work, 1 slow at the client, 4 with no reply seen), 3 errors, 1 rejected, 1 lost (SuperNode gone); the "
+        "aggregate was refused in 2 round(s)",
+        "  clients with failures (rounds): 0 (10), 1 (9), 2 (8), 3 (7), 4 (6), 5 (5), 6 (4), 7 (3), ...",
+        "  federation: no SuperNode holds partition(s) [4, 7]",
+        "  federation: refused SuperNode(s): 11 (partition 2, held by 5), 12 (partition 9, not a partition of this "
+        "run)",
+        "  federation: SuperNode(s) that took a partition over: 13 (partition 3)",
+        "  replies far outside their updates' spread: 5, by client (updates): 3 (4), 1 (1); limited by median",
+        "  warning: w",
+        "  FAILED: the policy stopped it",
+        "  results: /r/x"]
+    clean = {k: FULL_SUMMARY[k] for k in ("dataset", "initial_test_acc", "final_test_acc", "best_test_acc",
+                                           "final_test_loss", "total_local_steps", "total_client_compute_s",
+                                           "total_wall_s", "results_dir")}
+    assert summary_lines("FedAvg", {**clean, "status": "ok", "total_late_slow": 1}, "3 rounds") == [
+        "FedAvg on digits: 3 rounds",
+        "  test accuracy 0.1000 -> 0.5234 (best 0.6000), test loss n/a",
+        "  120 local steps, 1.3s client compute, 10.0s wall",
+        "  clients: 0 sampled, 0 replies used, 0 dropped; 0 failures: 0 late, 0 errors, 0 rejected, 0 lost "
+        "(SuperNode gone)",
+        "  results: /r/x"]
+
+
+def test_the_outlier_warning_names_persistent_clients_under_the_mean_only():
+    """outlier_warning and used_rounds (run D, continued): a client flagged in at least 3 rounds and in at least
+    a fifth of the rounds that used its reply is named, with both counts; under a robust rule, or below either
+    bound, there is no warning. Used rounds come from an update's ``used`` list, else its ``clients``, else a
+    round's sampled clients that did not fail."""
+    from zofl.core.summary import outlier_warning, used_rounds
+
+    rounds = [{"sampled": [0, 1, 2], "failed_clients": [2], "outliers": [1]} for _ in range(3)] + \
+        [{"sampled": [0, 1, 2], "failed_clients": [], "outliers": [0]} for _ in range(12)]
+    assert used_rounds(rounds) == {0: 15, 1: 15, 2: 12}
+    assert used_rounds([{"clients": [3, 3, 4]}, {"used": [{"client": 5}], "clients": [6]}]) == {3: 1, 4: 1, 5: 1}
+    # client 1: 3 of 15 rounds (a fifth): named; client 0: 12 of 15
+    assert outlier_warning(rounds, None) == (
+        "warning: replies of client(s) 0 (12 of 15 rounds), 1 (3 of 15 rounds) lay far outside their rounds' "
+        'spread; under aggregation = "mean" one hostile client can move the model: try aggregation = "median" '
+        'or "trimmed-mean" (docs/robustness.md)')
+    assert "try aggregation = \"median\" or coef-clip" in outlier_warning(rounds, None, clip=True, unit="updates")
+    assert "0 (12 of 15 updates)" in outlier_warning(rounds, None, unit="updates")
+    assert outlier_warning(rounds, "median") is None
+    assert outlier_warning(rounds[:2] + rounds[3:5], None) is None  # 2 flagged rounds each: below 3
+    few = rounds[:3] + [{"sampled": [1], "outliers": []} for _ in range(13)]  # client 1: 3 of 16 < a fifth
+    assert outlier_warning(few, None) is None
