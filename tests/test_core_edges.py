@@ -558,3 +558,21 @@ def test_the_outlier_warning_names_persistent_clients_under_the_mean_only():
     assert outlier_warning(rounds[:2] + rounds[3:5], None) is None  # 2 flagged rounds each: below 3
     few = rounds[:3] + [{"sampled": [1], "outliers": []} for _ in range(13)]  # client 1: 3 of 16 < a fifth
     assert outlier_warning(few, None) is None
+
+
+def test_a_summary_s_outlier_fields_name_the_rule_and_the_unit():
+    """outlier_fields (run D, continued): the rule in force (ZO-HFL's coef-clip counts for ZO-HFL only), and the
+    warning in the engine's unit (updates on the asynchronous engine)."""
+    from zofl.config import parse_config
+    from zofl.core.summary import outlier_fields
+
+    flagged = [{"sampled": [0, 1, 2], "outliers": [1]} for _ in range(4)]
+    clip = parse_config({"coef-clip": 2.0})
+    assert outlier_fields(flagged, clip, "zohfl") == {"robust_rule": "coef-clip = 2", "outlier_warning": None}
+    plain = outlier_fields(flagged, clip, "fedavg")
+    assert plain["robust_rule"] is None and "client(s) 1 (4 of 4 rounds)" in plain["outlier_warning"]
+    sync = parse_config({})
+    asyn = parse_config({"strategy": "fedbuff", "engine": "async"})
+    assert "1 (4 of 4 rounds) lay far outside their rounds'" in outlier_fields(flagged, sync, "zohfl")["outlier_warning"]
+    assert "1 (4 of 4 updates) lay far outside their updates'" in \
+        outlier_fields(flagged, asyn, "fedbuff")["outlier_warning"]
