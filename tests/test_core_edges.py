@@ -578,3 +578,24 @@ def test_a_summary_s_outlier_fields_name_the_rule_and_the_unit():
     assert 'try aggregation = "median" or "trimmed-mean"' in outlier_fields(flagged, sync, "fedavg")["outlier_warning"]
     assert "1 (4 of 4 updates) lay far outside their updates'" in \
         outlier_fields(flagged, asyn, "fedbuff")["outlier_warning"]
+
+
+def test_pending_failures_keep_the_clients_most_failed_first_then_by_id():
+    from zofl.core.protocol import Failure
+    from zofl.core.summary import add_pending
+
+    s = {"total_failures": 3, "total_late": 0, "total_errors": 3, "total_rejected": 0, "total_lost": 0,
+         "failures_by_client": {"3": 1, "1": 2}}
+    add_pending(s, [Failure(2, "x")] * 3 + [Failure(0, "y")])  # a client counts once per update that never came
+    assert list(s["failures_by_client"].items()) == [("1", 2), ("0", 1), ("2", 1), ("3", 1)]
+    assert s["total_failures"] == 7 and s["total_errors"] == 7
+
+
+def test_the_printed_outliers_under_the_mean_list_eight_clients_then_dots():
+    from zofl.core.summary import summary_lines
+
+    many = {**FULL_SUMMARY, "robust_rule": None, "outlier_warning": None, "total_outlier_replies": 9,
+            "outliers_by_client": {str(p): 1 for p in range(9)}, "engine": "sync"}
+    line = next(x for x in summary_lines("ZO-HFL", many, "") if "far outside" in x)
+    assert line == ("  replies far outside their rounds' spread: 9, by client (rounds): 0 (1), 1 (1), 2 (1), 3 (1), "
+                    "4 (1), 5 (1), 6 (1), 7 (1), ...")
