@@ -599,3 +599,24 @@ def test_the_printed_outliers_under_the_mean_list_eight_clients_then_dots():
     line = next(x for x in summary_lines("ZO-HFL", many, "") if "far outside" in x)
     assert line == ("  replies far outside their rounds' spread: 9, by client (rounds): 0 (1), 1 (1), 2 (1), 3 (1), "
                     "4 (1), 5 (1), 6 (1), 7 (1), ...")
+
+
+def test_the_printed_late_failures_and_short_lists_say_exactly_what_happened():
+    """(run D, continued) late replies told apart only by the kinds counted (a kind the summary lacks is 0;
+    the rest "with no reply seen", only when there is a rest), "then failed" named; eight outlier clients
+    and eight failing clients listed without dots; no warning line without a warning; the final loss."""
+    from zofl.core.summary import _kinds, summary_lines
+
+    assert _kinds({"total_late": 3, "total_late_slow": 1}) == \
+        "3 late (1 slow at the client, 2 with no reply seen), 0 errors, 0 rejected, 0 lost (SuperNode gone)"
+    assert _kinds({"total_late": 2, "total_late_failed": 1, "total_late_queued": 1}).startswith(
+        "2 late (1 queued behind other clients' work, 1 then failed), ")
+    assert _kinds({"total_late": 2, "total_late_failed": 1}).startswith("2 late (1 then failed, 1 with no reply seen), ")
+    eight = {**FULL_SUMMARY, "final_test_loss": 1.25, "robust_rule": None, "outlier_warning": None,
+             "failures_by_client": {str(p): 1 for p in range(8)}, "total_outlier_replies": 8,
+             "outliers_by_client": {str(p): 1 for p in range(8)}, "engine": "sync", "status": "ok"}
+    lines = summary_lines("ZO-HFL", eight, "")
+    assert lines[1] == "  test accuracy 0.1000 -> 0.5234 (best 0.6000), test loss 1.2500"
+    assert lines[4] == "  clients with failures (rounds): " + ", ".join(f"{p} (1)" for p in range(8))
+    assert lines[-2:] == ["  replies far outside their rounds' spread: 8, by client (rounds): "
+                          + ", ".join(f"{p} (1)" for p in range(8)), "  results: /r/x"]
