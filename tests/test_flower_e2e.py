@@ -109,8 +109,10 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
 
     seed = random.randrange(10**6)
     rng = random.Random(seed)
-    rounds_total = 12  # two kills at most 5 rounds apart each (the second by round 10), then the rest
-    keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.02",
+    # two kills at most 5 rounds apart each (the second by round 10), then at least 10 rounds of about 1 s:
+    # Ctrl-C's `flwr stop` must land before the run ends on its own (12 rounds of 0.3 s did not, once)
+    rounds_total = 20
+    keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.05",
             "checkpoint-every=3", f'output-dir="{tmp_path}"', 'run-name="c"']
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     folder = tmp_path / "c"
