@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,7 @@ def fake_npz_dir(tmp_path):
 # SuperNodes), the tests with real deadlines or sleeps, and those that look for processes left behind (a
 # Ray start beside another, or a scan of /proc during another test's teardown, would make them slower or
 # wrong). Every other test is self-contained: no process outlives it, no port, no timing.
+HERE = Path(__file__).resolve().parent
 SERIAL = {"test_flower_e2e", "test_deploy", "test_ray_cluster", "test_benchmarks", "test_faults", "test_failure_policy",
           "test_async", "test_async_records", "test_launch", "test_compare", "test_cli", "test_fleet_proxy",
           "test_fuzz_inputs"}
@@ -30,6 +33,5 @@ SERIAL = {"test_flower_e2e", "test_deploy", "test_ray_cluster", "test_benchmarks
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.parent.name == "tests" and item.path.parent.parent.name != "experiments" \
-                and item.path.stem in SERIAL:
+        if item.path.parent == HERE and item.path.stem in SERIAL:
             item.add_marker(pytest.mark.xdist_group("serial"))

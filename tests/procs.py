@@ -10,6 +10,14 @@ def cmdline(pid: int, limit: int | None = None) -> str:
         return ""
 
 
+def still_alive(started: dict[int, int]) -> list[int]:
+    """The pids of ``started`` ({pid: start time}, as ``zofl.launch.descendants`` gives it) still running as the
+    same processes (a pid may be reused: its start time tells)."""
+    from zofl.launch import start_time
+
+    return [p for p, t in started.items() if start_time(p) == t]
+
+
 def left_behind() -> list[int]:
     """Processes whose inherited FLWR_HOME is a private SuperLink folder that no longer exists: what a
     finished ``zofl run`` (or the runner) left running (its SuperLink, Ray, the ServerApp)."""

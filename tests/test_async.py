@@ -232,8 +232,6 @@ def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(t
     """The asynchronous engine refuses a non-finite aggregate as the synchronous one does (run D's left
     survivors): FedBuff's update 3 made non-finite by a stand-in (a test about the engine's logic) is
     recorded as rejected, x stays what update 2 left, the error names update 3, and the run goes on."""
-    import logging
-
     from zofl.methods.fedbuff import FedBuff
 
     real = FedBuff.update_async

@@ -542,8 +542,8 @@ def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path
     import sys
     import time
 
-    from tests.procs import cmdline, left_behind, lock_free
-    from zofl.launch import descendants, start_time
+    from tests.procs import cmdline, left_behind, lock_free, still_alive
+    from zofl.launch import descendants
 
     proc = subprocess.Popen([sys.executable, "-c", SIGTERM_RUN, str(tmp_path)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -558,8 +558,8 @@ def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert took < 15, f"SIGTERM took {took:.1f} s (the margin is for load)"
     end = time.monotonic() + 30
-    while [p for p, t in started.items() if start_time(p) == t] and time.monotonic() < end:
+    while still_alive(started) and time.monotonic() < end:
         time.sleep(0.2)
-    assert [cmdline(p, 200) for p, t in started.items() if start_time(p) == t] == []
+    assert [cmdline(p, 200) for p in still_alive(started)] == []
     assert not left_behind()
     assert lock_free(tmp_path / "t" / ".cli.lock") and not (tmp_path / "t" / "summary.json").exists()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import cmdline, left_behind, lock_free
+from tests.procs import cmdline, left_behind, lock_free, still_alive
 from zofl.cli import _error_lines
 from zofl.inprocess import run_inprocess
-from zofl.launch import descendants, local_superlink, start_time
+from zofl.launch import descendants, local_superlink
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -149,14 +149,11 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
         if how == "SIGINT":
             assert "the run was stopped (flwr stop)" in err, err[-3000:]
 
-        def alive():
-            return [p for p, t in started.items() if start_time(p) == t]
-
         end = time.monotonic() + 60  # SIGKILL: the watchdog's turn (one second's poll + SIGTERM's grace)
-        while (left_behind() or alive() or not lock_free(folder / ".lock")) and time.monotonic() < end:
+        while (left_behind() or still_alive(started) or not lock_free(folder / ".lock")) and time.monotonic() < end:
             time.sleep(0.5)
         assert not left_behind(), (how, seed)
-        assert not alive(), (how, seed, {p: cmdline(p, 200) for p in alive()})
+        assert not still_alive(started), (how, seed, {p: cmdline(p, 200) for p in still_alive(started)})
         assert lock_free(folder / ".lock") and lock_free(folder / ".cli.lock"), (how, seed)
         assert not (folder / "summary.json").exists() and last_round() < rounds_total, (how, seed)
     res = zofl_run(tmp_path, *args)

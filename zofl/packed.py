@@ -90,7 +90,7 @@ def _column(pa, values: list[Any]):
 
 def write_packed(path: Path, runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]]) -> None:
     """Write (cell, config, records) triples to ``path`` (atomically: a reader never sees half a file)."""
-    pa, pq = _pa()
+    pa, _ = _pa()
     rec_keys: dict[str, None] = {}
     cfg_keys: dict[str, None] = {}
     for _, cfg, recs in runs:
@@ -128,10 +128,17 @@ def write_packed(path: Path, runs: list[tuple[str, dict[str, Any], list[dict[str
     meta = {"records": list(rec_keys), "config": list(cfg_keys), "json": json_cols,
             "config_absent": {cell: [k for k in cfg_keys if k not in cfg] for cell, cfg, _ in runs
                               if any(k not in cfg for k in cfg_keys)}}
-    table = pa.Table.from_arrays(arrays, names=names).replace_schema_metadata({META_KEY: json.dumps(meta)})
+    _write(pa.Table.from_arrays(arrays, names=names).replace_schema_metadata({META_KEY: json.dumps(meta)}), path,
+           float_cols)
+
+
+def _write(table, path: Path, float_cols: list[str]) -> None:
+    """``table`` to ``path`` atomically: zstd, byte-stream-split floats, dictionaries for the other columns
+    (what makes a column of repeated settings cost next to nothing)."""
+    _, pq = _pa()
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp, compression="zstd", compression_level=9, use_byte_stream_split=float_cols or False,
-                   use_dictionary=[n for n in names if n not in float_cols])
+                   use_dictionary=[n for n in table.column_names if n not in float_cols])
     os.replace(tmp, path)
 
 
@@ -240,14 +247,11 @@ def write_table(path: str | os.PathLike, columns: list[str], rows: list[list[Any
     Parquet, written like a study's file (zstd, byte-stream-split floats) and atomically; a column's type
     is that of its values (str, int or float; None is missing). The same rows give the same bytes.
     ``pandas.read_parquet(path)`` opens it; ``read_table`` gives the rows back as dicts."""
-    pa, pq = _pa()
+    pa, _ = _pa()
     path = Path(path)
     arrays = [pa.array([row[i] for row in rows]) for i in range(len(columns))]
-    floats = [c for c, a in zip(columns, arrays) if pa.types.is_floating(a.type)]
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_arrays(arrays, names=list(columns)), tmp, compression="zstd", compression_level=9,
-                   use_byte_stream_split=floats or False, use_dictionary=[c for c in columns if c not in floats])
-    os.replace(tmp, path)
+    _write(pa.Table.from_arrays(arrays, names=list(columns)), path,
+           [c for c, a in zip(columns, arrays) if pa.types.is_floating(a.type)])
     return path
 
 
