@@ -113,15 +113,6 @@ def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, c
     assert progress_unit(afbo, 120) == "server steps"
 
 
-def test_a_summary_gives_rounds_and_the_records_they_take():
-    from zofl.core.run import progress_unit
-
-    assert progress_unit(20, 20, "communication rounds") == "20 rounds"
-    assert progress_unit(20, 220, "communication rounds") == "20 rounds (220 communication rounds)"
-    assert progress_unit(20, 20, "server steps", "updates") == "20 updates"
-    assert progress_unit(20, 120, "server steps", "updates") == "20 rounds (120 server steps)"
-
-
 # -- issue 30: one-line errors, exit 2, before any work ------------------------------------------
 
 def _refused(capsys, argv, match):

@@ -1,10 +1,12 @@
 """The edges of the core's checks, one value on each side (found by mutation testing: a check tested with
 one bad value only survived ``<`` for ``<=``, a dropped flag, a swapped index). Unit-level: no run
 through Flower, each check called on arrays a real run wrote or on the smallest input that reaches it."""
+import json
 import os
 import re
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -209,8 +211,6 @@ def test_under_the_wall_clock_a_task_is_never_due():
 
 # -- run.resume_point: records without a checkpoint, a checkpoint ahead of the records ------------------
 def _writer(d: Path, last: int | None, **config):
-    from types import SimpleNamespace
-
     records = [] if last is None else [{"round": r} for r in range(last + 1)]
     return SimpleNamespace(dir=d, records=records, stored_config=config)
 
@@ -315,8 +315,6 @@ def test_a_task_in_flight_whose_partition_no_node_holds_is_dropped_at_the_resume
 
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
-    from types import SimpleNamespace
-
     from zofl.core.method import pretrain
 
     class Data(SimpleNamespace):
@@ -344,8 +342,6 @@ def test_no_local_steps_stay_none_and_a_fraction_of_one_is_one():
 
 
 def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
-    from types import SimpleNamespace
-
     from zofl.core.evaluation import model_metrics
     from zofl.tasks import ArrayData
 
@@ -356,14 +352,17 @@ def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
     assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
 
 
-def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path):
+def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch):
     """x_0 is float64 whatever the task's init_params gives (a torch model's come in float32): a checkpoint
     of the run then matches a fresh state of it, and the run resumes."""
     from zofl.inprocess import run_inprocess
 
     keys = {"task": "tests.plugin_task:Float32InitTask", "server-fraction": 0.0, "x0": "zeros", "num-rounds": 2,
             "num-clients": 2, "tau": 1.0, "checkpoint-every": 1, "output-dir": str(tmp_path), "run-name": "r"}
-    run_inprocess(keys, workers=0)
+    with monkeypatch.context() as mp:  # the run's clock stopped: a fresh run's wall time starts at 0 exactly
+        mp.setattr("zofl.core.run.time", SimpleNamespace(perf_counter=lambda: 50.0))
+        d, _ = run_inprocess(keys, workers=0)
+    assert json.loads((d / "summary.json").read_text())["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
     _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
     assert x.dtype == np.float64
 
@@ -496,7 +495,7 @@ FULL_SUMMARY = {
     "total_lost": 1, "rounds_model_rejected": 2, "failures_by_client": {str(i): 10 - i for i in range(9)},
     "unheld_partitions": [4, 7], "refused_nodes": [{"node": 11, "claims": 2, "held_by": 5},
                                                    {"node": 12, "claims": 9, "held_by": -1}],
-    "rejoined_nodes": [{"node": 13, "partition": 3}], "total_outlier_replies": 5,
+    "rejoined_nodes": [{"node": 13, "partition": 3}, {"node": 14, "partition": 6}], "total_outlier_replies": 5,
     "outliers_by_client": {"3": 4, "1": 1}, "robust_rule": "median", "outlier_warning": "warning: w",
     "engine": "async", "status": "failed", "failure": "the policy stopped it", "results_dir": "/r/x"}
 
@@ -519,7 +518,7 @@ def test_the_printed_summary_says_every_part_of_a_run_s_outcome():
         "  federation: no SuperNode holds partition(s) [4, 7]",
         "  federation: refused SuperNode(s): 11 (partition 2, held by 5), 12 (partition 9, not a partition of this "
         "run)",
-        "  federation: SuperNode(s) that took a partition over: 13 (partition 3)",
+        "  federation: SuperNode(s) that took a partition over: 13 (partition 3), 14 (partition 6)",
         "  replies far outside their updates' spread: 5, by client (updates): 3 (4), 1 (1); limited by median",
         "  warning: w",
         "  FAILED: the policy stopped it",
@@ -558,6 +557,9 @@ def test_the_outlier_warning_names_persistent_clients_under_the_mean_only():
     assert outlier_warning(rounds[:2] + rounds[3:5], None) is None  # 2 flagged rounds each: below 3
     few = rounds[:3] + [{"sampled": [1], "outliers": []} for _ in range(13)]  # client 1: 3 of 16 < a fifth
     assert outlier_warning(few, None) is None
+    # a client flagged in updates whose reply none of them used (AFBO's ``used`` lists another): 3 of 3
+    unused = [{"used": [{"client": 0}], "clients": [0, 4], "outliers": [4]} for _ in range(3)]
+    assert "client(s) 4 (3 of 3 updates)" in outlier_warning(unused, None, unit="updates")
 
 
 def test_a_summary_s_outlier_fields_name_the_rule_and_the_unit():
@@ -620,3 +622,26 @@ def test_the_printed_late_failures_and_short_lists_say_exactly_what_happened():
     assert lines[4] == "  clients with failures (rounds): " + ", ".join(f"{p} (1)" for p in range(8))
     assert lines[-2:] == ["  replies far outside their rounds' spread: 8, by client (rounds): "
                           + ", ".join(f"{p} (1)" for p in range(8)), "  results: /r/x"]
+
+
+def test_a_summary_gives_rounds_and_the_records_they_take():
+    from zofl.core.run import progress_unit
+
+    assert progress_unit(20, 20, "communication rounds") == "20 rounds"
+    assert progress_unit(20, 220, "communication rounds") == "20 rounds (220 communication rounds)"
+    assert progress_unit(20, 20, "server steps", "updates") == "20 updates"
+    assert progress_unit(20, 120, "server steps", "updates") == "20 rounds (120 server steps)"
+
+
+def test_leave_reads_every_entry_of_its_comma_list():
+    """parse_leave (run D, continued): entries are split at commas, blanks around them ignored, a client may leave
+    twice; anything but three integers per entry, or a length below 1, is refused with the entry named."""
+    from zofl.core.sampling import away, parse_leave
+
+    assert parse_leave("1:2:3,, 4:0:1,1:9:1,") == {1: [(2, 5), (9, 10)], 4: [(0, 1)]}
+    assert parse_leave("") == {}
+    assert [v for v in range(12) if away(parse_leave("1:2:3,1:9:1"), 1, v)] == [2, 3, 4, 9]
+    with pytest.raises(ValueError, match="'1:2' is not client:start:length"):
+        parse_leave("0:1:1,1:2")
+    with pytest.raises(ValueError, match="'0:1:0': the length must be at least 1"):
+        parse_leave("0:1:0")

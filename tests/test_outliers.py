@@ -83,6 +83,7 @@ def test_the_rule_in_force():
     assert defence(parse_config({}), "zohfl") is None
     assert defence(parse_config({"aggregation": "median"}), "zohfl") == 'aggregation = "median"'
     assert defence(parse_config({"coef-clip": 3.0}), "zohfl") == "coef-clip = 3"
+    assert defence(parse_config({"coef-clip": 0.5}), "zohfl") == "coef-clip = 0.5"  # any clip above 0 acts
     assert defence(parse_config({"strategy": "fedavg", "coef-clip": 3.0}), "fedavg") is None  # not read by FedAvg
     assert defence(parse_config({"estimator": "envelope", "coef-clip": 3.0}), "zohfl") is None  # no coefficients
 
