@@ -244,14 +244,16 @@ def test_a_checkpoint_ahead_of_the_records_says_where_they_end(tmp_path, last, s
 
 
 # -- AsyncRun._restore: what a resume does with the queue it was given ---------------------------------
-@pytest.mark.parametrize("leave,where", [("1:6:3", "no task"), ("3:7:2", "a task in flight"), ("2:7:2", "a rejoin")])
-def test_a_resume_with_a_client_on_leave_at_the_checkpoint_gives_the_uninterrupted_run(tmp_path, leave, where):
+@pytest.mark.parametrize("leave,where,seed", [("1:6:3", "no task", 0), ("3:7:2", "a task in flight", 0),
+                                             ("2:7:2", "a rejoin", 0), ("2:7:1", "a rejoin", 2)])
+def test_a_resume_with_a_client_on_leave_at_the_checkpoint_gives_the_uninterrupted_run(tmp_path, leave, where, seed):
     """A client is on leave (``leave``) at the checkpoint of update 7, with no task, with its task still in
-    flight, or sitting a task out; the resumed run keeps it away exactly as the uninterrupted run does."""
+    flight, or sitting a task out (under seed 2 its leave ends before its rejoin is due); the resumed run keeps
+    it away exactly as the uninterrupted run does."""
     from zofl.inprocess import run_inprocess
 
     pid = int(leave[0])
-    keys = {**ASYNC, "leave": leave, "output-dir": str(tmp_path)}
+    keys = {**ASYNC, "leave": leave, "seed": seed, "output-dir": str(tmp_path)}
     _, x_ref = run_inprocess({**keys, "run-name": "ref", "num-rounds": 12}, workers=0)
     d, _ = run_inprocess({**keys, "run-name": "cut"}, workers=0)
     k, _, _, extra = load_checkpoint(d)
@@ -311,6 +313,35 @@ def test_a_task_in_flight_whose_partition_no_node_holds_is_dropped_at_the_resume
     assert f"resume: client {first}'s task in flight is dropped: no SuperNode holds its partition now" in caplog.messages
     after = read_rounds(d)[8:]
     assert all(first not in r["clients"] for r in after) and others <= {p for r in after for p in r["clients"]}
+
+
+def test_a_wall_clock_resume_keeps_each_restored_task_s_send_time(tmp_path):
+    """Under the wall clock a restored task keeps the clock time it was sent at (the clock goes on across the
+    resume), which its deadline and reply-timeout-s are measured from: the resumed run ends with no late reply."""
+    from zofl.inprocess import run_inprocess
+
+    keys = {**ASYNC, "clock": "wall", "round-deadline-s": 600.0, "output-dir": str(tmp_path), "run-name": "w"}
+    d, _ = run_inprocess(keys, workers=0)
+    assert any(n.endswith("/meta") for n in load_checkpoint(d)[3])  # tasks in flight at the checkpoint
+    run_inprocess({**keys, "num-rounds": 12, "resume": True}, workers=0)
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["total_late"] == 0 and len(read_rounds(d)) == 13
+
+
+def test_under_the_wall_clock_a_client_that_sat_a_task_out_waits_the_task_s_duration(tmp_path):
+    """Client 0 sits its first task (task 0) out (seed 3: not available); under the wall clock it is offered
+    work again after that task's duration, 2 steps x sim-step-s = 20 s / its speed 1, long after the other three
+    clients have given the run's 4 updates (a fraction of a second with in-process clients)."""
+    from zofl.core.sampling import available
+    from zofl.inprocess import run_inprocess
+
+    assert not available(3, 0, 0, 0.7)
+    keys = {**ASYNC, "clock": "wall", "seed": 3, "sim-step-s": 10.0, "speed-profile": "none",
+            "num-rounds": 4, "checkpoint-every": 0, "output-dir": str(tmp_path), "run-name": "w"}
+    d, _ = run_inprocess(keys, workers=0)
+    records = read_rounds(d)[1:]
+    assert len(records) == 4 and all(0 not in r["clients"] for r in records)
+    assert json.loads((d / "summary.json").read_text())["total_wall_s"] < 20.0
 
 
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
