@@ -2,6 +2,7 @@
 one bad value only survived ``<`` for ``<=``, a dropped flag, a swapped index). Unit-level: no run
 through Flower, each check called on arrays a real run wrote or on the smallest input that reaches it."""
 import json
+import logging
 import os
 import re
 import signal
@@ -383,7 +384,7 @@ def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
     assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
 
 
-def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch):
+def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch, caplog):
     """x_0 is float64 whatever the task's init_params gives (a torch model's come in float32): a checkpoint
     of the run then matches a fresh state of it, and the run resumes."""
     from zofl.inprocess import run_inprocess
@@ -394,8 +395,11 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monke
         mp.setattr("zofl.core.run.time", SimpleNamespace(perf_counter=lambda: 50.0))
         d, _ = run_inprocess(keys, workers=0)
     assert json.loads((d / "summary.json").read_text())["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
-    _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
-    assert x.dtype == np.float64
+    late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
+    assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
+    with caplog.at_level(logging.INFO, logger="zofl"):
+        _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
+    assert x.dtype == np.float64 and f"resume: continuing {d} after round 2" in caplog.messages
 
 
 def test_reply_fields_cost_of_the_used_replies():
