@@ -394,7 +394,9 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monke
     with monkeypatch.context() as mp:  # the run's clock stopped: a fresh run's wall time starts at 0 exactly
         mp.setattr("zofl.core.run.time", SimpleNamespace(perf_counter=lambda: 50.0))
         d, _ = run_inprocess(keys, workers=0)
-    assert json.loads((d / "summary.json").read_text())["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
+    assert (summary["strategy"], summary["dataset"], summary["rounds"], summary["engine"]) == ("zohfl", "digits", 2, "sync")
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
     with caplog.at_level(logging.INFO, logger="zofl"):
