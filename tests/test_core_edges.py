@@ -384,7 +384,7 @@ def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
     assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
 
 
-def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch, caplog):
+def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch, caplog, capsys):
     """x_0 is float64 whatever the task's init_params gives (a torch model's come in float32): a checkpoint
     of the run then matches a fresh state of it, and the run resumes."""
     from zofl.inprocess import run_inprocess
@@ -397,6 +397,7 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monke
     summary = json.loads((d / "summary.json").read_text())
     assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
     assert (summary["strategy"], summary["dataset"], summary["rounds"], summary["engine"]) == ("zohfl", "digits", 2, "sync")
+    assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")  # its setting
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
     with caplog.at_level(logging.INFO, logger="zofl"):
