@@ -403,6 +403,8 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monke
     with caplog.at_level(logging.INFO, logger="zofl"):
         _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
     assert x.dtype == np.float64 and f"resume: continuing {d} after round 2" in caplog.messages
+    printed = capsys.readouterr().out
+    assert printed.startswith("ZO-HFL on digits: 3 rounds") and printed[:-1] in caplog.messages  # the log has it too
 
 
 def test_reply_fields_cost_of_the_used_replies():
