@@ -685,3 +685,25 @@ def test_leave_reads_every_entry_of_its_comma_list():
         parse_leave("0:1:1,1:2")
     with pytest.raises(ValueError, match="'0:1:0': the length must be at least 1"):
         parse_leave("0:1:0")
+
+
+def test_late_replies_are_counted_by_kind_until_the_next_record_and_logged(caplog):
+    """Run.note_late and late_fields (run D, continued): each late reply counts once under its kind ("queued":
+    handled within the deadline; "slow": handled longer, or on the simulated clock; "failed": an error reply),
+    logged with its client; the next record takes the counts and they start again from 0."""
+    from zofl.core.policy import LATE_KINDS
+    from zofl.core.protocol import Failure, Reply
+    from zofl.core.run import Run
+
+    run = SimpleNamespace(cfg=SimpleNamespace(round_deadline_s=1.5), late_seen=dict.fromkeys(LATE_KINDS, 0))
+    quick, long = (Reply(p, {}, 1, {"handle_s": h}) for p, h in ((4, 0.2), (5, 2.0)))
+    with caplog.at_level(logging.INFO, logger="zofl"):
+        Run.note_late(run, [quick, long, Failure(6, "boom"), quick])
+    assert run.late_seen == {"queued": 2, "slow": 1, "failed": 1}
+    assert caplog.messages == ["a reply of client 4 came after its deadline: queued",
+                               "a reply of client 5 came after its deadline: slow",
+                               "a reply of client 6 came after its deadline: failed",
+                               "a reply of client 4 came after its deadline: queued"]
+    Run.note_late(run, [quick], True)  # the simulated clock: a device model's duration, "slow"
+    assert Run.late_fields(run) == {"late_queued": 2, "late_slow": 2, "late_failed": 1}
+    assert Run.late_fields(run) == {"late_queued": 0, "late_slow": 0, "late_failed": 0}
