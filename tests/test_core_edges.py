@@ -321,24 +321,28 @@ def test_a_wall_clock_resume_keeps_each_restored_task_s_send_time(tmp_path):
     resume), which its deadline and reply-timeout-s are measured from: the resumed run ends with no late reply."""
     from zofl.inprocess import run_inprocess
 
-    keys = {**ASYNC, "clock": "wall", "round-deadline-s": 600.0, "output-dir": str(tmp_path), "run-name": "w"}
+    # every client available: each always has a task in flight (under the wall clock a client sitting a task
+    # out may or may not be back by the checkpoint)
+    keys = {**ASYNC, "clock": "wall", "availability": "1", "round-deadline-s": 600.0, "output-dir": str(tmp_path),
+            "run-name": "w"}
     d, _ = run_inprocess(keys, workers=0)
-    assert any(n.endswith("/meta") for n in load_checkpoint(d)[3])  # tasks in flight at the checkpoint
+    assert sum(n.endswith("/meta") for n in load_checkpoint(d)[3]) == M  # every client's task in flight
     run_inprocess({**keys, "num-rounds": 12, "resume": True}, workers=0)
     summary = json.loads((d / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["total_late"] == 0 and len(read_rounds(d)) == 13
 
 
 def test_under_the_wall_clock_a_client_that_sat_a_task_out_waits_the_task_s_duration(tmp_path):
-    """Client 0 sits its first task (task 0) out (seed 3: not available); under the wall clock it is offered
-    work again after that task's duration, 2 steps x sim-step-s = 20 s / its speed 1, long after the other three
-    clients have given the run's 4 updates (a fraction of a second with in-process clients)."""
+    """Client 0 sits its first task (task 0) out (seed 3, availability 0.7: not available); under the wall clock
+    it is offered work again after that task's duration, 2 steps x sim-step-s = 20 s / its speed 1, long after the
+    other three clients (always available: under the wall clock which task a client gets depends on timing) have
+    given the run's 4 updates (a fraction of a second with in-process clients)."""
     from zofl.core.sampling import available
     from zofl.inprocess import run_inprocess
 
     assert not available(3, 0, 0, 0.7)
-    keys = {**ASYNC, "clock": "wall", "seed": 3, "sim-step-s": 10.0, "speed-profile": "none",
-            "num-rounds": 4, "checkpoint-every": 0, "output-dir": str(tmp_path), "run-name": "w"}
+    keys = {**ASYNC, "clock": "wall", "seed": 3, "availability": "0.7,1,1,1", "sim-step-s": 10.0,
+            "speed-profile": "none", "num-rounds": 4, "checkpoint-every": 0, "output-dir": str(tmp_path), "run-name": "w"}
     d, _ = run_inprocess(keys, workers=0)
     records = read_rounds(d)[1:]
     assert len(records) == 4 and all(0 not in r["clients"] for r in records)
