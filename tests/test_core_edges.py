@@ -349,6 +349,20 @@ def test_under_the_wall_clock_a_client_that_sat_a_task_out_waits_the_task_s_dura
     assert json.loads((d / "summary.json").read_text())["total_wall_s"] < 20.0
 
 
+def test_every_client_s_work_carries_the_run_s_data_fingerprint(tmp_path, monkeypatch):
+    """Run.stamp: each work message holds the server's data fingerprint (data.json's), which the client checks
+    against its own data before it trains (test_run_folder: a client with other data refuses)."""
+    import zofl.client_app
+    from zofl.inprocess import run_inprocess
+
+    seen = []
+    check = zofl.client_app.check_data
+    monkeypatch.setattr(zofl.client_app, "check_data", lambda fp, *a: (seen.append(fp), check(fp, *a))[1])
+    d, _ = run_inprocess({"num-rounds": 2, "num-clients": 3, "beta": 1.0, "output-dir": str(tmp_path),
+                          "run-name": "fp"}, workers=0)
+    assert seen == [json.loads((d / "data.json").read_text())["fingerprint"]] * 6
+
+
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
     from zofl.core.method import pretrain
