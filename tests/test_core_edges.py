@@ -363,6 +363,20 @@ def test_every_client_s_work_carries_the_run_s_data_fingerprint(tmp_path, monkey
     assert seen == [json.loads((d / "data.json").read_text())["fingerprint"]] * 6
 
 
+def test_a_synchronous_resume_goes_on_from_the_simulated_clock_of_its_checkpoint(tmp_path):
+    """SyncRun's simulated clock (a record's clock_s) starts at 0 and, on resume, at the checkpoint's: with
+    latency-s = 0.5 and steps of a microsecond each round adds 0.5 s, interrupted after round 2 or not."""
+    from zofl.inprocess import run_inprocess
+
+    keys = {"num-rounds": 4, "num-clients": 3, "latency-s": 0.5, "sim-step-s": 1e-6, "checkpoint-every": 2,
+            "output-dir": str(tmp_path)}
+    ref, _ = run_inprocess({**keys, "run-name": "ref"}, workers=0)
+    cut, _ = run_inprocess({**keys, "run-name": "cut", "num-rounds": 2}, workers=0)
+    run_inprocess({**keys, "run-name": "cut", "resume": True}, workers=0)
+    for d in (ref, cut):
+        assert [r["clock_s"] for r in read_rounds(d)[1:]] == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-3)
+
+
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
     from zofl.core.method import pretrain
