@@ -377,6 +377,22 @@ def test_a_synchronous_resume_goes_on_from_the_simulated_clock_of_its_checkpoint
         assert [r["clock_s"] for r in read_rounds(d)[1:]] == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-3)
 
 
+def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
+    """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
+    names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Failure, Reply
+    from zofl.core.rounds import SyncRun
+
+    run = SimpleNamespace(method=SimpleNamespace(reply_shapes=lambda state, r: {"x": (2,)}), state=None,
+                          cfg=SimpleNamespace(reply_max_abs=1e6))
+    plan = RoundPlan(0, [0, 1, 2], [], [], unreachable=[1])
+    used, failures = SyncRun.check(run, plan, [Reply(0, {"x": np.zeros(2)}, 1)], [Failure(None, "boom")])
+    assert [r.pid for r in used] == [0]
+    assert sorted((f.pid, f.kind, f.reason) for f in failures) == [
+        (1, "lost", "no connected SuperNode holds partition 1"), (2, "error", "boom")]
+
+
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
     from zofl.core.method import pretrain
