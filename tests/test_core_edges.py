@@ -393,6 +393,37 @@ def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
         (1, "lost", "no connected SuperNode holds partition 1"), (2, "error", "boom")]
 
 
+
+def test_a_round_s_check_ignores_strangers_and_second_replies_and_says_which_round(caplog):
+    """SyncRun.check, round r = 3 (printed 4): a reply of a client not sampled and a second reply are ignored, a
+    reply of the wrong shape is rejected, a sampled client with neither reply nor failure is late; each said."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Failure, Reply
+    from zofl.core.rounds import SyncRun
+
+    shapes = {("state", 3): {"x": (2,)}, ("state", 0): {"x": (2,)}}  # the method's shapes for this state and round
+    run = SimpleNamespace(method=SimpleNamespace(reply_shapes=lambda state, r: shapes[state, r]), state="state",
+                          cfg=SimpleNamespace(reply_max_abs=1e6))
+    first = Reply(0, {"x": np.zeros(2)}, 1)
+    replies = [Reply(2, {"x": np.zeros(3)}, 1), first, Reply(5, {"x": np.zeros(2)}, 1), Reply(0, {"x": np.ones(2)}, 1)]
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        used, failures = SyncRun.check(run, RoundPlan(3, [0, 1, 2], [], []), replies, [])
+    assert used == [first]
+    assert [(f.pid, f.kind) for f in failures] == [(2, "rejected"), (1, "late")]
+    assert caplog.messages == [
+        f"round 4: dropped client 2: {failures[0].reason}",
+        "round 4: ignored a reply from client 5 (not sampled, or a second reply)",
+        "round 4: ignored a reply from client 0 (not sampled, or a second reply)",
+        "round 4: client 1 failed or missed the deadline: no reply before the round deadline"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        assert SyncRun.check(run, RoundPlan(0, [0, 1], [], []), [], [])[0] == []
+    assert caplog.messages[-1] == "round 1: no usable client reply (2 sampled, 2 failed)"
+    # a failure of a client not sampled (an unknown node's) names nobody
+    used, failures = SyncRun.check(run, RoundPlan(0, [0], [], []), [first], [Failure(7, "stray")])
+    assert used == [first] and [(f.pid, f.reason) for f in failures] == [(None, "stray")]
+
+
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
     from zofl.core.method import pretrain
