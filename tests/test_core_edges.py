@@ -424,6 +424,27 @@ def test_a_round_s_check_ignores_strangers_and_second_replies_and_says_which_rou
     assert used == [first] and [(f.pid, f.reason) for f in failures] == [(None, "stray")]
 
 
+def test_an_asynchronous_run_that_can_get_no_more_work_fails_saying_why(tmp_path):
+    """AsyncRun.run's two dead ends: every client on leave from version 2 on (update 3 cannot come), and AFBO's
+    clients (one update per version) waiting for an update whose buffer never fills (a corrupt reply dropped)."""
+    from zofl.core.policy import RunFailed
+    from zofl.inprocess import run_inprocess
+
+    leave = {"strategy": "fedbuff", "engine": "async", "num-clients": 2, "local-steps": 2, "num-rounds": 4,
+             "buffer-size": 2, "leave": "0:2:100,1:2:100", "output-dir": str(tmp_path), "run-name": "leave"}
+    with pytest.raises(RunFailed, match=re.escape(
+            "asynchronous run: update 3 cannot come: no work is in flight and clients [0, 1] are on leave until a "
+            "version the run cannot reach (run-config key 'leave' = '0:2:100,1:2:100')")):
+        run_inprocess(leave, workers=0)
+    afbo = {"strategy": "afbo", "engine": "async", "task": "hyper-cleaning", "num-clients": 2, "num-rounds": 4,
+            "buffer-size": 2, "corrupt-prob": 0.5, "reply-timeout-s": 60.0, "output-dir": str(tmp_path), "run-name": "wait"}
+    with pytest.raises(RunFailed, match=re.escape(
+            "asynchronous run: update 1 needs buffer-size = 2 usable replies, but no work is in flight: 2 client(s) "
+            "have replied for this version and wait for the update (the other replies were rejected or their clients "
+            "given up after reply-timeout-s = 60 s: see the log)")):
+        run_inprocess(afbo, workers=0)
+
+
 # -- method.pretrain: x_0's pre-training draws from the run's seed ----------------------------------------
 def test_pretraining_visits_the_server_data_in_the_order_of_the_runs_seed():
     from zofl.core.method import pretrain
