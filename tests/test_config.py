@@ -269,3 +269,15 @@ def test_strings_flower_cannot_carry_are_refused(key, value):
     a control character cannot get through (and no path holds a NUL)."""
     with pytest.raises(ConfigError, match=f"'{key}' must be"):
         parse_config({key: value})
+
+
+@pytest.mark.parametrize("strategy", ["afbo", "afbo-global", "adbo"])
+def test_a_buffer_one_update_per_client_could_never_fill_is_refused_before_any_work(strategy):
+    """AFBO's, AFBO-global's and ADBO's clients send one update per server step: buffer-size above num-clients
+    is refused by the run's checks (zofl.setup.check_run, before any run starts); num-clients itself is fine."""
+    from zofl.setup import check_run
+
+    keys = {"strategy": strategy, "engine": "async", "task": "hyper-cleaning", "num-clients": 2}
+    with pytest.raises(ConfigError, match=r"run-config key 'buffer-size'( \(ADBO's S\))? = 3 is more than num-clients = 2"):
+        check_run({**keys, "buffer-size": 3})
+    check_run({**keys, "buffer-size": 2})
