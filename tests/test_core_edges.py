@@ -484,25 +484,38 @@ def test_f1_without_server_data_is_zero_not_the_loss_of_nothing():
     assert model_metrics(task, np.zeros(3), data, data)["f1"] == 7.0
 
 
-def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path, monkeypatch, caplog, capsys):
+def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path):
     """x_0 is float64 whatever the task's init_params gives (a torch model's come in float32): a checkpoint
     of the run then matches a fresh state of it, and the run resumes."""
     from zofl.inprocess import run_inprocess
 
     keys = {"task": "tests.plugin_task:Float32InitTask", "server-fraction": 0.0, "x0": "zeros", "num-rounds": 2,
             "num-clients": 2, "tau": 1.0, "checkpoint-every": 1, "output-dir": str(tmp_path), "run-name": "r"}
-    with monkeypatch.context() as mp:  # the run's clock stopped: a fresh run's wall time starts at 0 exactly
+    run_inprocess(keys, workers=0)
+    _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
+    assert x.dtype == np.float64
+
+
+def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(tmp_path, monkeypatch, caplog,
+                                                                                  capsys):
+    """Run.__init__ and finish (run D, continued): under a stopped clock a fresh run's wall time is 0 exactly
+    (summary and checkpoint); the summary names the strategy, dataset, rounds and engine; the printed lines
+    start with the setting and are in the log too; late counts start at 0; a resume says where it goes on."""
+    from zofl.inprocess import run_inprocess
+
+    keys = {"num-rounds": 2, "num-clients": 2, "checkpoint-every": 1, "output-dir": str(tmp_path), "run-name": "r"}
+    with monkeypatch.context() as mp:
         mp.setattr("zofl.core.run.time", SimpleNamespace(perf_counter=lambda: 50.0))
         d, _ = run_inprocess(keys, workers=0)
     summary = json.loads((d / "summary.json").read_text())
     assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
     assert (summary["strategy"], summary["dataset"], summary["rounds"], summary["engine"]) == ("zohfl", "digits", 2, "sync")
-    assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")  # its setting
+    assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
     with caplog.at_level(logging.INFO, logger="zofl"):
-        _, x = run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
-    assert x.dtype == np.float64 and f"resume: continuing {d} after round 2" in caplog.messages
+        run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
+    assert f"resume: continuing {d} after round 2" in caplog.messages
     printed = capsys.readouterr().out
     assert printed.startswith("ZO-HFL on digits: 3 rounds") and printed[:-1] in caplog.messages  # the log has it too
 
