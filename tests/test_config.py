@@ -278,6 +278,7 @@ def test_a_buffer_one_update_per_client_could_never_fill_is_refused_before_any_w
     from zofl.setup import check_run
 
     keys = {"strategy": strategy, "engine": "async", "task": "hyper-cleaning", "num-clients": 2}
-    with pytest.raises(ConfigError, match=r"run-config key 'buffer-size'( \(ADBO's S\))? = 3 is more than num-clients = 2"):
+    refused = r"run-config key 'buffer-size'( \(ADBO's S\))? = 3 is more than num-clients = 2"
+    with pytest.raises(ConfigError, match=refused):
         check_run({**keys, "buffer-size": 3})
     check_run({**keys, "buffer-size": 2})

@@ -342,7 +342,8 @@ def test_under_the_wall_clock_a_client_that_sat_a_task_out_waits_the_task_s_dura
 
     assert not available(3, 0, 0, 0.7)
     keys = {**ASYNC, "clock": "wall", "seed": 3, "availability": "0.7,1,1,1", "sim-step-s": 10.0,
-            "speed-profile": "none", "num-rounds": 4, "checkpoint-every": 0, "output-dir": str(tmp_path), "run-name": "w"}
+            "speed-profile": "none", "num-rounds": 4, "checkpoint-every": 0, "output-dir": str(tmp_path),
+            "run-name": "w"}
     d, _ = run_inprocess(keys, workers=0)
     records = read_rounds(d)[1:]
     assert len(records) == 4 and all(0 not in r["clients"] for r in records)
@@ -393,7 +394,6 @@ def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
         (1, "lost", "no connected SuperNode holds partition 1"), (2, "error", "boom")]
 
 
-
 def test_a_round_s_check_ignores_strangers_and_second_replies_and_says_which_round(caplog):
     """SyncRun.check, round r = 3 (printed 4): a reply of a client not sampled and a second reply are ignored, a
     reply of the wrong shape is rejected, a sampled client with neither reply nor failure is late; each said."""
@@ -437,7 +437,8 @@ def test_an_asynchronous_run_that_can_get_no_more_work_fails_saying_why(tmp_path
             "version the run cannot reach (run-config key 'leave' = '0:2:100,1:2:100')")):
         run_inprocess(leave, workers=0)
     afbo = {"strategy": "afbo", "engine": "async", "task": "hyper-cleaning", "num-clients": 2, "num-rounds": 4,
-            "buffer-size": 2, "corrupt-prob": 0.5, "reply-timeout-s": 60.0, "output-dir": str(tmp_path), "run-name": "wait"}
+            "buffer-size": 2, "corrupt-prob": 0.5, "reply-timeout-s": 60.0, "output-dir": str(tmp_path),
+            "run-name": "wait"}
     with pytest.raises(RunFailed, match=re.escape(
             "asynchronous run: update 1 needs buffer-size = 2 usable replies, but no work is in flight: 2 client(s) "
             "have replied for this version and wait for the update (the other replies were rejected or their clients "
@@ -509,7 +510,7 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
         d, _ = run_inprocess(keys, workers=0)
     summary = json.loads((d / "summary.json").read_text())
     assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
-    assert (summary["strategy"], summary["dataset"], summary["rounds"], summary["engine"]) == ("zohfl", "digits", 2, "sync")
+    assert [summary[k] for k in ("strategy", "dataset", "rounds", "engine")] == ["zohfl", "digits", 2, "sync"]
     assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
