@@ -4,6 +4,7 @@ with its staleness, and a client that fails or never answers neither blocks nor 
 The run through the real Ray simulation is in test_flower_e2e.py."""
 import json
 import logging
+import re
 import time
 
 import numpy as np
@@ -217,15 +218,24 @@ def test_an_update_s_record_holds_the_fields_the_reports_read(tmp_path):
     assert all(0 <= r["wall_s"] <= elapsed for r in rec[1:])
 
 
-def test_on_the_simulated_clock_a_hung_reply_comes_hang_s_late_and_misses_the_deadline(tmp_path):
+def test_on_the_simulated_clock_a_hung_reply_comes_hang_s_late_and_misses_the_deadline(tmp_path, caplog):
     # recorded: hang-prob 0.2, a hang adds hang-s = 0.5 s to a task's simulated time, past round-deadline-s
     # = 0.2 s, so the reply is dropped as late (7 of them) and its client's next task starts that much later
-    d, _ = run(tmp_path, "hangs", **{"hang-prob": 0.2, "hang-s": 0.5, "round-deadline-s": 0.2})
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        d, _ = run(tmp_path, "hangs", **{"hang-prob": 0.2, "hang-s": 0.5, "round-deadline-s": 0.2})
     rec = read_rounds(d)
     assert [r["clients"] for r in rec[1:]] == [[0, 1], [2, 0], [1, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 2],
                                                [1, 2], [2, 0], [3, 3], [3, 3]]
     assert [r["late"] for r in rec] == [0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 1, 2]
     assert rec[-1]["clock_s"] == pytest.approx(1.24, rel=1e-12)
+    # on the simulated clock a late reply's duration is the device model's: "slow", never "queued"; each is its
+    # client's failure, with the delay it came after
+    s = json.loads((d / "summary.json").read_text())
+    assert (s["total_late"], s["total_late_slow"], s["total_late_queued"]) == (7, 7, 0)
+    assert sum(s["failures_by_client"].values()) == 7
+    assert all(re.fullmatch(r"update \d+: client \d failed: reply 0\.\d\d s after its task, later than "
+                            r"round-deadline-s = 0\.2", m) for m in caplog.messages if "failed" in m)
+    assert sum("failed" in m for m in caplog.messages) == 7
 
 
 def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(tmp_path, monkeypatch, caplog):
@@ -249,6 +259,27 @@ def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(t
     assert np.isfinite(x).all() and len(rec) == 6
     assert [m for m in caplog.messages if "not finite" in m] == \
         ["update 3: the aggregate is not finite; the global model stays"]
+
+
+def test_under_the_wall_clock_a_reply_later_than_the_deadline_is_dropped_as_late(tmp_path):
+    """Client 1's device is 5x slower: each of its tasks (2 steps x 50 ms of sleep, / 0.2) takes at least 0.5 s of
+    real time, past round-deadline-s = 0.3 s, so its replies are dropped as late; the run's 30 updates from the
+    three others take about 2 s (each task 0.1 s), so at least one of client 1's replies comes before the end.
+    Each client has a worker process of its own."""
+    cfg = {**ASYNC, "clock": "wall", "round-deadline-s": 0.3, "step-time-s": 0.05, "num-rounds": 30,
+           "speed-profile": "slow", "slow-clients": "1", "speed-param": 0.2, "output-dir": str(tmp_path),
+           "run-name": "late"}
+    d, _ = run_inprocess(cfg, workers=4)
+    s = json.loads((d / "summary.json").read_text())
+    assert s["status"] == "ok" and s["total_late"] >= 1 and s["failures_by_client"].get("1", 0) >= 1, s
+
+
+def test_on_the_simulated_clock_a_reply_exactly_at_the_deadline_is_in_time(tmp_path):
+    """Every task costs 2 E_i = 4 steps (FedBuff's task_steps) x sim-step-s = 0.125 s = 0.5 s of simulated time
+    (exact in binary, as every clock value here), round-deadline-s = 0.5: no reply is later than the deadline."""
+    d, _ = run(tmp_path, "edge", **{"sim-step-s": 0.125, "round-deadline-s": 0.5})
+    s = json.loads((d / "summary.json").read_text())
+    assert (s["status"], s["total_late"], s["total_failures"]) == ("ok", 0, 0)
 
 
 def test_the_wall_clock_sends_work_again_to_a_given_up_client_whose_reply_comes_after_all(tmp_path, caplog):
