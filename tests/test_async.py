@@ -71,8 +71,9 @@ def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path, ca
     assert caplog.messages.count("update 1: client 1 failed: no reply within reply-timeout-s = 1 s; client given up") == 1
 
 
-def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path):
-    d, x = run(tmp_path, "faults", **{"crash-prob": 0.2, "corrupt-prob": 0.2, "num-rounds": 15})
+def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        d, x = run(tmp_path, "faults", **{"crash-prob": 0.2, "corrupt-prob": 0.2, "num-rounds": 15})
     rec = read_rounds(d)
     assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
     assert sum(r["rejected"] for r in rec) >= 1 and sum(r["failures"] for r in rec) > sum(r["rejected"] for r in rec)
@@ -84,6 +85,11 @@ def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path):
     assert [rec[k]["test_loss"] for k in (1, 8, 15)] == pytest.approx(
         [1.953713860850006, 1.4741940961717748, 1.2929937951042099], rel=1e-9)
     assert round(rec[-1]["test_acc"] * 180) == 152 and rec[-1]["test_acc"] > rec[0]["test_acc"]
+    # each dropped reply is logged with its client and what was wrong with it, and counts as that client's
+    dropped = [m for m in caplog.messages if "dropped client" in m]
+    what = r"NaN or Inf in the reply|absurd magnitude 1e\+12 > reply-max-abs = 1e\+06|wrong arrays .*, expected .*"
+    assert len(dropped) == 17 and all(re.fullmatch(rf"update \d+: dropped client \d: ({what})", m) for m in dropped)
+    assert json.loads((d / "summary.json").read_text())["failures_by_client"] == {"0": 9, "3": 8, "1": 5, "2": 5}
 
 
 def test_resume_under_the_simulated_clock_gives_the_uninterrupted_run(tmp_path):
