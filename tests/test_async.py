@@ -146,15 +146,17 @@ def test_every_client_given_up_ends_the_run_as_failed_with_its_summary(tmp_path)
     assert summary["total_late"] == 3 and summary["failures_by_client"] == {"0": 1, "1": 1, "2": 1}
 
 
-def test_a_client_whose_supernode_is_gone_is_retried_after_reply_timeout_not_in_a_loop(tmp_path):
+def test_a_client_whose_supernode_is_gone_is_retried_after_reply_timeout_not_in_a_loop(tmp_path, caplog):
     # found in the deployment soak: the SuperLink answers a task for a deleted SuperNode at once with
     # NODE_UNAVAILABLE, and the engine sent the client its next task at once: 147 "lost" failures in one
     # record, every window of the failure policy filled with them, the run stopped as failed
     cfg = {**ASYNC, "num-clients": 3, "clock": "wall", "reply-timeout-s": 30.0, "num-rounds": 8,
            "output-dir": str(tmp_path), "run-name": "gone"}
-    d, x = run_inprocess(cfg, workers=0, gone=frozenset({1}))
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        d, x = run_inprocess(cfg, workers=0, gone=frozenset({1}))
     summary = json.loads((d / "summary.json").read_text())
     assert summary["status"] == "ok" and np.isfinite(x).all()
+    assert "client 1: no SuperNode (lost); its next task in reply-timeout-s = 30 s" in caplog.messages
     # the first task found the node gone; the next one would be 30 s later, after the run's end
     assert summary["total_lost"] == 1 and summary["failures_by_client"] == {"1": 1}
     assert all(1 not in r["clients"] for r in read_rounds(d)[1:])
