@@ -2,6 +2,7 @@
 with what ran kept, in the synchronous and the asynchronous engine; the runner exits non-zero.
 Client identity: the server's own map of SuperNodes to partitions (zofl.strategies.nodes)."""
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -61,13 +62,17 @@ def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp
     assert summary["status"] == "ok" and summary["failed_rounds"] == 10
 
 
-def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path):
+def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path, caplog):
     # once an endless loop: every task crashes, no update ever happens
     cfg = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 12,
            "buffer-size": 2, "crash-prob": 1.0, "output-dir": str(tmp_path), "run-name": "dead"}
     with pytest.raises(RunFailed, match=r"4 windows had fewer than .* "
-                                        r"the 3 that max-failed-rounds = 0.5 x 6 windows allows"):
+                                        r"the 3 that max-failed-rounds = 0.5 x 6 windows allows"), \
+            caplog.at_level(logging.WARNING, logger="zofl"):
         run_inprocess(cfg, workers=0)
+    assert [m for m in caplog.messages if m.startswith("a window")] == [
+        f"a window of 4 task results failed: 0 usable, fewer than min-replies = 1 ({k} failed window(s) of 3 allowed)"
+        for k in (1, 2, 3, 4)]
     summary = json.loads((tmp_path / "dead" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["failed_rounds"] == 4
     assert summary["total_errors"] == summary["total_failures"] == 4 * 4  # the first 4 windows of 4 results, each failed
