@@ -71,9 +71,11 @@ def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path, ca
     assert caplog.messages.count("update 1: client 1 failed: no reply within reply-timeout-s = 1 s; client given up") == 1
 
 
-def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path, caplog):
+def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path, caplog, capsys):
     with caplog.at_level(logging.WARNING, logger="zofl"):
         d, x = run(tmp_path, "faults", **{"crash-prob": 0.2, "corrupt-prob": 0.2, "num-rounds": 15})
+    assert capsys.readouterr().out.startswith("FedBuff on digits: 15 updates, m=4, alpha=1.0, buffer K=2, "
+                                              "clock=simulated\n")  # the printed summary's setting
     rec = read_rounds(d)
     assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec)
     assert sum(r["rejected"] for r in rec) >= 1 and sum(r["failures"] for r in rec) > sum(r["rejected"] for r in rec)
