@@ -233,7 +233,9 @@ def test_a_straggler_adds_nothing_with_task_hooks(tmp_path):
     f2(x +- eta v, Proj(x +- eta v)) is not 0) straggler-prob = 1 is the f1-only control, number for
     number, with either uplink; with some stragglers the two uplinks still agree."""
     cfg = {**HQ, "gamma": 0.5, "num-rounds": 15, "output-dir": str(tmp_path)}
-    _, ctrl = run_inprocess({**cfg, "strategy": "f1-only", "run-name": "f1"}, workers=0)
+    d, ctrl = run_inprocess({**cfg, "strategy": "f1-only", "run-name": "f1"}, workers=0)
+    # a control samples and contacts no client
+    assert {(tuple(r["sampled"]), r["participants"], r["downlink_bytes"]) for r in read_rounds(d)[1:]} == {((), 0, 0)}
     for uplink in ("scalars", "vectors"):
         _, x = run_inprocess({**cfg, "straggler-prob": 1.0, "uplink": uplink, "run-name": uplink}, workers=0)
         np.testing.assert_array_equal(x, ctrl)
