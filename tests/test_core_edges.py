@@ -378,6 +378,50 @@ def test_a_synchronous_resume_goes_on_from_the_simulated_clock_of_its_checkpoint
         assert [r["clock_s"] for r in read_rounds(d)[1:]] == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-3)
 
 
+def test_a_sampled_partition_no_supernode_holds_is_a_lost_client_each_round(tmp_path):
+    """SyncRun.plan and check in a run: the SuperNode meant for partition 2 claims another partition (refused), so
+    partition 2 is unheld; each round samples it (beta = 1) and counts it as a "lost" failure of client 2."""
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+    from zofl.inprocess import run_inprocess
+
+    d, _ = run_inprocess({"num-rounds": 2, "num-clients": 3, "beta": 1.0, "client-wait-s": 1.0,
+                          "output-dir": str(tmp_path), "run-name": "u"},
+                         workers=0, node_config={2: {PARTITION_ID: 99, NUM_PARTITIONS: 100}})
+    s = json.loads((d / "summary.json").read_text())
+    assert (s["unheld_partitions"], s["total_lost"], s["failures_by_client"]) == ([2], 2, {"2": 2})
+    assert [(r["failed_clients"], r["lost"]) for r in read_rounds(d)[1:]] == [([2], 1)] * 2
+
+
+def test_of_the_sampled_clients_only_those_there_are_asked_stragglers_among_them(tmp_path):
+    """SyncRun.plan with availability 0.6 and straggler-prob 0.5: each round contacts S_r's clients that are there
+    (round_available), and its stragglers are the stragglers among them, as drawn from the seed."""
+    from zofl.core.sampling import round_available, sample_round
+    from zofl.inprocess import run_inprocess
+
+    d, _ = run_inprocess({"num-rounds": 6, "num-clients": 6, "beta": 1.0, "availability": "0.6",
+                          "straggler-prob": 0.5, "output-dir": str(tmp_path), "run-name": "a"}, workers=0)
+    want = []
+    for r in range(6):
+        sampled, stragglers = sample_round(0, r, 6, 1.0, 0.5)
+        there = round_available(0, r, sampled, "0.6", {})
+        want.append((there, sum(p in there for p in stragglers)))
+    assert [(r["sampled"], r["stragglers"]) for r in read_rounds(d)[1:]] == want
+    assert any(len(th) < 6 for th, _ in want) and any(0 < k for _, k in want)  # the case is there
+
+
+def test_a_round_s_wall_time_runs_from_its_plan_to_its_record(tmp_path, monkeypatch):
+    """SyncRun.plan's t0: under a clock that ticks once per reading, each round's wall_s is a small positive count
+    of readings taken after its plan began (not since some other clock's origin)."""
+    import itertools
+
+    from zofl.inprocess import run_inprocess
+
+    ticks = itertools.count()
+    monkeypatch.setattr("zofl.core.rounds.time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    d, _ = run_inprocess({"num-rounds": 3, "num-clients": 3, "output-dir": str(tmp_path), "run-name": "t"}, workers=0)
+    assert all(0 < r["wall_s"] < 10 for r in read_rounds(d)[1:])
+
+
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
     names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""
