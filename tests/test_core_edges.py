@@ -422,6 +422,30 @@ def test_a_round_s_wall_time_runs_from_its_plan_to_its_record(tmp_path, monkeypa
     assert all(0 < r["wall_s"] < 10 for r in read_rounds(d)[1:])
 
 
+def test_a_non_finite_synchronous_round_keeps_the_model_and_names_the_round(tmp_path, monkeypatch, caplog):
+    """SyncRun.complete refuses a non-finite aggregate (as the asynchronous engine does, test_async): FedAvg's round
+    2 made non-finite by a stand-in (a test about the engine's logic) is recorded as rejected, x stays what round 1
+    left, the error names round 2, and the run goes on."""
+    from zofl.inprocess import run_inprocess
+    from zofl.methods.fedavg import FedAvg
+
+    real = FedAvg.update
+
+    def poisoned(self, state, plan, replies):
+        new, fields = real(self, state, plan, replies)
+        return ({**new, "x": np.full_like(new["x"], np.inf)} if plan.r == 1 else new), fields
+
+    monkeypatch.setattr(FedAvg, "update", poisoned)
+    with caplog.at_level(logging.ERROR, logger="zofl"):
+        d, x = run_inprocess({"strategy": "fedavg", "num-rounds": 3, "num-clients": 3, "output-dir": str(tmp_path),
+                              "run-name": "inf"}, workers=0)
+    rec = read_rounds(d)
+    assert [r["round"] for r in rec if r.get("model_rejected")] == [2] and np.isfinite(x).all()
+    assert rec[2]["test_loss"] == rec[1]["test_loss"] != rec[3]["test_loss"]
+    assert [m for m in caplog.messages if "not finite" in m] == [
+        "round 2: the aggregate is not finite; the global model stays"]
+
+
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
     names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""

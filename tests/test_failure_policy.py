@@ -40,12 +40,16 @@ def test_min_replies_above_the_sampled_clients_is_refused():
     parse_config({"num-clients": 4, "beta": 0.5, "min-replies": 2})
 
 
-def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp_path):
+def test_a_run_where_no_client_answers_stops_as_failed_and_keeps_its_records(tmp_path, caplog):
     cfg = {"num-rounds": 10, "num-clients": 3, "beta": 1.0, "tau": 1.0, "crash-prob": 1.0,
            "output-dir": str(tmp_path), "run-name": "dead"}
     with pytest.raises(RunFailed, match=r"6 rounds had fewer than min-replies = 1 .* "
-                                        r"the 5 that max-failed-rounds = 0.5 x 10 rounds allows"):
+                                        r"the 5 that max-failed-rounds = 0.5 x 10 rounds allows"), \
+            caplog.at_level(logging.WARNING, logger="zofl"):
         run_inprocess(cfg, workers=0)
+    assert [m for m in caplog.messages if " failed: " in m and m.startswith("round")] == [
+        f"round {k} failed: 0 usable replies, fewer than min-replies = 1 ({k} failed round(s) of 5 allowed)"
+        for k in range(1, 7)]
     d = tmp_path / "dead"
     rec = read_rounds(d)
     assert [r["round"] for r in rec] == list(range(7)) and all(r["round_failed"] for r in rec[1:])
