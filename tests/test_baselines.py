@@ -83,9 +83,11 @@ def test_scaffold_keeps_client_control_variates_across_rounds(tmp_path, monkeypa
 
 
 def test_peer_cross_check_fedavg_vs_flowers_fedavg(tmp_path):
-    acc = {}
+    acc, down = {}, {}
     for s in ("fedavg", "flwr-fedavg"):
         d, _ = run_inprocess({**SMALL, "num-rounds": 8, "beta": 1.0, "strategy": s, "output-dir": str(tmp_path),
                               "run-name": s}, workers=0)
         acc[s] = read_rounds(d)[-1]["test_acc"]
+        down[s] = [r["downlink_bytes"] for r in read_rounds(d)[1:]]
     assert abs(acc["fedavg"] - acc["flwr-fedavg"]) <= 0.005, acc
+    assert down["flwr-fedavg"] == down["fedavg"] == [5 * 640 * 8] * 8  # Flower's FedAvg sends each client the model

@@ -410,8 +410,8 @@ def test_of_the_sampled_clients_only_those_there_are_asked_stragglers_among_them
 
 
 def test_a_round_s_wall_time_runs_from_its_plan_to_its_record(tmp_path, monkeypatch):
-    """SyncRun.plan's t0: under a clock that ticks once per reading, each round's wall_s is a small positive count
-    of readings taken after its plan began (not since some other clock's origin)."""
+    """SyncRun.plan's t0: under a clock that ticks once per reading (the engine reads it when a round's plan
+    begins and when its record is made), each round's wall_s is 1 tick: from its plan, not from another origin."""
     import itertools
 
     from zofl.inprocess import run_inprocess
@@ -419,7 +419,7 @@ def test_a_round_s_wall_time_runs_from_its_plan_to_its_record(tmp_path, monkeypa
     ticks = itertools.count()
     monkeypatch.setattr("zofl.core.rounds.time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
     d, _ = run_inprocess({"num-rounds": 3, "num-clients": 3, "output-dir": str(tmp_path), "run-name": "t"}, workers=0)
-    assert all(0 < r["wall_s"] < 10 for r in read_rounds(d)[1:])
+    assert [r["wall_s"] for r in read_rounds(d)[1:]] == [1.0, 1.0, 1.0]
 
 
 def test_a_non_finite_synchronous_round_keeps_the_model_and_names_the_round(tmp_path, monkeypatch, caplog):
@@ -444,6 +444,25 @@ def test_a_non_finite_synchronous_round_keeps_the_model_and_names_the_round(tmp_
     assert rec[2]["test_loss"] == rec[1]["test_loss"] != rec[3]["test_loss"]
     assert [m for m in caplog.messages if "not finite" in m] == [
         "round 2: the aggregate is not finite; the global model stays"]
+
+
+def test_a_round_s_simulated_time_is_its_slowest_reply_plus_latency_at_most_the_deadline():
+    """SyncRun.round_sim_s: per used reply, steps x sim-step-s / its speed x its multiplier + down + up (drawn for
+    round r and the client); the slowest one plus latency-s, cut at round-deadline-s when there is one."""
+    from zofl.core.protocol import Reply
+    from zofl.core.rounds import SyncRun
+
+    delays = {(3, 0): (0.01, 0.02, 2.0), (3, 1): (0.0, 0.0, 1.0)}  # (down, up, multiplier) of (round, client)
+    run = SimpleNamespace(cfg=SimpleNamespace(sim_step_s=0.1, latency_s=0.05, round_deadline_s=0.0),
+                          speeds=[0.5, 1.0], sim_delays=lambda r, pid: delays[r, pid])
+    used = [Reply(0, {}, 1, {"steps": 4}), Reply(1, {}, 1, {"steps": 2})]
+    assert SyncRun.round_sim_s(run, used, 3) == pytest.approx(4 * 0.1 / 0.5 * 2.0 + 0.03 + 0.05)
+    assert SyncRun.round_sim_s(run, used[1:], 3) == pytest.approx(2 * 0.1 + 0.05)
+    assert SyncRun.round_sim_s(run, [], 3) == pytest.approx(0.05)
+    assert SyncRun.round_sim_s(run, [Reply(1, {}, 1, {})], 3) == pytest.approx(0.05)  # a reply with no steps: 0
+    run.cfg.round_deadline_s = 1.0
+    assert SyncRun.round_sim_s(run, used, 3) == 1.0
+    assert SyncRun.round_sim_s(run, used[1:], 3) == pytest.approx(0.25)
 
 
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
