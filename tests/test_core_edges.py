@@ -465,6 +465,21 @@ def test_a_round_s_simulated_time_is_its_slowest_reply_plus_latency_at_most_the_
     assert SyncRun.round_sim_s(run, used[1:], 3) == pytest.approx(0.25)
 
 
+def test_a_round_reads_model_replies_as_updates_from_what_each_client_was_sent():
+    """SyncRun.outliers: FedAvg's replies are models; what is compared is each model minus the x it was sent. The
+    models all lie near x = 100 (norm 200), so read as they are the size floor (0.5 x 200) hides client 4's update
+    of 1 per coordinate; read as updates (sizes about 0.01) it is far outside their spread."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Reply, Work
+    from zofl.core.rounds import SyncRun
+
+    x = np.full(4, 100.0)
+    rng = np.random.default_rng(0)
+    updates = [rng.normal(0, 0.01, 4) for _ in range(4)] + [np.ones(4)]
+    plan = RoundPlan(0, list(range(5)), [], [Work(p, 0, 1, {"x": x}) for p in range(5)])
+    assert SyncRun.outliers(plan, [Reply(p, {"x": x + u}, 1) for p, u in enumerate(updates)]) == [4]
+
+
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
     names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""
