@@ -480,6 +480,17 @@ def test_a_round_reads_model_replies_as_updates_from_what_each_client_was_sent()
     assert SyncRun.outliers(plan, [Reply(p, {"x": x + u}, 1) for p, u in enumerate(updates)]) == [4]
 
 
+def test_a_run_whose_rounds_take_several_records_says_so_in_its_summary(tmp_path, capsys):
+    """SyncRun.setting: FedNest's one outer round takes inner-rounds + N + 1 = 11 communication rounds, and the
+    printed summary says both."""
+    from zofl.inprocess import run_inprocess
+
+    run_inprocess({"strategy": "fednest", "task": "hyper-cleaning", "num-rounds": 1, "num-clients": 2,
+                   "output-dir": str(tmp_path), "run-name": "n"}, workers=0)
+    assert capsys.readouterr().out.startswith(
+        "FedNest_SGD on digits: 1 rounds (11 communication rounds), m=2, alpha=1.0, beta=0.5\n")
+
+
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
     names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""
