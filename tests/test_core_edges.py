@@ -630,6 +630,8 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
     with caplog.at_level(logging.INFO, logger="zofl"):
         run_inprocess({**keys, "num-rounds": 3, "resume": True}, workers=0)
     assert f"resume: continuing {d} after round 2" in caplog.messages
+    last = read_rounds(d)[3]  # each record's line in the log
+    assert f"round 3: test acc {last['test_acc']:.4f}, test loss {last['test_loss']:.4f}" in caplog.messages
     printed = capsys.readouterr().out
     assert printed.startswith("ZO-HFL on digits: 3 rounds") and printed[:-1] in caplog.messages  # the log has it too
 
