@@ -275,12 +275,12 @@ def test_a_non_finite_asynchronous_update_keeps_the_model_and_names_the_update(t
 
 
 def test_under_the_wall_clock_a_reply_later_than_the_deadline_is_dropped_as_late(tmp_path):
-    """Client 1's device is 5x slower: each of its tasks (2 steps x 50 ms of sleep, / 0.2) takes at least 0.5 s of
-    real time, past round-deadline-s = 0.3 s, so its replies are dropped as late; the run's 30 updates from the
-    three others take about 2 s (each task 0.1 s), so at least one of client 1's replies comes before the end.
-    Each client has a worker process of its own."""
-    cfg = {**ASYNC, "clock": "wall", "round-deadline-s": 0.3, "step-time-s": 0.05, "num-rounds": 30,
-           "speed-profile": "slow", "slow-clients": "1", "speed-param": 0.2, "output-dir": str(tmp_path),
+    """Client 1's device is 10x slower: each of its tasks (2 steps x 50 ms of sleep, / 0.1) takes at least 1 s of
+    real time, past round-deadline-s = 0.6 s, so its replies are dropped as late; the others' tasks take 0.1 s
+    of sleep (6x under the deadline, a margin for a loaded machine), and their 30 updates at least 2 s, so at
+    least one of client 1's replies comes before the end. Each client has a worker process of its own."""
+    cfg = {**ASYNC, "clock": "wall", "round-deadline-s": 0.6, "step-time-s": 0.05, "num-rounds": 30,
+           "speed-profile": "slow", "slow-clients": "1", "speed-param": 0.1, "output-dir": str(tmp_path),
            "run-name": "late"}
     d, _ = run_inprocess(cfg, workers=4)
     s = json.loads((d / "summary.json").read_text())
