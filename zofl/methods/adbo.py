@@ -141,10 +141,7 @@ class ADBO(Method):
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:
-        _check_cut_keys(cfg)
-        if cfg.buffer_size > cfg.num_clients:
-            raise ConfigError(f"run-config key 'buffer-size' (ADBO's S) = {cfg.buffer_size} is more than "
-                              f"num-clients = {cfg.num_clients}: the active set could never be full")
+        _check_cut_keys(cfg)  # buffer-size (ADBO's S) above num-clients: refused by zofl.setup.check_run
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

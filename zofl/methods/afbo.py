@@ -46,8 +46,7 @@ from ..config import Config
 from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import (ConfigError, LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, TaskSettings, choice,
-                        key)
+from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, TaskSettings, choice, key
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES
@@ -66,15 +65,6 @@ def aphe_batches(seed: int, task: int, pid: int, n_upper: int, n_lower: int, N_i
     up = minibatch_indices(seed_sequence(seed, task, pid, STREAM_BATCHES, 0), n_upper, 2, batch)
     lo = minibatch_indices(seed_sequence(seed, task, pid, STREAM_BATCHES, 1), n_lower, 1 + N_i, batch)
     return [up[0], lo[0], up[1], *lo[1:]]
-
-
-def check_buffer_fits(cfg) -> None:
-    """AFBO's (and AFBO-global's) clients send one update per server step and wait for the next, so a buffer of
-    more than num-clients replies could never fill: refused before any work (as ADBO refuses its S)."""
-    if cfg.buffer_size > cfg.num_clients:
-        raise ConfigError(f"run-config key 'buffer-size' = {cfg.buffer_size} is more than num-clients = "
-                          f"{cfg.num_clients}: each client sends one update per server step, so the buffer could "
-                          f"never fill")
 
 
 @dataclass(frozen=True)
@@ -111,10 +101,6 @@ class AFBO(Method):
     kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
     Params = AFBOParams
     one_task_per_version = True  # a client sends one update per round (Algorithm 1); it waits for the next
-
-    @classmethod
-    def check(cls, cfg, task, spec) -> None:
-        check_buffer_fits(cfg)
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)

@@ -51,7 +51,7 @@ from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
 from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, TaskSettings
 from ..tasks import DataSpec
-from .afbo import StoredUpdates, check_buffer_fits
+from .afbo import StoredUpdates
 
 STREAM_BATCHES = streams.BATCHES
 INNER, NEUMANN, OUTER = "inner", "neumann", "outer"
@@ -75,10 +75,6 @@ class AFBOGlobal(Method):
     kind, needs, default_task = ASYNC, HYPERGRAD, "hyper-cleaning"
     Params = AFBOGlobalParams
     one_task_per_version = True  # a client sends one update per server step and waits for the next (as AFBO)
-
-    @classmethod
-    def check(cls, cfg, task, spec) -> None:
-        check_buffer_fits(cfg)
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
