@@ -491,6 +491,14 @@ def test_a_run_whose_rounds_take_several_records_says_so_in_its_summary(tmp_path
         "FedNest_SGD on digits: 1 rounds (11 communication rounds), m=2, alpha=1.0, beta=0.5\n")
 
 
+def _round_checker():
+    """The part of a SyncRun that check() reads: a method whose replies are {"x": (2,)} for the state "state" in
+    rounds 0 and 3 (a KeyError for any other state or round), and reply-max-abs."""
+    shapes = {("state", 3): {"x": (2,)}, ("state", 0): {"x": (2,)}}
+    return SimpleNamespace(method=SimpleNamespace(reply_shapes=lambda state, r: shapes[state, r]), state="state",
+                           cfg=SimpleNamespace(reply_max_abs=1e6))
+
+
 def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     """SyncRun.check on the legacy API's mix: client 0 replies, partition 1 has no SuperNode, client 2's error
     names no client. The unheld partition's failure names client 1, so the anonymous error is client 2's."""
@@ -498,8 +506,7 @@ def test_an_unheld_partition_keeps_its_name_beside_errors_that_name_no_client():
     from zofl.core.protocol import Failure, Reply
     from zofl.core.rounds import SyncRun
 
-    run = SimpleNamespace(method=SimpleNamespace(reply_shapes=lambda state, r: {"x": (2,)}), state=None,
-                          cfg=SimpleNamespace(reply_max_abs=1e6))
+    run = _round_checker()
     plan = RoundPlan(0, [0, 1, 2], [], [], unreachable=[1])
     used, failures = SyncRun.check(run, plan, [Reply(0, {"x": np.zeros(2)}, 1)], [Failure(None, "boom")])
     assert [r.pid for r in used] == [0]
@@ -514,9 +521,7 @@ def test_a_round_s_check_ignores_strangers_and_second_replies_and_says_which_rou
     from zofl.core.protocol import Failure, Reply
     from zofl.core.rounds import SyncRun
 
-    shapes = {("state", 3): {"x": (2,)}, ("state", 0): {"x": (2,)}}  # the method's shapes for this state and round
-    run = SimpleNamespace(method=SimpleNamespace(reply_shapes=lambda state, r: shapes[state, r]), state="state",
-                          cfg=SimpleNamespace(reply_max_abs=1e6))
+    run = _round_checker()
     first = Reply(0, {"x": np.zeros(2)}, 1)
     replies = [Reply(2, {"x": np.zeros(3)}, 1), first, Reply(5, {"x": np.zeros(2)}, 1), Reply(0, {"x": np.ones(2)}, 1)]
     with caplog.at_level(logging.WARNING, logger="zofl"):
