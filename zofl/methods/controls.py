@@ -40,8 +40,8 @@ from .zohfl import ZOHFL, UpperStep
 STREAM_CONTROL = streams.CONTROL
 
 
-class ServerOnly(Method):
-    """A control: ``plan`` contacts nobody; ``step`` is the server's own work of round r."""
+class NoClients:
+    """What every control shares: a method of kind CONTROL whose ``plan`` contacts nobody."""
 
     kind = CONTROL
 
@@ -50,6 +50,10 @@ class ServerOnly(Method):
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         return {}
+
+
+class ServerOnly(NoClients, Method):
+    """A control whose ``step`` is the server's own work of round r."""
 
     def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         r = plan.r
@@ -67,11 +71,10 @@ class X0Only(ServerOnly):
         return x, 0
 
 
-class F1Only(ZOHFL):
+class F1Only(NoClients, ZOHFL):
     """ZO-HFL's update with no client reply: the f1 step alone."""
 
     name, title = "f1-only", "f1 only (control: ZO-HFL's server steps, no clients)"
-    kind = CONTROL
     Params = UpperStep
 
     @classmethod
@@ -85,12 +88,6 @@ class F1Only(ZOHFL):
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:
         return []
-
-    def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
-        return []
-
-    def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
-        return {}
 
     def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """x_{r+1} = x_r - gamma_r (grad f1~(x_r, xi_r) + 0): Algorithm 1's line 8 with no client estimate."""

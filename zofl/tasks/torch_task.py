@@ -123,13 +123,7 @@ class TorchTask(SplitTask):
     def _params(self, flat: np.ndarray) -> dict:
         import torch
 
-        t = torch.as_tensor(flat, dtype=getattr(torch, self.dtype_name), device=self.device)
-        out, i = {}, 0
-        for name, shape in self._shapes:
-            n = math.prod(shape)
-            out[name] = t[i:i + n].view(shape)
-            i += n
-        return out
+        return self._params_of(torch.as_tensor(flat, dtype=getattr(torch, self.dtype_name), device=self.device))
 
     def _batch(self, x: np.ndarray, y: np.ndarray | None = None):
         import torch
@@ -173,6 +167,7 @@ class TorchTask(SplitTask):
         return grad(loss_of)(flat).detach().cpu().double().numpy()
 
     def _params_of(self, t) -> dict:
+        """The module's parameters as views of the flat tensor t (in named_parameters order)."""
         out, i = {}, 0
         for name, shape in self._shapes:
             n = math.prod(shape)
