@@ -85,7 +85,8 @@ def concurrency_warning(cfg, ray_cpus: int | None, cpus_per_client: int, cores: 
 
 def progress_unit(cfg, records: int) -> str:
     """The unit of the records the progress counts: the summary's (``zofl.core.run.progress_unit``), the one
-    in its brackets where the records are not num-rounds (FedNest's communication rounds, AFBO's steps)."""
+    in its brackets where the records are not num-rounds (FedNest's and FedRZO_bl's communication rounds;
+    no asynchronous method has records other than its num-rounds updates today)."""
     if records == cfg.num_rounds:
         return "updates" if cfg.engine == "async" else "rounds"
     return "server steps" if cfg.engine == "async" else "communication rounds"

@@ -33,7 +33,8 @@ log = logging.getLogger("zofl")
 def progress_unit(rounds: int, records: int, record_unit: str, unit: str = "rounds") -> str:
     """How a run's length reads in its summary (and in ``zofl run``'s progress): num-rounds ``rounds`` records
     of ``unit`` (a round, or an asynchronous update), or, when a round takes several records, that many rounds
-    and the records (FedNest's and FedRZO_bl's communication rounds, AFBO's server steps)."""
+    and the records (FedNest's and FedRZO_bl's communication rounds; every asynchronous method records its
+    num-rounds updates today)."""
     return f"{rounds} {unit}" if records == rounds else f"{rounds} rounds ({records} {record_unit})"
 
 
