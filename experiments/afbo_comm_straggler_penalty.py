@@ -23,9 +23,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from report_common import AFBO, CONTROL, FEDNEST, hold, split_of  # a module beside this script
+from report_common import AFBO, CONTROL, FEDNEST, curves, hold, split_of  # a module beside this script
 
-from zofl.packed import read_table
 from zofl.stats import fmt_interval, interval
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -40,18 +39,9 @@ REG_MNIST_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostraggl
                    ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]
 
 
-def read(path: Path, metric: str = "test_loss", scale: float = 1.0) -> dict:
-    """split -> method -> seed -> [(clock_s, scale x metric)]"""
-    out: dict = {}
-    for r in read_table(path):
-        by_seed = out.setdefault(split_of(r["setting"]), {}).setdefault(r["method"], {})
-        by_seed.setdefault(r["seed"], []).append((r["clock_s"] or 0.0, scale * r[metric]))
-    return out
-
-
 def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scale: float = 1.0,
          digits: int = 3) -> list[str]:
-    S, N = read(s_path, metric, scale), read(n_path, metric, scale)
+    S, N = (curves(p, metric, scale, split_of) for p in (s_path, n_path))
     out = []
     for split in sorted(set(S) & set(N)):
         T = min(min(r[-1][0] for ms in D[split].values() for r in ms.values()) for D in (S, N))

@@ -17,22 +17,9 @@ import argparse
 import math
 from pathlib import Path
 
-from report_common import AFBO, CONTROL, FEDNEST, hold  # a module beside this script
+from report_common import AFBO, CONTROL, FEDNEST, curves, hold  # a module beside this script
 
-from zofl.packed import read_table
 from zofl.stats import fmt_interval, interval, paired
-
-
-def read(path: Path) -> dict[str, dict[str, dict[int, list[tuple[float, float]]]]]:
-    """setting -> method -> seed -> [(clock_s, test_loss), ...] in record order."""
-    out: dict = {}
-    for r in read_table(path):
-        if r["test_loss"] is None:
-            continue
-        out.setdefault(r["setting"], {}).setdefault(r["method"], {}).setdefault(r["seed"], []).append(
-            (r["clock_s"] or 0.0, r["test_loss"])
-        )
-    return out
 
 
 def first_time(recs: list[tuple[float, float]], thr: float, T: float) -> float:
@@ -46,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     thrs = [float(t) for t in args.thresholds.split(",")]
     for path in args.records:
-        for setting, methods in read(path).items():
+        for setting, methods in curves(path).items():
             T = min(recs[-1][0] for seeds in methods.values() for recs in seeds.values())
             print(f"{path} {setting}: T = {T:.2f} simulated s; time (s) to test loss <= threshold, "
                   f"mean +- 95% t interval over the seeds that reached it\n")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from zofl.packed import read_table
+from report_common import curves  # a module beside this script
+
 from zofl.stats import fmt_interval, interval
 
 
@@ -24,11 +25,13 @@ def main(argv=None) -> None:
     ap.add_argument("--reference", default="AFBO (async)", help="the method the ratios divide by")
     a = ap.parse_args(argv)
     first, seeds = {}, {}
-    for r in read_table(a.records):
-        key = (r["setting"], r["method"], r["seed"])
-        seeds.setdefault(r["setting"], {}).setdefault(r["method"], set()).add(r["seed"])
-        if r["test_acc"] >= a.target and key not in first:
-            first[key] = r["clock_s"]
+    for setting, methods in curves(a.records, "test_acc").items():
+        for m, runs in methods.items():
+            seeds.setdefault(setting, {})[m] = set(runs)
+            for s, recs in runs.items():
+                t = next((t for t, acc in recs if acc >= a.target), None)
+                if t is not None:
+                    first[(setting, m, s)] = t
     for setting, methods in seeds.items():
         print(f"### {setting}: time (simulated s) to test accuracy >= {a.target:g} on the run's whole clock\n")
         names = sorted(methods)

@@ -1,5 +1,6 @@
 """What several report scripts share: the 95% band of a set of curves, the short interval format of the
-AFBO tables, the zero-order hold on a run's records and the split named by a setting.
+AFBO tables, a study's curves read from its rounds.parquet, the zero-order hold on a run's records and the
+split named by a setting.
 
 Imported by the scripts beside it as ``from report_common import ...`` (a script run as
 ``python experiments/NAME.py`` has its own folder on the import path). The statistics are zofl.stats's.
@@ -10,6 +11,7 @@ import math
 
 import numpy as np
 
+from zofl.packed import read_table
 from zofl.stats import t_quantile
 
 # afbo_plot.py's names of the two methods' lines, and the suffix of their outer-lr = 0 controls' lines
@@ -47,6 +49,18 @@ def short(t: tuple[float, float, int], digits: int = 2) -> str:
     the mean alone for one value, "" for none."""
     mean, half, n = t
     return "" if not n else f"{mean:.{digits}f}" if n == 1 else f"{mean:.{digits}f} +- {half:.{digits}f}"
+
+
+def curves(path, metric: str = "test_loss", scale: float = 1.0, group=lambda setting: setting) -> dict:
+    """group(setting) -> method -> seed -> [(clock_s, scale x metric), ...] in record order, from the per-round
+    records of afbo_plot.py --records (rounds.parquet); records without the metric (not evaluated) are left out."""
+    out: dict = {}
+    for r in read_table(path):
+        if r[metric] is None:
+            continue
+        by_seed = out.setdefault(group(r["setting"]), {}).setdefault(r["method"], {})
+        by_seed.setdefault(r["seed"], []).append((r["clock_s"] or 0.0, scale * r[metric]))
+    return out
 
 
 def hold(recs: list[tuple[float, float]], t: float) -> float:
