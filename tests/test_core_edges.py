@@ -15,6 +15,8 @@ import pytest
 from zofl.core.checkpoint import load_checkpoint, scalar
 from zofl.results import RunFolderError, read_rounds
 
+from .test_resume_validation import ASYNC  # FedBuff on the async engine: 7 updates, a checkpoint every 3
+
 P = Path("ck.npz")
 
 
@@ -59,9 +61,6 @@ def test_a_fifo_in_place_of_the_checkpoint_is_refused_without_blocking(tmp_path)
 
 
 # -- the asynchronous queue of a checkpoint: check_async_extra and _check_task, at each edge ---------
-ASYNC = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 7,
-         "buffer-size": 2, "checkpoint-every": 3, "speed-profile": "uniform", "speed-param": 0.3,
-         "availability": "0.7"}
 M = 4  # num-clients
 
 
