@@ -71,6 +71,51 @@ def test_a_client_that_never_answers_does_not_block_in_either_clock(tmp_path, ca
     assert caplog.messages.count("update 1: client 1 failed: no reply within reply-timeout-s = 1 s; client given up") == 1
 
 
+def test_on_the_simulated_clock_a_given_up_client_stays_given_up_when_its_reply_comes_after_all(tmp_path, monkeypatch,
+                                                                                                caplog):
+    """Client 1's first reply is held back until the engine has given it up (reply-timeout-s, real time), then
+    let through: the engine pulls it while it waits on later tasks and drops it. Client 1 gets no work again
+    (on the simulated clock a task's place in time is fixed when it is sent; only the wall clock takes a
+    given-up client back: test_the_wall_clock_sends_work_again_to_a_given_up_client_whose_reply_comes_after_all)."""
+    from concurrent.futures import Future
+
+    from zofl.inprocess import InProcessGrid
+
+    held, grids = {}, []  # message id -> (the future the engine sees, the real one)
+    push = InProcessGrid.push_messages
+
+    def push_holding_client_1(grid, messages):
+        messages = list(messages)
+        ids = list(push(grid, messages))
+        for mid, msg in zip(ids, messages):
+            fut, node, _ = grid.pending[mid]
+            if not held and msg.metadata.message_type.startswith("train") and \
+                    grid.contexts[node].node_config["partition-id"] == 1:
+                held[mid] = (Future(), fut)
+                grid.pending[mid] = (held[mid][0], node, msg)
+                grids.append(grid)
+        return ids
+
+    class Release(logging.Handler):  # lets the held reply through the moment the engine gives client 1 up
+        def emit(self, record):
+            if "client 1 failed: no reply within reply-timeout-s" in record.getMessage():
+                for shown, real in held.values():
+                    shown.set_result(real.result())
+
+    monkeypatch.setattr(InProcessGrid, "push_messages", push_holding_client_1)
+    logging.getLogger("zofl").addHandler(release := Release())
+    try:
+        d, x = run(tmp_path, "held", **{"reply-timeout-s": 2.0})  # the others reply in ms: a wide margin
+    finally:
+        logging.getLogger("zofl").removeHandler(release)
+    (mid, (shown, _)), = held.items()
+    assert shown.done() and mid not in grids[0].pending  # the late reply came, and the engine pulled it
+    rec = read_rounds(d)
+    assert sum(r["failures"] for r in rec) == 1 and next(r["round"] for r in rec if r["failures"]) < 6
+    assert all(1 not in r["clients"] for r in rec[1:]) and np.isfinite(x).all()
+    assert not [m for m in caplog.messages if "its reply came after reply-timeout-s" in m]
+
+
 def test_crashes_and_corrupt_replies_are_dropped_and_counted(tmp_path, caplog, capsys):
     with caplog.at_level(logging.WARNING, logger="zofl"):
         d, x = run(tmp_path, "faults", **{"crash-prob": 0.2, "corrupt-prob": 0.2, "num-rounds": 15})
