@@ -628,6 +628,7 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
     summary = json.loads((d / "summary.json").read_text())
     assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
     assert [summary[k] for k in ("strategy", "dataset", "rounds", "engine")] == ["zohfl", "digits", 2, "sync"]
+    assert (summary["results_dir"], summary["refused_nodes"], summary["rejoined_nodes"]) == (str(d), [], [])
     assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
@@ -638,6 +639,25 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
     assert f"round 3: test acc {last['test_acc']:.4f}, test loss {last['test_loss']:.4f}" in caplog.messages
     printed = capsys.readouterr().out
     assert printed.startswith("ZO-HFL on digits: 3 rounds") and printed[:-1] in caplog.messages  # the log has it too
+
+
+def test_a_one_round_run_checkpoints_its_round_and_a_run_without_supernodes_finishes(tmp_path):
+    """Run._write_record and finish (run D's last part): a run of one round checkpoints it (round 1 is the
+    first and the last); a Run driven directly, with no Flower strategy and so no federation, still writes
+    its summary, with no refused or rejoined SuperNodes."""
+    from zofl.core.rounds import SyncRun
+    from zofl.inprocess import run_inprocess
+    from zofl.server_app import make_run
+
+    keys = {"num-rounds": 1, "num-clients": 2, "output-dir": str(tmp_path)}
+    d, _ = run_inprocess({**keys, "run-name": "one"}, workers=0)
+    ck = load_checkpoint(d)
+    assert ck is not None and ck[0] == 1
+    cfg, method, writer = make_run({**keys, "run-name": "direct"})
+    with writer:
+        summary = SyncRun(cfg, method, writer).finish()
+    assert (summary["refused_nodes"], summary["rejoined_nodes"], summary["results_dir"]) == \
+        ([], [], str(tmp_path / "direct"))
 
 
 def test_reply_fields_cost_of_the_used_replies():

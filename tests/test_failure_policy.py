@@ -166,6 +166,7 @@ def test_a_restarted_supernode_takes_its_partition_back(tmp_path, engine):
     summary = json.loads((d / "summary.json").read_text())
     (back,) = summary["rejoined_nodes"]
     assert back["partition"] == 1 and summary["status"] == "ok" and not summary["refused_nodes"]
+    assert set(back) == {"node", "partition", "replaced"} and back["node"] != back["replaced"]  # the new id, the old
 
 
 def test_a_healthy_reply_queued_behind_a_hung_client_is_told_apart_from_a_slow_one(tmp_path):

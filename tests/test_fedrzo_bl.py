@@ -1,5 +1,7 @@
 """FedRZO_bl (paper 001, Algorithms 2 and 3): pure functions, tasks, and the strategy on problems
 with closed-form solutions (in-process: the real strategy and client code, without Ray)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,9 @@ def test_fedrzo_bl_approaches_the_closed_form_solution(tmp_path, task_cls):
     assert np.linalg.norm(x - x_star) < 0.1 * start, (x, x_star)
     assert rec[-1]["dist_to_solution"] < 0.1 * start
     assert rec[-1]["y_error"] < 0.1  # the oracle's y tracks y(x) (for the saddle point: y* = B x* / lam)
+    summary = json.loads((d / "summary.json").read_text())  # with the method's own counts (summary_extra)
+    assert (summary["upper_rounds"], summary["communication_rounds"]) == (40, len(read_rounds(d)) - 1) == \
+        (len(rec), summary["upper_rounds"] + summary["lower_rounds"])
 
 
 def test_bilevel_strategy_and_task_must_match():
