@@ -617,11 +617,12 @@ def test_a_task_s_float32_initial_parameters_become_a_float64_x0(tmp_path):
 def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(tmp_path, monkeypatch, caplog,
                                                                                   capsys):
     """Run.__init__ and finish (run D, continued): under a stopped clock a fresh run's wall time is 0 exactly
-    (summary and checkpoint); the summary names the strategy, dataset, rounds and engine; the printed lines
+    (summary and checkpoint); the summary names the strategy, dataset, rounds, engine and rule; the printed lines
     start with the setting and are in the log too; late counts start at 0; a resume says where it goes on."""
     from zofl.inprocess import run_inprocess
 
-    keys = {"num-rounds": 2, "num-clients": 2, "checkpoint-every": 1, "output-dir": str(tmp_path), "run-name": "r"}
+    keys = {"num-rounds": 2, "num-clients": 2, "checkpoint-every": 1, "coef-clip": 2.0, "output-dir": str(tmp_path),
+            "run-name": "r"}
     with monkeypatch.context() as mp:
         mp.setattr("zofl.core.run.time", SimpleNamespace(perf_counter=lambda: 50.0))
         d, _ = run_inprocess(keys, workers=0)
@@ -629,6 +630,7 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
     assert summary["total_wall_s"] == 0.0 == load_checkpoint(d)[1]
     assert [summary[k] for k in ("strategy", "dataset", "rounds", "engine")] == ["zohfl", "digits", 2, "sync"]
     assert (summary["results_dir"], summary["refused_nodes"], summary["rejoined_nodes"]) == (str(d), [], [])
+    assert summary["robust_rule"] == "coef-clip = 2"  # the rule in force: ZO-HFL's, so the method's name counts
     assert capsys.readouterr().out.startswith("ZO-HFL on digits: 2 rounds, m=2, alpha=1.0, beta=0.5\n")
     late = [{k: r[k] for k in ("late_queued", "late_slow", "late_failed")} for r in read_rounds(d)[1:]]
     assert late == [{"late_queued": 0, "late_slow": 0, "late_failed": 0}] * 2  # counts from 0, not None
@@ -641,10 +643,13 @@ def test_a_run_s_summary_says_what_ran_and_its_clock_and_counts_start_from_zero(
     assert printed.startswith("ZO-HFL on digits: 3 rounds") and printed[:-1] in caplog.messages  # the log has it too
 
 
-def test_a_one_round_run_checkpoints_its_round_and_a_run_without_supernodes_finishes(tmp_path):
+def test_a_one_round_run_checkpoints_its_round_and_a_run_without_supernodes_finishes(tmp_path, monkeypatch):
     """Run._write_record and finish (run D's last part): a run of one round checkpoints it (round 1 is the
     first and the last); a Run driven directly, with no Flower strategy and so no federation, still writes
-    its summary, with no refused or rejoined SuperNodes."""
+    its summary, with no refused or rejoined SuperNodes, and prints it flushed (a pipe sees it at once)."""
+    import io
+    import sys
+
     from zofl.core.rounds import SyncRun
     from zofl.inprocess import run_inprocess
     from zofl.server_app import make_run
@@ -654,10 +659,35 @@ def test_a_one_round_run_checkpoints_its_round_and_a_run_without_supernodes_fini
     ck = load_checkpoint(d)
     assert ck is not None and ck[0] == 1
     cfg, method, writer = make_run({**keys, "run-name": "direct"})
+    class Out(io.StringIO):
+        flushed_at = None
+
+        def flush(self):
+            self.flushed_at = len(self.getvalue())
+
+    monkeypatch.setattr(sys, "stdout", out := Out())
     with writer:
         summary = SyncRun(cfg, method, writer).finish()
     assert (summary["refused_nodes"], summary["rejoined_nodes"], summary["results_dir"]) == \
         ([], [], str(tmp_path / "direct"))
+    assert out.getvalue().startswith("ZO-HFL on digits: 1 rounds") and out.flushed_at == len(out.getvalue())
+
+
+def test_a_resumed_run_counts_the_failed_rounds_already_recorded(tmp_path):
+    """Run.__init__ (run D's last part): the failure policy's count goes on from the records a resume keeps,
+    so a resume does not start it again from 0. 4 rounds of 2 clients with min-replies 2 and crash-prob 0.4:
+    rounds 1, 2 and 4 fail (seed 0); a resume to 6 rounds starts its count at 3."""
+    from zofl.core.rounds import SyncRun
+    from zofl.inprocess import run_inprocess
+    from zofl.server_app import make_run
+
+    keys = {"num-rounds": 4, "num-clients": 2, "beta": 1.0, "crash-prob": 0.4, "min-replies": 2,
+            "max-failed-rounds": 1.0, "output-dir": str(tmp_path), "run-name": "r"}
+    d, _ = run_inprocess(keys, workers=0)
+    assert [bool(r.get("round_failed")) for r in read_rounds(d)[1:]] == [True, True, False, True]
+    cfg, method, writer = make_run({**keys, "num-rounds": 6, "resume": True})
+    with writer:
+        assert SyncRun(cfg, method, writer).failed_rounds == 3
 
 
 def test_reply_fields_cost_of_the_used_replies():
