@@ -150,7 +150,8 @@ def test_impossible_split_is_refused_before_round_one():
 def test_runs_that_cannot_work_are_refused_before_they_start():
     with pytest.raises(ConfigError, match=r"'num-rounds' must be an integer in \[0, 100000\]"):
         parse_config({"strategy": "fedrzo-bl", "num-rounds": 10**9})
-    with pytest.raises(ConfigError, match="'tau' and 'local-steps' are both 0"):
+    with pytest.raises(ConfigError, match=r"^run-config keys 'tau' and 'local-steps' are both 0: no client would ever "
+                                          r"take a local step \(H_\{i,r\} = 0\); set tau > 0 or local-steps >= 1$"):
         parse_config({"tau": 0.0, "local-steps": 0})
     # every client a straggler runs (it is ZO-HFL's f1-only control, tests/test_controls.py) and is said
     from zofl.config import config_warnings
