@@ -658,13 +658,14 @@ def test_a_one_round_run_checkpoints_its_round_and_a_run_without_supernodes_fini
     d, _ = run_inprocess({**keys, "run-name": "one"}, workers=0)
     ck = load_checkpoint(d)
     assert ck is not None and ck[0] == 1
-    cfg, method, writer = make_run({**keys, "run-name": "direct"})
-    class Out(io.StringIO):
+
+    class Out(io.StringIO):  # records how much of what was printed a flush had written through
         flushed_at = None
 
         def flush(self):
             self.flushed_at = len(self.getvalue())
 
+    cfg, method, writer = make_run({**keys, "run-name": "direct"})
     monkeypatch.setattr(sys, "stdout", out := Out())
     with writer:
         summary = SyncRun(cfg, method, writer).finish()
