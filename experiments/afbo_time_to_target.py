@@ -24,24 +24,19 @@ def main(argv=None) -> None:
     ap.add_argument("--target", type=float, default=0.88)
     ap.add_argument("--reference", default="AFBO (async)", help="the method the ratios divide by")
     a = ap.parse_args(argv)
-    first, seeds = {}, {}
     for setting, methods in curves(a.records, "test_acc").items():
-        for m, runs in methods.items():
-            seeds.setdefault(setting, {})[m] = set(runs)
-            for s, recs in runs.items():
-                t = next((t for t, acc in recs if acc >= a.target), None)
-                if t is not None:
-                    first[(setting, m, s)] = t
-    for setting, methods in seeds.items():
+        # method -> seed -> the clock time its test accuracy first reached the target (never: no entry)
+        first = {m: {s: t for s, recs in sorted(runs.items())
+                     if (t := next((c for c, acc in recs if acc >= a.target), None)) is not None}
+                 for m, runs in methods.items()}
         print(f"### {setting}: time (simulated s) to test accuracy >= {a.target:g} on the run's whole clock\n")
         names = sorted(methods)
         base = a.reference if a.reference in methods else names[0]
         print(f"| method | reached | time (s) | ratio to {base} (paired by seed) |\n|---|---|---|---|")
         for m in names:
-            t = [first[(setting, m, s)] for s in sorted(methods[m]) if (setting, m, s) in first]
-            both = [s for s in sorted(methods[m]) if (setting, m, s) in first and (setting, base, s) in first]
-            ratio = [first[(setting, m, s)] / first[(setting, base, s)] for s in both]
-            print(f"| {m} | {len(t)}/{len(methods[m])} | {ci(t)} | {ci(ratio) if m != base else '1'} |")
+            ratio = [t / first[base][s] for s, t in first[m].items() if s in first[base]]
+            print(f"| {m} | {len(first[m])}/{len(methods[m])} | {ci(list(first[m].values()))} | "
+                  f"{ci(ratio) if m != base else '1'} |")
         print()
 
 
