@@ -280,12 +280,11 @@ def test_strings_flower_cannot_carry_are_refused(key, value):
 @pytest.mark.parametrize("strategy", ["afbo", "afbo-global", "adbo"])
 def test_a_buffer_one_update_per_client_could_never_fill_is_refused_before_any_work(strategy):
     """AFBO's, AFBO-global's and ADBO's clients send one update per server step: buffer-size above num-clients
-    is refused by the run's checks (zofl.setup.check_run, before any run starts); num-clients itself is fine."""
-    from zofl.setup import check_run
-
+    is refused with the run-config (Method.check_config, for the flag one_task_per_version); num-clients itself
+    is fine."""
     keys = {"strategy": strategy, "engine": "async", "task": "hyper-cleaning", "num-clients": 2}
-    refused = r"run-config key 'buffer-size' = 3 is more than num-clients = 2: each client sends one update per " \
-              r"server step, so the buffer could never fill"
+    refused = r"^run-config key 'buffer-size' = 3 is more than num-clients = 2: each client sends one update per " \
+              r"server step, so the buffer could never fill$"
     with pytest.raises(ConfigError, match=refused):
-        check_run({**keys, "buffer-size": 3})
-    check_run({**keys, "buffer-size": 2})
+        parse_config({**keys, "buffer-size": 3})
+    parse_config({**keys, "buffer-size": 2})

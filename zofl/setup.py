@@ -37,12 +37,7 @@ def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     cfg = parse_config(run_config)
     task = _task(cfg)
     spec = data_spec(cfg)
-    server = METHODS[cfg.strategy].server
-    if server.one_task_per_version and cfg.buffer_size > cfg.num_clients:  # AFBO, AFBO-global, ADBO (its S)
-        raise ConfigError(f"run-config key 'buffer-size' = {cfg.buffer_size} is more than num-clients = "
-                          f"{cfg.num_clients}: each client sends one update per server step, so the buffer could "
-                          f"never fill")
-    server.check(cfg, task, spec)
+    METHODS[cfg.strategy].server.check(cfg, task, spec)
     return cfg, task, spec
 
 

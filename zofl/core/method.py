@@ -100,7 +100,7 @@ class Method:
     def check_config(cls, cfg) -> None:
         """Rules of the run-config alone for this method (``zofl.config.parse_config`` calls it, for every
         run-config): a ConfigError naming the key. Default: a method with clients must be able to reach
-        min-replies and to take local steps."""
+        min-replies and to take local steps, and a buffer its clients fill one update each must be able to fill."""
         if cls.kind == CONTROL:
             return
         per_round = round_size(cfg.beta, cfg.num_clients)
@@ -110,6 +110,10 @@ class Method:
         if cfg.tau == 0 and cfg.local_steps == 0 and not cls.local_steps_optional:
             raise ConfigError("run-config keys 'tau' and 'local-steps' are both 0: no client would ever take a local "
                               "step (H_{i,r} = 0); set tau > 0 or local-steps >= 1")
+        if cls.one_task_per_version and cfg.buffer_size > cfg.num_clients:  # AFBO, AFBO-global, ADBO (its S)
+            raise ConfigError(f"run-config key 'buffer-size' = {cfg.buffer_size} is more than num-clients = "
+                              f"{cfg.num_clients}: each client sends one update per server step, so the buffer could "
+                              f"never fill")
 
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:

@@ -141,7 +141,7 @@ class ADBO(Method):
 
     @classmethod
     def check(cls, cfg, task, spec) -> None:
-        _check_cut_keys(cfg)  # buffer-size (ADBO's S) above num-clients: refused by zofl.setup.check_run
+        _check_cut_keys(cfg)  # buffer-size (ADBO's S) above num-clients: refused by Method.check_config
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
