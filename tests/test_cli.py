@@ -3,6 +3,7 @@
 import gzip
 import os
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,32 @@ def test_progress_reads_only_whole_records(tmp_path):
     p.poll()
     assert (p.seen, p.last["round"]) == (2, 1)
 
+
+def test_progress_time_left_counts_the_rounds_after_the_first(tmp_path, monkeypatch, capsys):
+    """Issue 47: right after Ray's start the bar said 1/5 rounds [00:35<02:20] for a run that ended a second
+    later (tqdm's rate counted the first round, which pays for the start). The time left is now from the
+    rounds after the first: unknown ('?') until two are in, then (left) x (their mean time)."""
+    import json
+
+    import zofl.cli
+    from zofl.cli import _Progress
+
+    now = [100.0]
+    monkeypatch.setattr(zofl.cli.time, "monotonic", lambda: now[0])
+    f = tmp_path / "rounds.jsonl"
+    p = _Progress(f, 5, quiet=False, unit="rounds", tty=True)
+    for k, t in ((0, 100.0), (1, 135.0), (2, 136.0), (3, 137.0)):  # round 1 at 35 s, then 1 s each
+        now[0] = t
+        f.write_text("".join(json.dumps({"round": j}) + "\n" for j in range(k + 1)))
+        p.poll()
+        if k == 1:
+            assert p.rate() == 0.0  # '?': one round says nothing of the next
+    assert p.rate() == pytest.approx(1.0) and p.rate(now=139.0) == pytest.approx(0.5)
+    meter = p.bar.format_meter(**{**p.bar.format_dict, "elapsed": 37.0})
+    assert "3/5 rounds [00:37<00:02]" in meter, meter
+    p.close()
+    drawn = capsys.readouterr().out  # as drawn: after round 1, time left unknown; after round 3, 2 s
+    assert re.search(r"1/5 rounds \[\d\d:\d\d<\?\]", drawn) and re.search(r"3/5 rounds \[\d\d:\d\d<00:02\]", drawn), drawn
 
 def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, capsys):
     """Redirected output gets a line every tenth of the run and no carriage returns; FedNest's bar counts the

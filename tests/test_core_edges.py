@@ -725,16 +725,20 @@ def test_a_non_finite_aggregate_keeps_the_model_and_says_so(caplog):
     assert caplog.messages == ["update 7: the aggregate is not finite; the global model stays"]
 
 
-def test_reply_checks_accept_any_numeric_dtype_and_empty_arrays():
-    """reply_problem (run D's left survivors): integer and float32 arrays are numeric replies (a torch client
-    sends float32), and a reply whose arrays are all empty has no magnitude to refuse, whatever the bound."""
+def test_reply_checks_take_float64_only_and_empty_arrays():
+    """reply_problem (run D's left survivors; issue 47): only float64 arrays are replies (every zofl model is
+    float64; a torch task's vector too), integer and float32 ones are named, and a reply whose arrays are all
+    empty has no magnitude to refuse, whatever the bound."""
     from zofl.core.checks import reply_problem
 
+    assert reply_problem({"n": np.arange(3.0), "x": np.ones(2)}, {"n": (3,), "x": (2,)}, 1e6) is None
     assert reply_problem({"n": np.arange(3, dtype=np.int64), "x": np.ones(2, np.float32)},
-                         {"n": (3,), "x": (2,)}, 1e6) is None
+                         {"n": (3,), "x": (2,)}, 1e6) == \
+        "wrong dtype {'n': 'int64', 'x': 'float32'}, expected float64 (replies are real float64, never cast)"
     assert reply_problem({"x": np.zeros(0)}, {"x": (0,)}, 0.5) is None
     assert reply_problem([np.zeros((0, 2))], [(0, 2)], 0.5) is None
-    assert reply_problem({"x": np.array(["a"])}, {"x": (1,)}, 1e6) == "non-numeric arrays in the reply"
+    assert reply_problem({"x": np.array(["a"])}, {"x": (1,)}, 1e6) == \
+        "wrong dtype {'x': '<U1'}, expected float64 (replies are real float64, never cast)"
 
 
 def test_availability_at_its_floor_is_allowed_and_below_it_is_refused_with_its_reason():

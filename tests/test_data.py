@@ -71,10 +71,19 @@ def test_unknown_dataset():
         check_available("imagenet", "/tmp", False)
 
 
+def _stand_in_torchvision(monkeypatch, **classes):
+    """A torchvision module whose ``datasets`` hold ``classes``: the tests need torch, not torchvision (its one
+    use here, a download, needs a network; the [test] extra does not install it)."""
+    import sys
+    import types
+
+    tv = types.ModuleType("torchvision")
+    tv.datasets = types.SimpleNamespace(**{"MNIST": None, "FashionMNIST": None, "CIFAR10": None, **classes})
+    monkeypatch.setitem(sys.modules, "torchvision", tv)
+
+
 def test_download_writes_a_keras_style_npz(tmp_path, monkeypatch):
     """The torchvision path, with torchvision's dataset class replaced (no network here)."""
-    import torchvision
-
     from zofl.tasks import data
 
     calls = []
@@ -86,12 +95,57 @@ def test_download_writes_a_keras_style_npz(tmp_path, monkeypatch):
             self.data = np.full((n, 28, 28), 7, np.uint8)
             self.targets = np.arange(n) % 10
 
-    monkeypatch.setattr(torchvision.datasets, "MNIST", FakeMNIST)
+    _stand_in_torchvision(monkeypatch, MNIST=FakeMNIST)
     out = data.download_npz("mnist", tmp_path)
     assert out == tmp_path / "mnist.npz" and all(c[2] for c in calls) and len(calls) == 2
     with np.load(out) as f:
         assert f["x_train"].shape == (30, 28, 28) and f["y_test"].shape == (10,) and f["x_test"].dtype == np.uint8
     check_available("mnist", str(tmp_path), download=False)  # now found
+
+
+def test_an_offline_download_is_one_line_naming_the_offline_way(tmp_path, monkeypatch, capsys):
+    """Issue 47: offline, torchvision raises RuntimeError('Error downloading ...'); `zofl data get` printed a
+    traceback and exited 1. Now one line (as covtype's), exit 2, and nothing written."""
+    from zofl.cli import main
+
+    class Offline:
+        def __init__(self, root, train, download):
+            raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://... got URLError")
+
+    _stand_in_torchvision(monkeypatch, FashionMNIST=Offline)
+    assert main(["data", "get", "fashion_mnist", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(
+        "zofl data: error: dataset 'fashion_mnist': torchvision's download failed (RuntimeError: Error downloading "
+        "train-images-idx3-ubyte.gz: Tried https://... got URLError); "), err
+    assert "zofl data get fashion_mnist --data-dir" in err and "--from" in err
+    assert not (tmp_path / "fashion_mnist.npz").exists()
+
+
+def test_a_torchvision_that_does_not_import_is_named_not_a_traceback(monkeypatch):
+    """A torchvision built for another torch raises RuntimeError at import (this machine's PyPI torchvision
+    beside its CPU-only torch: 'operator torchvision::nms does not exist'): one line naming it and the extra."""
+    import importlib
+    import sys
+
+    from zofl.tasks import data
+
+    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+    real = importlib.import_module
+
+    def broken(name, *a):
+        if name == "torchvision":
+            raise RuntimeError("operator torchvision::nms does not exist")
+        return real(name, *a)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(DataError) as e:
+        data.download_npz("mnist", "/nonexistent")
+    assert str(e.value) == (
+        "downloading 'mnist' needs torchvision, which is installed but does not import (RuntimeError: operator "
+        "torchvision::nms does not exist): install the release pyproject.toml pins for this torch (pip install -e "
+        "'.[torch,download]' in the project's folder (or pip install 'zofl[torch,download]')); or convert the "
+        "original files you have: zofl data get mnist --from FOLDER")
 
 
 def test_cifar_shaped_npz_is_flattened(tmp_path):

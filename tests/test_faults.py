@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from zofl.core.checks import reply_problem
-from zofl.faults import CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
+from zofl.faults import CORRUPTIONS, DTYPE_CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
 from zofl.inprocess import run_inprocess
 from zofl.launch import local_superlink
 from zofl.results import read_rounds
@@ -49,13 +49,54 @@ def test_every_corruption_is_caught(kind):
     assert reply_problem(corrupt(good, kind), shapes, 1e6) == REASONS[kind]
 
 
+@pytest.mark.parametrize("kind", DTYPE_CORRUPTIONS)
+def test_a_reply_of_another_dtype_is_refused_never_cast(kind):
+    """Replies are real float64 (the dtype of every zofl model): complex (the honest values + 1e-3j, which
+    made the global model complex), float16, integer and bool replies are corrupt, named by array and dtype."""
+    good = {"x": np.ones(5), "c": np.zeros((2, 3))}
+    bad = dict(zip(good, corrupt(list(good.values()), kind)))
+    dtype = {"complex": "complex128", "float16": "float16", "int": "int64", "bool": "bool"}[kind]
+    assert reply_problem(bad, {"x": (5,), "c": (2, 3)}, 1e6) == \
+        f"wrong dtype {{'x': '{dtype}', 'c': '{dtype}'}}, expected float64 (replies are real float64, never cast)"
+    assert reply_problem(list(bad.values()), [(5,), (2, 3)], 1e6).startswith(f"wrong dtype {{'#0': '{dtype}'")
+    assert reply_problem({**good, "c": good["c"].astype(np.float32)}, {"x": (5,), "c": (2, 3)}, 1e6) == \
+        "wrong dtype {'c': 'float32'}, expected float64 (replies are real float64, never cast)"
+
+
+@pytest.mark.parametrize("engine,strategy", [("sync", "fedavg"), ("legacy", "fedavg"), ("sync", "flwr-fedavg"),
+                                             ("async", "fedbuff")])
+def test_a_client_sending_complex_numbers_is_refused_on_every_engine(tmp_path, monkeypatch, engine, strategy):
+    """Client 1 replies x.astype(complex128) + 1e-3j (the hostile probe of issue 47) in every task: before,
+    FedAvg's model became complex and FedBuff's run died in its step. Now each such reply is rejected, counted
+    and named in the record, and the run ends ok with a float64 model, as a run without client 1 would."""
+    import zofl.client_app
+
+    honest = zofl.client_app.draw_fault
+    monkeypatch.setattr(zofl.client_app, "draw_fault",
+                        lambda seed, r, pid, *p: "corrupt:complex" if pid == 1 else honest(seed, r, pid, *p))
+    cfg = {"strategy": strategy, "engine": engine, "num-rounds": 3, "num-clients": 4, "beta": 1.0,
+           "local-steps": 2, "output-dir": str(tmp_path), "run-name": "complex"}
+    if engine == "async":
+        cfg.update({"buffer-size": 2, "num-rounds": 4})
+    folder, x = run_inprocess(cfg, workers=0)
+    assert x.dtype == np.float64 and np.isrealobj(x) and np.all(np.isfinite(x))
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "ok", summary
+    rounds = read_rounds(folder)[1:]
+    assert sum(r["rejected"] for r in rounds) >= 1 and all(r["rejected"] == r["failures"] for r in rounds)
+    assert all(r["failed_clients"] in ([], [1]) for r in rounds) and any(r["failed_clients"] == [1] for r in rounds)
+    if engine != "async":  # every round sampled client 1 (beta = 1), and only its reply was refused
+        assert all(r["rejected"] == 1 and r["participants"] == 3 for r in rounds), rounds
+
+
 def test_reply_problem_names_each_problem():
     shapes = {"dy": (2,), "c": (3,)}
     ok = {"dy": np.zeros(2), "c": np.zeros(3)}
     assert reply_problem(ok, shapes, 10.0) is None
     assert reply_problem({"dy": np.zeros(2)}, shapes, 10.0) == \
         "wrong arrays {'dy': (2,)}, expected {'dy': (2,), 'c': (3,)}"
-    assert reply_problem({**ok, "c": np.array(["a", "b", "c"])}, shapes, 10.0) == "non-numeric arrays in the reply"
+    assert reply_problem({**ok, "c": np.array(["a", "b", "c"])}, shapes, 10.0) == \
+        "wrong dtype {'c': '<U1'}, expected float64 (replies are real float64, never cast)"
     assert reply_problem({**ok, "c": np.array([0.0, -np.inf, 0.0])}, shapes, 10.0) == "NaN or Inf in the reply"
     assert reply_problem({**ok, "dy": np.array([0.0, -10.5])}, shapes, 10.0) == \
         "absurd magnitude 10.5 > reply-max-abs = 10"

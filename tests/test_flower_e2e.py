@@ -171,6 +171,7 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     assert f"{rounds_total}/{rounds_total} rounds" in res.stdout and "WARNING" not in res.stdout  # progress
     assert (folder / "flwr.log").stat().st_size > 0  # Flower's noise is in flwr.log
     assert not left_behind()
+    assert not (folder / ".lock").exists() and not (folder / ".cli.lock").exists()  # a finished run's: removed
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["final_test_acc"] == rec[-1]["test_acc"]
     with np.load(folder / "checkpoint.npz") as ck:

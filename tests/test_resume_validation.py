@@ -233,7 +233,7 @@ def test_a_link_in_the_run_folder_is_refused_by_name_and_never_followed(tmp_path
                                              rf"a run folder's files are never links"):
         _run(tmp_path)
     assert (target.read_text() == "precious") if not dangling else not target.exists()
-    assert sorted(p.name for p in d.iterdir()) == sorted({name, ".lock"})
+    assert [p.name for p in d.iterdir()] == [name]  # and no lock file left: the refused run took and removed it
 
 
 def test_a_link_planted_while_the_run_writes_is_refused_not_followed(tmp_path):
@@ -272,10 +272,42 @@ def test_a_leftover_temporary_file_of_a_killed_run_is_replaced(tmp_path):
         w.accept()
         save_checkpoint(w.dir, 1, 0.0, {"x": np.zeros(2)})
     assert json.loads((w.dir / "config.json").read_text()) == {"a": 1}
-    assert sorted(p.name for p in w.dir.iterdir()) == [".lock", "checkpoint.npz", "config.json"]
+    assert sorted(p.name for p in w.dir.iterdir()) == ["checkpoint.npz", "config.json"]  # the lock file removed
 
 
 # -- the lock ------------------------------------------------------------------------------------
+def test_a_lock_file_removed_by_its_holder_between_open_and_flock_is_not_taken(tmp_path, monkeypatch):
+    """A finished run removes its lock file while still holding it (issue 47: finished folders kept .lock and
+    .cli.lock). A process that opened the old file meanwhile gets its flock on a file that is no longer
+    FOLDER/.lock: lock_folder must drop it and lock the file there now, or two processes would both hold
+    "the" lock. The holder's removal is played at the flock (its one moment of interest)."""
+    import fcntl
+
+    from zofl import results
+
+    real_flock, calls = fcntl.flock, []
+
+    def flock_after_removal(fd, op):
+        calls.append(os.fstat(fd).st_ino)
+        if len(calls) == 1:  # the holder finishes now: removes the file, then lets go
+            os.unlink(tmp_path / ".lock")
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(results.fcntl, "flock", flock_after_removal)
+    fd = results.lock_folder(tmp_path)
+    try:
+        assert len(calls) == 2 and (tmp_path / ".lock").stat().st_ino == os.fstat(fd).st_ino
+        assert (tmp_path / ".lock").read_text() == str(os.getpid())
+    finally:
+        results.unlock_folder(fd, remove=True)
+    assert not (tmp_path / ".lock").exists()
+    fd = results.lock_folder(tmp_path)  # a lock file replaced by another: left alone by the old holder
+    (tmp_path / ".lock").rename(tmp_path / "old")
+    (tmp_path / ".lock").write_text("someone else's")
+    results.unlock_folder(fd, remove=True)
+    assert (tmp_path / ".lock").read_text() == "someone else's"
+
+
 HOLD_THEN_FORK = """
 import os, sys, time
 from concurrent.futures import ProcessPoolExecutor

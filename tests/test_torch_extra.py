@@ -60,5 +60,5 @@ def test_a_download_without_torchvision_names_the_extra_and_the_offline_way(tmp_
             print(exc)
     """, tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "downloading 'mnist' needs torchvision" in res.stdout and ".[torch]" in res.stdout
+    assert "downloading 'mnist' needs torchvision" in res.stdout and ".[torch,download]" in res.stdout
     assert "zofl data get mnist --from FOLDER" in res.stdout

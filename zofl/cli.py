@@ -102,9 +102,26 @@ class _Progress:
         self.path, self.seen, self.t0, self.total, self.unit = path, 0, time.monotonic(), total, unit
         self.lines = not quiet and not (sys.stdout.isatty() if tty is None else tty)
         self.done, self.every = 0, max(1, total // 10)
-        self.bar = tqdm(total=total, unit="record", disable=quiet or self.lines, file=sys.stdout, dynamic_ncols=True,
-                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}]{postfix}")
+        self.t_first: float | None = None  # when the first record after round 0 came
+        progress = self
+
+        class Bar(tqdm):  # tqdm's bar, its time left from ``rate`` below
+            @property
+            def format_dict(self):
+                return {**super().format_dict, "rate": progress.rate()}
+
+        self.bar = Bar(total=total, unit="record", disable=quiet or self.lines, file=sys.stdout, dynamic_ncols=True,
+                       bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}]{postfix}")
         self.last: dict[str, Any] = {}
+
+    def rate(self, now: float | None = None) -> float:
+        """Records per second over the records after the first, 0 (time left shown as '?') before there are
+        two: the first also pays for Ray's start and the first imports (a run of 5 rounds that ended a second
+        later showed 1/5 at 00:35<02:20 when tqdm counted it)."""
+        if self.t_first is None or self.done < 2:
+            return 0.0
+        elapsed = (time.monotonic() if now is None else now) - self.t_first
+        return (self.done - 1) / elapsed if elapsed > 0 else 0.0
 
     def poll(self) -> None:
         if not self.path.exists():
@@ -124,8 +141,10 @@ class _Progress:
         for rec in new:
             self.last = rec
             if rec.get("round", 0) > 0:
-                self.bar.update(1)
                 self.done += 1
+                if self.done == 1:
+                    self.t_first = time.monotonic()
+                self.bar.update(1)
                 if self.lines and (self.done % self.every == 0 or self.done == self.total):
                     print(f"zofl run: {self.done}/{self.total} {self.unit}, {self._metrics()} "
                           f"[{time.monotonic() - self.t0:.0f} s]", flush=True)
@@ -275,7 +294,7 @@ def cmd_run(args) -> int:
         run_config["run-name"] = run_name
         return _run(args, cfg, run_config, out, records)
     finally:
-        unlock_folder(lock)
+        unlock_folder(lock, remove=True)
 
 
 def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:

@@ -31,7 +31,9 @@ STREAM_FAULT = streams.FAULT
 STREAM_ATTACK = streams.ATTACK
 STREAM_COMM = streams.COMM
 ATTACKS = ("large", "sign-flip", "scale")
-CORRUPTIONS = ("nan", "inf", "shape", "huge")
+CORRUPTIONS = ("nan", "inf", "shape", "huge")  # drawn by corrupt-prob (the draw's stream fixes this list)
+# replies of a wrong dtype, which any SuperNode can send through Flower's records: tests inject them by name
+DTYPE_CORRUPTIONS = ("complex", "float16", "int", "bool")
 
 
 class InjectedCrash(RuntimeError):
@@ -93,10 +95,14 @@ def draw_fault(seed: int, round_idx: int, pid: int, crash: float, hang: float, c
 
 
 def corrupt(arrays: list[np.ndarray], kind: str) -> list[np.ndarray]:
-    """A reply spoiled in one of the ways the server must catch."""
+    """A reply spoiled in one of the ways the server must catch (``CORRUPTIONS``, ``DTYPE_CORRUPTIONS``)."""
     out = [np.array(a, dtype=np.float64, copy=True) for a in arrays]
     if not out:
         return out
+    if kind == "complex":  # the honest values plus a small imaginary part
+        return [a + 1e-3j for a in out]
+    if kind in DTYPE_CORRUPTIONS:  # the honest values in another dtype
+        return [a.astype({"float16": np.float16, "int": np.int64, "bool": np.bool_}[kind]) for a in out]
     if kind == "nan":
         out[0].flat[0] = np.nan
     elif kind == "inf":

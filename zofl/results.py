@@ -5,7 +5,8 @@
   data.json     -- the data's fingerprint and source (checked on resume and by every client)
   rounds.jsonl  -- one JSON object per round (round 0 = the initial model), flushed per line
   summary.json  -- written atomically when the last round ends
-  .lock         -- held (flock) by the process writing the folder: a second run of it is refused
+  .lock         -- held (flock) by the process writing the folder: a second run of it is refused;
+                   removed when the run ends (left only by a killed run, and then free)
 
 Every file of the folder is opened without following a symbolic link (O_NOFOLLOW), and every file
 zofl writes is first created by zofl itself (O_CREAT|O_EXCL on a temporary name, then renamed over
@@ -15,6 +16,7 @@ on the inode of FOLDER/.lock, so two paths to one folder still exclude each othe
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -27,6 +29,7 @@ from typing import Any, Mapping
 
 from .config import ConfigError
 from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
+from .safeio import JSON_CAP, RECORD_CAP, ROUNDS_CAP, FileRefused, check_regular, load_json, open_regular, read_fd
 
 CHECKPOINT_FILE = "checkpoint.npz"  # zofl.core.checkpoint
 RESTORE_RECORDS = "restore the file, or start a new run (another run-name)"
@@ -95,10 +98,14 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o666) -> int:
     return fd
 
 
-def read_text(path: Path) -> str:
-    """A run file's text, read without following a link."""
-    with os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8") as f:
-        return f.read()
+def read_text(path: Path, cap: int = JSON_CAP) -> str:
+    """A run file's text, read without following a link and at most ``cap`` bytes (``zofl.safeio.read_fd``:
+    a larger file is a FileRefused naming it)."""
+    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return read_fd(fd, path, cap, f"run folder's {path.name}").decode("utf-8")
+    finally:
+        os.close(fd)
 
 
 def create_new(folder: Path, name: str) -> int:
@@ -134,6 +141,7 @@ class FolderBusy(Exception):
 
 
 _HELD: dict[int, tuple[int, int]] = {}  # descriptor -> (st_dev, st_ino) of each lock file this process took
+_PATHS: dict[int, Path] = {}  # descriptor -> the lock file's path, for unlock_folder(remove=True)
 
 
 def _close_inherited_locks() -> None:
@@ -150,6 +158,7 @@ def _close_inherited_locks() -> None:
         except OSError:
             pass
     _HELD.clear()
+    _PATHS.clear()
 
 
 # every fork (multiprocessing's fork and forkserver children, os.fork) drops the lock, whoever forks;
@@ -200,26 +209,49 @@ def lock_folder(folder: Path, name: str = ".lock") -> int:
     for this process and write its pid there; returns the descriptor (``unlock_folder`` or closing it
     releases the lock). Raises FolderBusy when another process holds it. A flock dies with the last process
     holding it, so a lock nobody holds is simply taken; the
-    descriptor is not inherited by forked children (``_close_inherited_locks``) nor exec'd programs."""
-    fd = open_nofollow(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        stale = holder.isdigit() and not _alive(int(holder))
-        holders = _processes_holding(os.fstat(fd)) if stale else ()
-        os.close(fd)
-        raise FolderBusy(holder, stale, holders) from None
+    descriptor is not inherited by forked children (``_close_inherited_locks``) nor exec'd programs.
+
+    A holder may remove the file as it lets go (``unlock_folder(fd, remove=True)``), so a lock taken on a file
+    that is no longer FOLDER/NAME (removed, or replaced by a newer one, between our open and our flock) is
+    no lock: it is dropped and taken again on the file now there."""
+    path = folder / name
+    while True:
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            stale = holder.isdigit() and not _alive(int(holder))
+            holders = _processes_holding(os.fstat(fd)) if stale else ()
+            os.close(fd)
+            raise FolderBusy(holder, stale, holders) from None
+        st = os.fstat(fd)
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            break
+        os.close(fd)  # its holder removed it as we opened it: lock the file that is there now
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    st = os.fstat(fd)
     _HELD[fd] = (st.st_dev, st.st_ino)
+    _PATHS[fd] = path
     return fd
 
 
-def unlock_folder(fd: int) -> None:
-    """Release a lock taken by ``lock_folder`` (closing the descriptor releases the flock)."""
-    _HELD.pop(fd, None)
+def unlock_folder(fd: int, remove: bool = False) -> None:
+    """Release a lock taken by ``lock_folder`` (closing the descriptor releases the flock). With ``remove``,
+    the lock file is removed first, while still held, if it is still the file this descriptor locks: a
+    finished run leaves no lock file behind, and a process that opened it meanwhile sees it gone and
+    retries (``lock_folder``)."""
+    path = _PATHS.pop(fd, None)
+    ident = _HELD.pop(fd, None)
+    if remove and path is not None and ident is not None:
+        with contextlib.suppress(OSError):
+            now = os.lstat(path)
+            if (now.st_dev, now.st_ino) == ident:
+                os.unlink(path)
     os.close(fd)
 
 
@@ -276,7 +308,10 @@ class ResultsWriter:
         RESUMABLE_CHANGES (of which 'checkpoint-every' is read back: an integer >= 0)."""
         path = self.dir / "config.json"
         try:
-            stored = json.loads(read_text(path))
+            stored = load_json(read_text(path), str(path))
+        except FileRefused as exc:  # a FIFO, larger than JSON_CAP, nested too deep: the message names the rule
+            raise RunFolderError(f"cannot resume {self.dir}: {exc}; restore it, or start a new run (another "
+                                 f"run-name)") from None
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({exc}); restore it, or start "
                                  f"a new run (another run-name)") from None
@@ -309,10 +344,13 @@ class ResultsWriter:
                                  f"data the run read, without which the data cannot be checked; restore it, or "
                                  f"start a new run (another run-name)")
         try:
-            stored = json.loads(read_text(path))
+            stored = load_json(read_text(path), str(path))
             fp = stored["fingerprint"]
             if not isinstance(fp, str):
                 raise TypeError(f"fingerprint {fp!r} is not a string")
+        except FileRefused as exc:
+            raise RunFolderError(f"cannot resume {self.dir}: {exc}; restore it, or start a new run (another "
+                                 f"run-name)") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({type(exc).__name__}: {exc}); "
                                  f"restore it, or start a new run (another run-name)") from None
@@ -330,10 +368,10 @@ class ResultsWriter:
             raise RunFolderError(busy_message(self.dir, exc)) from None
 
     def close(self) -> None:
-        """Release the folder's lock (the lock file stays; an unlocked one means nobody writes). In a
+        """Release the folder's lock and remove its file (a finished run leaves only its results). In a
         forked child the descriptor is not the lock (``_close_inherited_locks`` closed it): nothing to do."""
         if self._lock_fd is not None and os.getpid() == self._lock_pid:
-            unlock_folder(self._lock_fd)
+            unlock_folder(self._lock_fd, remove=True)
         self._lock_fd = None
 
     def __enter__(self) -> "ResultsWriter":

@@ -1,5 +1,5 @@
-"""Reply checks: a reply is used only if its arrays have the expected names and shapes, are all
-finite and stay below ``reply-max-abs``."""
+"""Reply checks: a reply is used only if its arrays have the expected names and shapes, are real
+float64 (``REPLY_DTYPE``), all finite and below ``reply-max-abs``."""
 from __future__ import annotations
 
 import logging
@@ -9,10 +9,16 @@ import numpy as np
 
 log = logging.getLogger("zofl")
 
+# Every model and every reply of zofl is float64 (zofl.tasks.base: parameters are one flat float64 vector),
+# so a reply of another dtype is corrupt, never cast: complex would make the global model complex,
+# float16/integer/bool would be widened silently, object arrays are not numbers at all.
+REPLY_DTYPE = np.dtype(np.float64)
+
 
 def reply_problem(arrays: Mapping[str, np.ndarray] | list[np.ndarray],
                   shapes: Mapping[str, tuple[int, ...]] | list[tuple[int, ...]], max_abs: float) -> str | None:
-    """Why a client's reply cannot be used, or None: wrong names or shapes, NaN/Inf, or an absurd magnitude."""
+    """Why a client's reply cannot be used, or None: wrong names or shapes, a dtype other than float64
+    (complex, float16, integers, bool, objects), NaN/Inf, or an absurd magnitude."""
     if isinstance(arrays, Mapping) != isinstance(shapes, Mapping):
         raise TypeError("arrays and shapes must both be named or both be lists")
     if isinstance(arrays, Mapping):
@@ -25,8 +31,10 @@ def reply_problem(arrays: Mapping[str, np.ndarray] | list[np.ndarray],
         if got != list(shapes):
             return f"wrong shapes {got}, expected {shapes}"
         values = arrays
-    if not all(np.issubdtype(np.asarray(a).dtype, np.number) for a in values):
-        return "non-numeric arrays in the reply"
+    names = list(arrays) if isinstance(arrays, Mapping) else [f"#{i}" for i in range(len(values))]
+    wrong = {n: str(np.asarray(a).dtype) for n, a in zip(names, values) if np.asarray(a).dtype != REPLY_DTYPE}
+    if wrong:
+        return f"wrong dtype {wrong}, expected {REPLY_DTYPE} (replies are real float64, never cast)"
     if not all(np.isfinite(a).all() for a in values):
         return "NaN or Inf in the reply"
     biggest = max((float(np.abs(a).max()) for a in values if a.size), default=0.0)

@@ -400,7 +400,12 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     arrays = {}
     for part, train in (("train", True), ("test", False)):
-        ds = cls(root=str(root / "torchvision"), train=train, download=True)
+        try:
+            ds = cls(root=str(root / "torchvision"), train=train, download=True)
+        except (OSError, RuntimeError) as exc:  # offline: torchvision raises RuntimeError("Error downloading ...")
+            first = " ".join(str(exc).split())[:200]
+            raise DataError(f"dataset {name!r}: torchvision's download failed ({type(exc).__name__}: {first}); "
+                            f"{missing_file_message(root, name)}") from exc
         arrays[f"x_{part}"] = np.asarray(ds.data, dtype=np.uint8)
         arrays[f"y_{part}"] = np.asarray(ds.targets, dtype=np.uint8)
     return _write_npz(npz_path(root, name), **arrays)
