@@ -27,7 +27,8 @@ def test_pyproject_config_matches_the_key_table():
     ("eta", 0.0, "> 0"),
     ("eta", -0.1, "> 0"),
     ("tau", -1.0, ">= 0"),
-    ("num-rounds", -1, "[0, 100000]"),
+    ("num-rounds", -1, "[1, 100000]"),
+    ("num-rounds", 0, "[1, 100000]"),  # issue 47: 0 rounds paid a full Ray start to do nothing
     ("num-clients", 0, ">= 1"),
     ("gamma", float("nan"), "> 0"),
     ("batch-size", 0, ">= 1"),
@@ -59,6 +60,7 @@ def test_pyproject_config_matches_the_key_table():
     ("local-sets", "box,cube", "comma list of box, ball, none"),
     ("step-time-s", -0.5, ">= 0"),
     ("run-name", "a/b", "letters, digits"),
+    ("run-name", "a" * 300, "at most 200 characters"),  # issue 47: refused by the character rule, limit unnamed
 ])
 def test_bad_values_name_the_key_and_the_rule(key, value, allowed):
     with pytest.raises(ConfigError) as e:
@@ -88,6 +90,17 @@ def test_every_key_refuses_a_value_of_the_wrong_type(key):
 def test_rules_between_keys(config, match):
     with pytest.raises(ConfigError, match=match):
         parse_config(config)
+
+
+def test_a_too_long_run_name_is_refused_naming_the_length_limit():
+    """Issue 47: a run-name of 300 letters was refused by the character rule alone, never naming the
+    limit it broke; the refusal now states the limit, and a name at the limit is accepted."""
+    assert parse_config({"run-name": "a" * 200})["run-name"] == "a" * 200
+    with pytest.raises(ConfigError) as e:
+        parse_config({"run-name": "a" * 201})
+    assert str(e.value).startswith("run-config key 'run-name' must be letters, digits, '.', '_' and '-', not "
+                                   "starting with '.', at most 200 characters (empty: <strategy>-<dataset>-<time>), "
+                                   "got 'aaaa"), str(e.value)
 
 
 def test_unknown_key():
@@ -148,7 +161,7 @@ def test_impossible_split_is_refused_before_round_one():
 
 
 def test_runs_that_cannot_work_are_refused_before_they_start():
-    with pytest.raises(ConfigError, match=r"'num-rounds' must be an integer in \[0, 100000\]"):
+    with pytest.raises(ConfigError, match=r"'num-rounds' must be an integer in \[1, 100000\]"):
         parse_config({"strategy": "fedrzo-bl", "num-rounds": 10**9})
     with pytest.raises(ConfigError, match=r"^run-config keys 'tau' and 'local-steps' are both 0: no client would ever "
                                           r"take a local step \(H_\{i,r\} = 0\); set tau > 0 or local-steps >= 1$"):

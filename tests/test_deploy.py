@@ -3,20 +3,31 @@ deployment. With TLS (certificates made by the test) and SuperNode authenticatio
 ``flwr supernode register``; an unregistered SuperNode is refused): ZO-HFL (engine sync) submitted with
 ``flwr run``. Without TLS: the legacy engine dropping a slow device at the round deadline, then the
 SuperLink killed in the middle of a second run. Every process is stopped. (Each engine's run through the
-Ray simulation, with its numbers against the in-process Grid's: tests/test_flower_e2e.py.)"""
+Ray simulation, with its numbers against the in-process Grid's: tests/test_flower_e2e.py.)
+
+The exit code of ``python -m zofl.deploy local`` is decided from the run's folder, so it is tested without a
+deployment (folders prepared as a refused, a failed and a finished run leave them, and ``local_deployment``
+replaced by a stand-in); so is its ``--help``. (The keys' and certificates' file rules: tests/test_fleet_proxy.py,
+with the other input checks of the deploy commands.)"""
+import contextlib
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 
-from zofl.deploy import local_deployment, make_certificates, make_supernode_keys
+import zofl.deploy
+from zofl.deploy import local_deployment, local_verdict, make_certificates, make_supernode_keys, run_stamps
+from zofl.deploy import main as deploy_main
 from zofl.results import read_rounds
 
-pytestmark = pytest.mark.flower
+REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.flower
 def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
     paths = make_certificates(tmp_path, ("127.0.0.1", "localhost", "superlink.example"))
     ca = x509.load_pem_x509_certificate(paths["ca_cert"].read_bytes())
@@ -29,6 +40,7 @@ def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
     assert oct(paths["key"].stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.flower
 def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path):
     out = tmp_path / "results"
     with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True) as dep:
@@ -68,6 +80,7 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
     assert not left, f"processes left behind: {left}"
 
 
+@pytest.mark.flower
 def test_insecure_deployment_drops_the_slow_device_at_the_deadline_and_a_killed_superlink_leaves_nothing(tmp_path):
     """The legacy engine: client 0's device is 10x slower than the others (speed-profile "slow", speeds
     0.1, 1, 1: zofl.faults.speed_factor), so its 10 local steps of 0.3 s take 30 s, the others' 3 s; the
@@ -109,6 +122,7 @@ def test_insecure_deployment_drops_the_slow_device_at_the_deadline_and_a_killed_
     assert not (out / "k" / "summary.json").exists()
 
 
+@pytest.mark.flower
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_a_killed_deployment_command_leaves_nothing_behind(tmp_path, sig):
     """The process that started a deployment is killed: on SIGTERM its cleanup runs
@@ -132,3 +146,94 @@ def test_a_killed_deployment_command_leaves_nothing_behind(tmp_path, sig):
     while processes_with_env("FLWR_HOME", home) and time.monotonic() < end:
         time.sleep(0.5)
     assert processes_with_env("FLWR_HOME", home) == []
+
+
+# -- `python -m zofl.deploy local`: its exit code is this run's outcome (issue 47) --------------------------------
+def atomic(path: Path, data: dict) -> None:
+    """Write a run file as the ServerApp does: a new file renamed over the old one (a new inode)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def finished(out: Path, failure: str | None = None) -> None:
+    """What a run the ServerApp accepted and ended leaves: config.json, then summary.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic(out / "config.json", {"run-name": out.name})
+    atomic(out / "summary.json", {"results_dir": str(out), "final_test_acc": 0.9, "failure": failure})
+
+
+@pytest.mark.parametrize("earlier,this_run,code,message", [
+    (None, "finished", 0, None),
+    ("finished", "finished", 0, None),  # resume = true of a finished run: both files written again
+    ("finished", "refused", 1, "the run failed before its ServerApp accepted"),  # the probe of issue 47
+    ("failed", "refused", 1, "the run failed before its ServerApp accepted"),
+    (None, "refused", 1, "the run failed before its ServerApp accepted"),
+    ("finished", "accepted", 1, "the run failed: it wrote no summary.json"),  # config.json only: died mid-run
+    (None, "failed", 1, "the run failed: client 2 crashed"),
+])
+def test_local_exits_by_this_runs_own_files_never_an_earlier_runs(tmp_path, earlier, this_run, code, message):
+    """``local_verdict``: a run folder prepared as an earlier run left it (``earlier``), its stamps taken, then
+    changed as this run's ServerApp would (``this_run``); ``flwr run`` exited 0 in every case."""
+    out = tmp_path / "results" / "r"
+    if earlier:
+        finished(out, "client 1 crashed" if earlier == "failed" else None)
+    before = run_stamps(out)
+    if this_run in ("finished", "failed"):
+        finished(out, "client 2 crashed" if this_run == "failed" else None)
+    elif this_run == "accepted":
+        atomic(out / "config.json", {"run-name": "r"})
+    got, why = local_verdict(out, before, 0)
+    assert got == code, why
+    assert (why is None) if message is None else why.startswith(message), why
+    if why is not None:
+        assert str(out) in why or "crashed" in why
+        assert "\n" not in why
+
+
+def fake_deployment(writes):
+    """A stand-in for ``local_deployment``: no process; its ``run`` does what ``writes`` does to the run folder
+    (what the ServerApp would) and ``flwr run`` exits 0, as it does for a run the SuperLink refused."""
+    class Dep:
+        def run(self, run_config, capture=True):
+            writes(Path(run_config["output-dir"]) / run_config["run-name"])
+            return subprocess.CompletedProcess(["flwr", "run"], 0, "", "")
+
+    @contextlib.contextmanager
+    def deployment(workdir, num_supernodes, tls=True):
+        yield Dep()
+
+    return deployment
+
+
+@pytest.mark.parametrize("second", ["refused", "finished"])
+def test_local_run_twice_with_one_run_name_fails_when_the_second_is_refused(tmp_path, monkeypatch, capsys, second):
+    """Issue 47's probe through the command: the same run-name twice; the ServerApp refuses the second run (its
+    folder holds results), Flower exits 0, and ``local`` read the first run's summary.json and exited 0."""
+    monkeypatch.setattr(zofl.deploy, "local_deployment", fake_deployment(finished))
+    argv = ["local", str(tmp_path / "dep"), "--supernodes", "2", "--run-config", 'num-rounds=1 run-name="twice"']
+    assert deploy_main(argv) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(zofl.deploy, "local_deployment",
+                        fake_deployment(finished if second == "finished" else lambda out: None))
+    code = deploy_main(argv)
+    err = capsys.readouterr().err.strip()
+    out = tmp_path / "dep" / "results" / "twice"
+    if second == "finished":
+        assert (code, err) == (0, "")
+    else:
+        assert code == 1
+        assert err == (f"python -m zofl.deploy local: the run failed before its ServerApp accepted {out}; "
+                       f"Flower's output above says why"), err
+
+
+def test_the_deploy_help_points_to_the_section_where_it_is(capsys):
+    """Issue 47: ``--help`` sent the reader to a README section that had moved to docs/deploy.md."""
+    with pytest.raises(SystemExit):
+        deploy_main(["--help"])
+    text = capsys.readouterr().out
+    for doc in (text, local_deployment.__doc__):
+        assert "README" not in doc, doc
+    (section,) = re.findall(r'docs/deploy\.md,?\s+"([^"]+)"', text)
+    headings = re.findall(r"^#+ (.+)$", (REPO / "docs" / "deploy.md").read_text(), flags=re.M)
+    assert section in headings, (section, headings)

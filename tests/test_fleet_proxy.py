@@ -36,6 +36,14 @@ LIMIT_MB = 1
 TIMEOUT = 30.0  # generous: a loaded machine (load 8 on 2 cores) must not fail these
 
 
+# hop-by-hop headers (RFC 9110 7.6.1) the stand-in SuperLink adds to its reply when asked; x-upstream-hop is
+# one because its Connection header names it. x-upstream-end is end-to-end: it must reach the client.
+REPLY_HOP_BY_HOP = (("Connection", "keep-alive, X-Upstream-Hop"), ("X-Upstream-Hop", "secret"),
+                    ("Keep-Alive", "timeout=5"), ("Proxy-Authenticate", "Basic realm=upstream"),
+                    ("Proxy-Connection", "keep-alive"), ("Trailer", "X-Checksum"), ("Upgrade", "h2c"),
+                    ("X-Upstream-End", "kept"))
+
+
 class Recorder(BaseHTTPRequestHandler):
     """The stand-in SuperLink: records each request, answers 200 'upstream PATH'."""
 
@@ -48,6 +56,9 @@ class Recorder(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "application/protobuf")
         self.send_header("content-length", str(len(reply)))
+        if self.headers.get("x-test-reply-hop-by-hop"):  # a reply with hop-by-hop headers, for the proxy to drop
+            for name, value in REPLY_HOP_BY_HOP:
+                self.send_header(name, value)
         self.end_headers()
         self.wfile.write(reply)
 
@@ -203,6 +214,58 @@ def test_every_fleet_route_goes_through_with_its_body_and_signature_headers(prox
     assert (method, path, seen_body) == ("POST", route, body)
     assert headers["flwr-signature"] == "c2lnbmF0dXJl" and headers["flwr-public-key"] == "cHVibGlj"
     assert headers["content-type"] == "application/protobuf"
+
+
+# hop-by-hop headers of a request (RFC 9110 7.6.1) and the headers its Connection headers name: none may reach
+# the SuperLink
+HOP_BY_HOP_REQUEST = (b"Connection: X-Hop-A, x-hop-b", b"Connection: X-Hop-C ,Upgrade", b"X-Hop-A: 1", b"X-Hop-B: 2",
+                      b"X-Hop-C: 3", b"Proxy-Authorization: Basic dXNlcjpzZWNyZXQ=", b"Keep-Alive: timeout=300",
+                      b"Proxy-Connection: keep-alive", b"TE: trailers", b"Trailer: X-Checksum", b"Upgrade: h2c")
+HOP_NAMES = {"x-hop-a", "x-hop-b", "x-hop-c", "proxy-authorization", "keep-alive", "proxy-connection",
+             "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate", "x-checksum", "x-sneaked-in"}
+
+
+def test_hop_by_hop_request_headers_and_those_connection_names_never_reach_the_superlink(proxy, certs, upstream):
+    """The proxy passed Proxy-Authorization and every header named in Connection on to the SuperLink; a proxy
+    consumes them (RFC 9110 7.6.1). End-to-end headers (the signature) still go through."""
+    body = os.urandom(500)
+    headers = (*HOP_BY_HOP_REQUEST, b"flwr-signature: c2lnbmF0dXJl", b"X-End: kept")
+    assert exchange(proxy, certs, raw_request(b"/v1/fleet/get-run", body, headers=headers)) == \
+        (200, b"upstream /v1/fleet/get-run")
+    _, path, seen_body, seen = upstream.seen[-1]
+    assert (path, seen_body) == ("/v1/fleet/get-run", body)
+    assert not HOP_NAMES & set(seen), sorted(HOP_NAMES & set(seen))
+    assert seen.get("connection", "keep-alive") == "keep-alive", seen  # the proxy's own hop (httpx), not the client's
+    assert seen["flwr-signature"] == "c2lnbmF0dXJl" and seen["x-end"] == "kept"
+
+
+def test_chunked_trailers_never_reach_the_superlink(proxy, certs, upstream):
+    """uvicorn adds a chunked body's trailer fields to the request's headers once the body is read; a
+    proxy that took the headers after the body forwarded them as if the client had sent them as headers."""
+    body = os.urandom(3000)
+    data = (b"POST /v1/fleet/push-object HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Type: application/protobuf\r\nTrailer: X-Checksum, X-Sneaked-In\r\nConnection: close\r\n\r\n"
+            + b"%x\r\n%s\r\n" % (len(body), body)
+            + b"0\r\nX-Checksum: abc\r\nX-Sneaked-In: 1\r\nflwr-signature: forged\r\n\r\n")
+    assert exchange(proxy, certs, data)[0] == 200
+    _, path, seen_body, seen = upstream.seen[-1]
+    assert (path, seen_body) == ("/v1/fleet/push-object", body)
+    assert not HOP_NAMES & set(seen) and "flwr-signature" not in seen, sorted(seen.items())
+    assert seen.get("connection", "keep-alive") == "keep-alive", seen
+
+
+def test_hop_by_hop_reply_headers_of_the_superlink_never_reach_the_client(proxy, certs, upstream):
+    with connect(proxy, certs) as sock:
+        sock.sendall(raw_request(b"/v1/fleet/get-run", b"x", headers=(b"X-Test-Reply-Hop-By-Hop: 1",)))
+        reply = http.client.HTTPResponse(sock)
+        reply.begin()
+        assert (reply.status, reply.read()) == (200, b"upstream /v1/fleet/get-run")
+        got = {k.lower(): v for k, v in reply.getheaders()}
+    assert upstream.seen[-1][3]["x-test-reply-hop-by-hop"] == "1"
+    assert got["x-upstream-end"] == "kept"
+    assert not {"x-upstream-hop", "keep-alive", "proxy-authenticate", "proxy-connection", "trailer", "upgrade"} & \
+        set(got), got
+    assert got.get("connection", "close") == "close", got  # uvicorn's own, never the SuperLink's
 
 
 def test_a_body_just_under_the_limit_goes_through_intact_declared_or_chunked(proxy, certs, upstream):
@@ -371,3 +434,115 @@ def test_keys_never_chmod_a_folder_they_did_not_create(tmp_path, capsys):
     assert mode(own) == 0o755 and mode(own / "node") == 0o600
     assert deploy_main(["keys", str(tmp_path / "new" / "keys"), "node"]) == 0
     assert mode(tmp_path / "new" / "keys") == 0o700 and mode(tmp_path / "new" / "keys" / "node") == 0o600
+
+
+# -- keys and certificates: a plain NAME, nothing replaced silently, no link followed (issue 47) --------------------
+KEY_FILES = ("node", "node.pub")
+CERT_NAMES = ("ca.crt", "ca.key", "server.pem", "server.key")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("name", ["../../x", "ABSOLUTE", "a/b", "sub/", ".", "..", "", "-x", "--force", ".hidden",
+                                  "x" * 65, "a b", "x\n", "k\u00e9y", "a\\b", "a:b", "*"])
+def test_keys_refuse_a_name_that_is_not_a_plain_file_name(tmp_path, capsys, name):
+    """NAME was trusted: ``../../x`` or an absolute path wrote the key pair outside DIR."""
+    keys = tmp_path / "a" / "keys"
+    name = str(tmp_path / "abs-key") if name == "ABSOLUTE" else name
+    assert deploy_main(["keys", str(keys), "--", name]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("python -m zofl.deploy keys: NAME ") and "must be a plain file name" in err, err
+    assert "at most 64 characters" in err and "not starting with '.' or '-'" in err, err
+    assert not keys.exists()  # refused before anything is made
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [] and not (tmp_path.parent / "x").exists()
+
+
+def test_keys_accept_the_plain_names_they_always_did(tmp_path):
+    for name in ("supernode-0", "node_1", "n.2", "x" * 64, "0"):
+        assert deploy_main(["keys", str(tmp_path / "keys"), name]) == 0
+        assert mode(tmp_path / "keys" / name) == 0o600 and (tmp_path / "keys" / f"{name}.pub").is_file()
+
+
+@pytest.mark.parametrize("existing", ["both", "node", "node.pub"])
+def test_keys_never_replace_a_key_without_force(tmp_path, capsys, existing):
+    """Running ``keys`` twice silently replaced the private key (the SuperNode registered with the old one
+    could not authenticate again); an existing private key or .pub is now refused, before either is written."""
+    keys = tmp_path / "keys"
+    assert deploy_main(["keys", str(keys), "node"]) == 0
+    if existing != "both":
+        (keys / next(n for n in KEY_FILES if n != existing)).unlink()
+    before = snapshot(keys)
+    capsys.readouterr()
+    assert deploy_main(["keys", str(keys), "node"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--force" in err, err
+    assert str(keys / ("node" if existing != "node.pub" else "node.pub")) + " exists" in err, err
+    assert snapshot(keys) == before  # the half that was missing is not written either
+    assert deploy_main(["keys", str(keys), "node", "--force"]) == 0
+    after = snapshot(keys)
+    assert sorted(after) == sorted(KEY_FILES) and all(after[n] != before.get(n) for n in KEY_FILES)
+    assert mode(keys / "node") == 0o600
+
+
+@pytest.mark.parametrize("cmd,planted", [("keys", "node"), ("keys", "node.pub"), ("certs", "ca.crt"),
+                                         ("certs", "server.key"), ("certs", "server.pem")])
+@pytest.mark.parametrize("target", ["a file", "no file"])
+def test_keys_and_certs_never_write_through_a_planted_link(tmp_path, capsys, cmd, planted, target):
+    """A symbolic link planted at DIR/NAME.pub (or a certificate's name) was followed and its target
+    overwritten: now it is refused, and with --force the link itself is replaced, its target left alone."""
+    folder = tmp_path / "keys"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    if target == "a file":
+        victim.write_text("precious")
+    (folder / planted).symlink_to(victim)
+    argv = [cmd, str(folder), *(["node"] if cmd == "keys" else [])]
+    assert deploy_main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{folder / planted} exists" in err, err
+    assert (folder / planted).is_symlink() and snapshot(folder) == {}
+    assert deploy_main([*argv, "--force"]) == 0
+    assert not (folder / planted).is_symlink() and (folder / planted).is_file()
+    assert victim.read_text() == "precious" if target == "a file" else not victim.exists()
+    assert sorted(snapshot(folder)) == sorted(KEY_FILES if cmd == "keys" else CERT_NAMES)
+
+
+def test_certs_never_replace_certificates_without_force(tmp_path, capsys):
+    certs = tmp_path / "certs"
+    assert deploy_main(["certs", str(certs)]) == 0
+    before = snapshot(certs)
+    (certs / "ca.key").unlink()
+    capsys.readouterr()
+    assert deploy_main(["certs", str(certs)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{certs / 'ca.crt'} exists" in err and "--force" in err, err
+    assert snapshot(certs) == {k: v for k, v in before.items() if k != "ca.key"}
+    assert deploy_main(["certs", str(certs), "--force"]) == 0
+    after = snapshot(certs)
+    assert sorted(after) == sorted(CERT_NAMES) and all(after[n] != before[n] for n in CERT_NAMES)
+    assert mode(certs / "ca.key") == mode(certs / "server.key") == 0o600
+
+
+def test_every_key_and_certificate_file_is_created_new_without_following_links(tmp_path, monkeypatch):
+    """Every file of ``keys`` and ``certs`` is opened O_CREAT|O_EXCL|O_NOFOLLOW (a private one 0600 from its
+    first byte), also with force: what is there is removed by name first, never opened."""
+    from zofl.deploy import make_supernode_keys
+
+    opened, real_open = [], os.open
+
+    def spy(path, flags, mode=0o777, *args, **kw):
+        opened.append((Path(path).name, flags, mode))
+        return real_open(path, flags, mode, *args, **kw)
+
+    monkeypatch.setattr(os, "open", spy)
+    for force in (False, True):
+        make_supernode_keys(tmp_path / "keys", "node", force=force)
+        make_certificates(tmp_path / "certs", force=force)
+    mine = [(n, f, m) for n, f, m in opened if n in KEY_FILES + CERT_NAMES]
+    assert sorted(n for n, _, _ in mine) == sorted((KEY_FILES + CERT_NAMES) * 2)
+    must = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    assert all(f & must == must for _, f, _ in mine), mine
+    assert all(m == 0o600 for n, _, m in mine if n in ("node", "ca.key", "server.key")), mine

@@ -1,8 +1,8 @@
 """Deployment: a SuperLink and SuperNodes as separate processes, with TLS certificates and SuperNode
 keys made here.
 
-    python -m zofl.deploy certs DIR            # DIR/ca.crt, DIR/server.pem, DIR/server.key
-    python -m zofl.deploy keys DIR NAME        # a SuperNode's key pair: DIR/NAME (0600), DIR/NAME.pub
+    python -m zofl.deploy certs DIR [--force]  # DIR/ca.crt, DIR/server.pem, DIR/server.key (DIR/ca.key)
+    python -m zofl.deploy keys DIR NAME [--force]   # a SuperNode's key pair: DIR/NAME (0600), DIR/NAME.pub
     python -m zofl.deploy local DIR --supernodes 3 [--insecure] [--run-config 'num-rounds=3 ...']
     python -m zofl.deploy fleet-proxy --listen 0.0.0.0:9092 --superlink 127.0.0.1:9093 --certs DIR [--max-body-mb 16]
 
@@ -11,16 +11,21 @@ keys made here.
 authentication key pair (register NAME.pub with ``flwr supernode register``). ``local`` starts a
 SuperLink with TLS and SuperNode authentication, and N registered SuperNodes on this machine (each
 with ``--node-config 'partition-id=i num-partitions=N'``, so each loads its own partition), runs
-the App on them with ``flwr run``, stops every process, and exits 1 if the run failed.
+the App on them with ``flwr run``, stops every process, and exits 1 if the run failed: judged by the
+files this run wrote (``local_verdict``), never by an earlier run's summary in the same run folder.
 ``fleet-proxy`` serves only the SuperLink's Fleet API (SuperNodes) on a public address, so the
 Control API (``flwr run``, ``ls``, ``stop``) stays on the SuperLink's own 127.0.0.1 (``zofl.fleet_proxy``); it
-refuses request bodies over ``--max-body-mb`` and checks its certificates before it listens. README
-"Deploy clients on separate machines" gives the same commands for several machines. The test
+refuses request bodies over ``--max-body-mb`` and checks its certificates before it listens. docs/deploy.md,
+"Deploy clients on separate machines", gives the same commands for several machines. The test
 (tests/test_deploy.py) uses ``local_deployment`` with TLS and authentication.
 
 A folder DIR that does not exist is made owner-only (0700); an existing one is used as it is, never
 chmod-ed, and refused (exit 2) if it is group/world-writable or not the user's (``private_dir``).
-Bad input (a folder, a flag, missing certificates) is one line on stderr and exit code 2.
+NAME is a plain file name in DIR (``KEY_NAME_RULE``), never a path. A key or certificate file that
+exists is never replaced without ``--force``, and no file is written through a link: each is created
+new (O_CREAT|O_EXCL|O_NOFOLLOW), with --force after what was there is removed by name.
+Bad input (a folder, a name, a flag, missing certificates, an existing key) is one line on stderr and
+exit code 2.
 """
 from __future__ import annotations
 
@@ -28,14 +33,15 @@ import argparse
 import contextlib
 import datetime
 import ipaddress
-import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
+from .cli import _outcome, _stamp
 from .fleet_proxy import DEFAULT_MAX_BODY_MB
 from .launch import (
     PROJECT_DIR,
@@ -51,16 +57,59 @@ from .launch import (
 )
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write a private key readable by its owner only, from the first byte (mode 0600 at creation)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+class DeployError(ValueError):
+    """Bad input to a deploy command (one line, naming the folder or flag); the CLI exits 2 with it."""
+
+
+KEY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+KEY_NAME_RULE = ("a plain file name of letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 64 "
+                 "characters (no folder: the key pair goes into DIR)")
+
+
+def check_key_name(name: str) -> str:
+    """``keys``' NAME, if it is a plain file name (``KEY_NAME_RULE``), else DeployError. A path (``../../x``,
+    ``/etc/x``) wrote the key pair outside DIR; '.', '..', '' or a hidden name are no key's name, and one
+    starting with '-' reads as an option to the commands it is later given to (``flower-supernode``)."""
+    if not isinstance(name, str) or KEY_NAME.fullmatch(name) is None:
+        shown = repr(name) if len(str(name)) <= 80 else f"{name[:80]!r}... ({len(name)} characters)"
+        raise DeployError(f"NAME {shown}: must be {KEY_NAME_RULE}")
+    return name
+
+
+def make_way(paths: Iterable[Path], force: bool, instead: str = "another DIR") -> None:
+    """Before new key or certificate files are written at ``paths``: without ``force`` one that exists (a
+    file, or a link, even a dangling one) is refused, before any is written (no half-new pair); with
+    ``force`` each is removed by name first: a link is removed, never followed, its target left alone.
+    ``instead``: what else the user may choose, for the message."""
+    paths = list(paths)
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise DeployError(f"{path} is a folder; keys and certificates are files: remove it or use another DIR")
+        if os.path.lexists(path) and not force:
+            raise DeployError(f"{path} exists; keys and certificates are never replaced silently: remove it, "
+                              f"choose {instead}, or pass --force to replace it")
+    for path in paths:
+        if force and os.path.lexists(path):
+            path.unlink()
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` and write ``data`` into it: O_CREAT|O_EXCL|O_NOFOLLOW, so a file or a link that is
+    there (one that appeared after ``make_way``) is never written through or replaced; ``mode`` from the
+    first byte."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    except FileExistsError:
+        raise DeployError(f"{path} appeared while it was being made (a file or a link); nothing was written to "
+                          f"it: remove it and run again") from None
     with os.fdopen(fd, "wb") as f:
         f.write(data)
 
 
-class DeployError(ValueError):
-    """Bad input to a deploy command (one line, naming the folder or flag); the CLI exits 2 with it."""
+def write_private(path: Path, data: bytes) -> None:
+    """Write a private key readable by its owner only, from the first byte (mode 0600 at creation), to a
+    file that did not exist (``write_new``)."""
+    write_new(path, data, 0o600)
 
 
 def private_dir(path: Path) -> Path:
@@ -82,32 +131,39 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def make_supernode_keys(out: str | os.PathLike, name: str) -> dict[str, Path]:
+def make_supernode_keys(out: str | os.PathLike, name: str, force: bool = False) -> dict[str, Path]:
     """A SuperNode's authentication key pair (EC P-384, OpenSSH format, as Flower 1.41 reads it):
     ``name`` (private, 0600: ``flower-supernode --auth-supernode-private-key``) and ``name.pub``
-    (``flwr supernode register``)."""
+    (``flwr supernode register``). ``name`` is a plain file name (``check_key_name``); an existing key is
+    replaced only with ``force`` (a SuperNode registered with it could no longer authenticate)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
+    check_key_name(name)
     out = private_dir(Path(out))
-    key = ec.generate_private_key(ec.SECP384R1())
     paths = {"private": out / name, "public": out / f"{name}.pub"}
+    make_way(paths.values(), force, instead="another NAME or DIR")
+    key = ec.generate_private_key(ec.SECP384R1())
     write_private(paths["private"], key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                                       serialization.NoEncryption()))
-    paths["public"].write_bytes(key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                                              serialization.PublicFormat.OpenSSH) + b"\n")
+    write_new(paths["public"], key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                             serialization.PublicFormat.OpenSSH) + b"\n")
     return paths
 
 
 def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
-                      days: int = 365) -> dict[str, Path]:
-    """A CA (ca.crt, ca.key) and a server certificate (server.pem, server.key) for ``hosts``."""
+                      days: int = 365, force: bool = False) -> dict[str, Path]:
+    """A CA (ca.crt, ca.key) and a server certificate (server.pem, server.key) for ``hosts``; existing
+    files are replaced only with ``force``, and none is written through a link (``make_way``, ``write_new``)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import NameOID
 
     out = private_dir(Path(out))
+    paths = {"ca_cert": out / "ca.crt", "ca_key": out / "ca.key", "cert": out / "server.pem",
+             "key": out / "server.key"}
+    make_way(paths.values(), force)
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def key():
@@ -140,10 +196,8 @@ def make_certificates(out: str | os.PathLike, hosts: tuple[str, ...] = ("127.0.0
         return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                                serialization.NoEncryption())
 
-    paths = {"ca_cert": out / "ca.crt", "ca_key": out / "ca.key", "cert": out / "server.pem",
-             "key": out / "server.key"}
-    paths["ca_cert"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths["cert"].write_bytes(srv.public_bytes(serialization.Encoding.PEM))
+    write_new(paths["ca_cert"], ca.public_bytes(serialization.Encoding.PEM))
+    write_new(paths["cert"], srv.public_bytes(serialization.Encoding.PEM))
     for k, obj in (("ca_key", ca_key), ("key", srv_key)):
         write_private(paths[k], pem_key(obj))
     return paths
@@ -205,8 +259,9 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
     SuperNode gets a key pair (``make_supernode_keys``), its public key is registered with
     ``flwr supernode register`` and it starts with its private key. With ``fleet_proxy`` (default:
     = tls) the SuperNodes reach the SuperLink through ``zofl.fleet_proxy`` on a port of its own, as
-    the README's recipe does on a public address, so the Control API is served only to this
-    machine. Key and state folders are
+    docs/deploy.md's recipe does on a public address, so the Control API is served only to this
+    machine. Certificates and keys are made fresh each time (``force``: a folder used before keeps
+    working; no link in it is followed). Key and state folders are
     owner-only. Every process is stopped when the block ends, also on SIGTERM or SIGHUP; if this
     process is SIGKILLed, the SuperLink and SuperNodes die with it (Linux: ``die_with_parent``)."""
     auth = tls if auth is None else auth
@@ -216,7 +271,7 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
     home = private_dir(work / "flwr-home")
     port = free_port()
     if tls:
-        certs = make_certificates(work / "certs")
+        certs = make_certificates(work / "certs", force=True)
         security = f'root-certificates = "{certs["ca_cert"]}"'
         link_flags = ["--ssl-ca-certfile", str(certs["ca_cert"]), "--ssl-certfile", str(certs["cert"]),
                       "--ssl-keyfile", str(certs["key"])]
@@ -254,7 +309,7 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
             for i in range(num_supernodes):
                 key = None
                 if auth:
-                    keys = make_supernode_keys(work / "keys", f"supernode-{i}")
+                    keys = make_supernode_keys(work / "keys", f"supernode-{i}", force=True)
                     dep.register(keys["public"])
                     key = keys["private"]
                 dep.start_supernode(i, num_supernodes, key)
@@ -274,9 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("certs", help="write ca.crt, server.pem, server.key")
     c.add_argument("dir")
     c.add_argument("--host", action="append", help="name or IP address the SuperLink is reached at (repeat)")
+    c.add_argument("--force", action="store_true", help="replace certificates already in DIR (else refused)")
     k = sub.add_parser("keys", help="write a SuperNode's key pair DIR/NAME (private, 0600) and DIR/NAME.pub")
     k.add_argument("dir")
-    k.add_argument("name")
+    k.add_argument("name", help=KEY_NAME_RULE)
+    k.add_argument("--force", action="store_true",
+                   help="replace a key pair already in DIR (else refused: a SuperNode registered with it would be "
+                        "locked out)")
     fp = sub.add_parser("fleet-proxy", help="serve only the Fleet API (SuperNodes) of a SuperLink on an address")
     fp.add_argument("--listen", default="0.0.0.0:9092", help="HOST:PORT the SuperNodes connect to")
     fp.add_argument("--superlink", default="127.0.0.1:9093", help="HOST:PORT of the SuperLink (keep it local)")
@@ -323,13 +382,13 @@ def fleet_proxy_command(args: argparse.Namespace) -> int:
 def command(args: argparse.Namespace) -> int:
     """Run one subcommand; DeployError for bad input."""
     if args.cmd == "certs":
-        paths = make_certificates(args.dir, tuple(args.host or ("127.0.0.1", "localhost")))
+        paths = make_certificates(args.dir, tuple(args.host or ("127.0.0.1", "localhost")), force=args.force)
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
         return 0
     if args.cmd == "fleet-proxy":
         return fleet_proxy_command(args)
     if args.cmd == "keys":
-        paths = make_supernode_keys(args.dir, args.name)
+        paths = make_supernode_keys(args.dir, args.name, force=args.force)
         print("\n".join(f"{k}: {v}" for k, v in paths.items()))
         return 0
     import tomllib
@@ -341,17 +400,36 @@ def command(args: argparse.Namespace) -> int:
 
     cfg = parse_config(run_config)  # a bad key: an error now, before any process starts
     run_config.setdefault("run-name", default_run_name(cfg.strategy, cfg.dataset))  # to find its summary
-    summary = Path(cfg.output_dir).expanduser() / run_config["run-name"] / "summary.json"
-    print(f"python -m zofl.deploy local: results in {summary.parent}", flush=True)
+    out = Path(cfg.output_dir).expanduser() / run_config["run-name"]
+    print(f"python -m zofl.deploy local: results in {out}", flush=True)
+    before = run_stamps(out)
     with local_deployment(args.dir, args.supernodes, tls=not args.insecure) as dep:
         res = dep.run(run_config, capture=False)
-    # `flwr run` exits 0 for a run that failed in the SuperLink: the run's own summary says how it went
-    failure = json.loads(summary.read_text()).get("failure") if summary.exists() else \
-        f"no {summary} (see the output above)"
-    if failure:
-        print(f"python -m zofl.deploy local: the run failed: {failure}", file=sys.stderr)
-        return 1
-    return res.returncode
+    code, why = local_verdict(out, before, res.returncode)
+    if why:
+        print(f"python -m zofl.deploy local: {why}", file=sys.stderr)
+    return code
+
+
+def run_stamps(out: Path) -> dict[str, Any]:
+    """Which versions of the run folder's config.json and summary.json are there before a run starts
+    (``zofl.cli._stamp``), for ``local_verdict`` to tell this run's files from an earlier run's."""
+    return {name: _stamp(out / name) for name in ("config.json", "summary.json")}
+
+
+def local_verdict(out: Path, before: dict[str, Any], returncode: int) -> tuple[int, str | None]:
+    """``local``'s exit code and, when the run failed, why (one line). ``flwr run`` exits 0 for a run that
+    failed in the SuperLink, also for one its ServerApp refused (a run-name whose folder holds results), so
+    the run folder decides, by the files this run wrote only (``zofl.cli._outcome``, as ``zofl run`` does):
+    an earlier run's summary.json in the same folder says nothing about this one."""
+    summary, accepted = _outcome(out, before)
+    if not accepted:
+        return 1, f"the run failed before its ServerApp accepted {out}; Flower's output above says why"
+    if summary is None:
+        return 1, f"the run failed: it wrote no summary.json in {out}; Flower's output above says why"
+    if summary.get("failure"):
+        return 1, f"the run failed: {summary['failure']}"
+    return returncode, None
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ address. It terminates TLS with the SuperLink's certificate and forwards a reque
 (TLS, verified against the CA) only if it is one of Flower's Fleet routes (``FLEET_ROUTES``) with the
 route's method; everything else is answered 403 (405 for a wrong method) and never reaches the
 SuperLink. SuperNode authentication still works through it: a SuperNode signs its requests itself
-(headers passed on unchanged), and the SuperLink checks the signatures.
+(headers passed on unchanged), and the SuperLink checks the signatures. Hop-by-hop headers
+(``end_to_end``: Connection, Proxy-Authorization, TE, ... and every header a Connection header names)
+are dropped in both directions, as a proxy must, and a chunked body's trailer fields are never
+forwarded (nor taken for headers).
 
 The route check is exact, on the raw bytes of the request line's path as well as on the decoded
 path: a prefix check on the decoded path let ``/v1/fleet/%2e%2e/control/list-runs`` through (httpx
@@ -58,9 +61,13 @@ FLEET_ROUTES: dict[str, frozenset[str]] = {
 DEFAULT_MAX_BODY_MB = 16.0
 CERT_FILES = ("ca.crt", "server.pem", "server.key")
 
-# hop-by-hop headers, and those httpx undoes (it decodes the body and sets the length again)
-DROP = {b"host", b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"content-encoding",
-        b"expect", b"upgrade", b"te", b"trailer", b"proxy-connection"}
+# hop-by-hop headers (RFC 9110 7.6.1; Proxy-Connection: the old non-standard one): they concern one connection,
+# so a proxy consumes them and never passes them on, in either direction; so is every header a Connection header
+# names (``end_to_end``). Proxy-Authorization would hand the client's proxy credentials to the SuperLink.
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"proxy-authenticate",
+                        b"proxy-authorization", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
+# and those the next hop sets again itself (httpx and uvicorn frame the body, httpx decodes it and names the host)
+REFRAMED = frozenset({b"host", b"content-length", b"content-encoding", b"expect"})
 
 
 class BodyTooLarge(Exception):
@@ -86,6 +93,24 @@ def route_of(scope) -> tuple[int, str]:
     if scope.get("method") not in FLEET_ROUTES[route]:
         return 405, f"{route} accepts {', '.join(sorted(FLEET_ROUTES[route]))} only"
     return 0, route
+
+
+def end_to_end(headers) -> list[tuple[bytes, bytes]]:
+    """The headers a proxy passes on (RFC 9110 7.6.1): all but the hop-by-hop ones (``HOP_BY_HOP``), those
+    named in a Connection header (``Connection: close, X-Secret`` makes X-Secret hop-by-hop) and those the next
+    hop sets again itself (``REFRAMED``). Names compare case-insensitively; every Connection header counts."""
+    named = {token.strip().lower() for name, value in headers if name.lower() == b"connection"
+             for token in value.split(b",")}
+    drop = HOP_BY_HOP | REFRAMED | named
+    return [(name, value) for name, value in headers if name.lower() not in drop]
+
+
+def ambiguous_framing(headers) -> bool:
+    """Both Content-Length and Transfer-Encoding: two parsers may end the body at different bytes and read a
+    request hidden in it as a second one (smuggling). RFC 9112 6.3 lets a server refuse it and requires it to
+    close the connection; ``answer`` does both, whichever of uvicorn's parsers read the request."""
+    names = {name.lower() for name, _ in headers}
+    return b"content-length" in names and b"transfer-encoding" in names
 
 
 def declared_length(headers) -> int | None:
@@ -127,7 +152,8 @@ async def answer(send, status: int, text: str) -> None:
 
 def fleet_only_app(upstream: str, ca_cert: str | Path | None, max_body: int = int(DEFAULT_MAX_BODY_MB * 2**20)):
     """The ASGI app: Flower's Fleet routes forwarded to ``upstream`` (https://host:port), the rest
-    refused; request bodies over ``max_body`` bytes refused with 413."""
+    refused; request bodies over ``max_body`` bytes refused with 413; hop-by-hop headers dropped both ways.
+    Serve it with uvicorn's h11 parser, as ``serve`` does (httptools passes trailers off as headers)."""
     import httpx
 
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else True
@@ -141,22 +167,26 @@ def fleet_only_app(upstream: str, ca_cert: str | Path | None, max_body: int = in
         status, route = route_of(scope)
         if status:
             return await answer(send, status, route)
+        if ambiguous_framing(scope["headers"]):
+            return await answer(send, 400, "Content-Length and Transfer-Encoding together: the body's end is "
+                                           "ambiguous (RFC 9112 6.3), a request smuggling attempt")
         length = declared_length(scope["headers"])
         if length is not None and length > max_body:
             return await answer(send, 413, f"request body of {length} bytes is over the limit of {max_body}")
+        # the header section only: a chunked body's trailer fields are never forwarded (``serve``: h11 drops
+        # them; httptools would append them to scope["headers"] as headers) and the body goes on with a length
+        headers = end_to_end(list(scope["headers"]))
         try:
             body = await read_body(receive, max_body)
         except BodyTooLarge:
             return await answer(send, 413, f"request body over the limit of {max_body} bytes")
         except ClientGone:
             return None
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in DROP]
         try:
             reply = await client.request(scope["method"], route, content=body, headers=headers)
         except httpx.HTTPError as e:
             return await answer(send, 502, f"the SuperLink did not answer ({type(e).__name__})")
-        out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.items()
-               if k.lower().encode("latin-1") not in DROP]
+        out = end_to_end(reply.headers.raw)
         out.append((b"content-length", str(len(reply.content)).encode()))
         await send({"type": "http.response.start", "status": reply.status_code, "headers": out})
         await send({"type": "http.response.body", "body": reply.content})
@@ -207,4 +237,8 @@ def serve(listen_host: str, listen_port: int, superlink: str, certs: str | Path 
         tls = {"ssl_certfile": str(d / "server.pem"), "ssl_keyfile": str(d / "server.key")}
     scheme = "https" if certs is not None else "http"
     app = fleet_only_app(f"{scheme}://{superlink}", Path(certs) / "ca.crt" if certs is not None else None, max_body)
-    uvicorn.run(app, host=listen_host, port=listen_port, log_level="warning", lifespan="on", **tls)
+    # h11, not httptools: uvicorn's httptools parser appends a chunked body's trailer fields to the request's
+    # headers (scope["headers"], already before the app runs when they arrive together), where they could not be
+    # told from headers and would be forwarded, e.g. a second flwr-signature; h11 keeps trailers apart and
+    # uvicorn drops them
+    uvicorn.run(app, host=listen_host, port=listen_port, log_level="warning", lifespan="on", http="h11", **tls)

@@ -27,6 +27,7 @@ ENGINES = ("sync", "legacy", "async")
 MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
 INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
 MAX_STR = 4096  # longer strings are no path, task or list anyone means (and near Linux's 128 KiB argument limit)
+MAX_RUN_NAME = 200  # run-name: one folder's name, well under the 255 bytes file systems allow
 # the smallest availability: a client with probability p sits out (1 - p) / p tasks on average, each costing the
 # asynchronous engine a draw and an event; p = 0 never ends, p = 1e-6 spins a million events per task. At 0.01 a
 # task costs at most ~100 events, and a streak of 5000 misses has probability 0.99**5000 < 1e-21.
@@ -175,15 +176,15 @@ class Run(Settings):
         "fetch a missing dataset (torchvision; covtype: scikit-learn) into data-dir (needs a network)", "run")
     seed: int = key(0, "an integer in [0, 2**63 - 1]",
         "seed of the splits, directions, minibatches and sampling", "run", lambda v: 0 <= v <= INT64_MAX)
-    num_rounds: int = key(20, "an integer in [0, 100000]",
+    num_rounds: int = key(20, "an integer in [1, 100000]",
         "R, communication rounds (server steps for the "
-        "asynchronous engine)", "run", lambda v: 0 <= v <= MAX_ROUNDS)
+        "asynchronous engine)", "run", lambda v: 1 <= v <= MAX_ROUNDS)
     output_dir: str = key("~/zofl-results", "an absolute path (~ allowed)",
         "results go to <output-dir>/<run-name>/", "run", lambda v: Path(v).expanduser().is_absolute())
-    run_name: str = key("", "letters, digits, '.', '_' and '-', not starting with '.' (empty: "
-        "<strategy>-<dataset>-<time>)",
+    run_name: str = key("", f"letters, digits, '.', '_' and '-', not starting with '.', at most {MAX_RUN_NAME} "
+        "characters (empty: <strategy>-<dataset>-<time>)",
         "results folder name",
-        "run", lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= 200)
+        "run", lambda v: re.fullmatch(r"([A-Za-z0-9_-][A-Za-z0-9._-]*)?", v) is not None and len(v) <= MAX_RUN_NAME)
     checkpoint_every: int = key(1, "an integer >= 0 (0 = never)",
         "save the server's state every K rounds (atomically) for resume", "run", lambda v: v >= 0)
     resume: bool = key(False, "true or false (needs run-name)",
