@@ -995,3 +995,59 @@ def test_late_replies_are_counted_by_kind_until_the_next_record_and_logged(caplo
     Run.note_late(run, [quick], True)  # the simulated clock: a device model's duration, "slow"
     assert Run.late_fields(run) == {"late_queued": 2, "late_slow": 2, "late_failed": 1}
     assert Run.late_fields(run) == {"late_queued": 0, "late_slow": 0, "late_failed": 0}
+
+
+class _SlowToAnswerGrid:
+    """The part of Flower's Grid that ``wait_for_nodes`` uses: ``nodes`` connected, each saying it holds one of
+    ``parts`` partitions; the first ``late`` questions time out unanswered (ClientApps still starting on a
+    loaded machine), or every one does (late = None)."""
+
+    def __init__(self, nodes, parts, late):
+        self.nodes, self.parts, self.late, self.asked = nodes, parts, late, 0
+
+    def get_node_ids(self):
+        return list(self.nodes)
+
+    def send_and_receive(self, msgs, timeout):
+        from flwr.app import Message, MetricRecord, RecordDict
+
+        from zofl.core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID
+
+        self.asked += 1
+        if self.late is None or self.asked <= self.late:
+            return []  # Flower's send_and_receive after its timeout: the replies not yet in
+        out = []
+        for i, m in enumerate(msgs):
+            out.append(Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: i, NUM_PARTITIONS: self.parts})}),
+                               reply_to=m))  # (its sender: the node the question went to)
+        return out
+
+
+def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_late(monkeypatch):
+    """Issue 47: on a loaded machine the 2 SuperNodes of Flower's default federation answered the question
+    "are you the whole federation?" after its 10 s, it was never asked again, and the run waited the whole
+    client-wait-s (60 s) to fail with a message saying no SuperNode answered. Now it is asked until answered,
+    and refused at the first answer; a node that never answers ends the wait at client-wait-s, not later."""
+    import time
+
+    from zofl.config import ConfigError
+    from zofl.strategies import nodes
+
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):  # as the ServerApp's
+        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
+    monkeypatch.setattr(nodes.time, "sleep", lambda s: None)
+    grid = _SlowToAnswerGrid([11, 22], parts=2, late=3)
+    with pytest.raises(ConfigError) as e:
+        nodes.wait_for_nodes(grid, 10, wait_s=60.0)
+    assert grid.asked == 4 and str(e.value).startswith(
+        "run-config num-clients=10 but the federation has 2 SuperNodes: run `flwr run . --stream "
+        "--federation-config \"num-supernodes=10\"`")
+    deployed = _SlowToAnswerGrid([11, 22], parts=10, late=0)  # SuperNodes of a 10-client deployment: wait on
+    t0 = time.monotonic()
+    assert nodes.wait_for_nodes(deployed, 10, wait_s=0.3) == [11, 22] and deployed.asked == 1
+    silent = _SlowToAnswerGrid([11], parts=1, late=None)
+    assert nodes.wait_for_nodes(silent, 10, wait_s=0.3) == [11] and silent.asked >= 1
+    assert time.monotonic() - t0 < 30

@@ -146,9 +146,10 @@ def test_a_federation_whose_every_node_is_outside_the_run_says_so(tmp_path):
 
     cfg = {"num-rounds": 1, "num-clients": 2, "tau": 1.0, "client-wait-s": 0.5, "output-dir": str(tmp_path),
            "run-name": "none"}
-    with pytest.raises(ConfigError, match=r"no SuperNode answered for any partition .* refused, outside partition "
-                                          r"ids 0..1 or num-partitions != num-clients = 2: SuperNode \d+: "
-                                          r"partition-id=\d, SuperNode \d+: partition-id=\d$"):
+    with pytest.raises(ConfigError, match=r"no SuperNode holds a partition of this run after 0s \(client-wait-s\): "
+                                          r"the 2 that answered are outside partition ids 0..1 or have num-partitions "
+                                          r"!= num-clients = 2: SuperNode \d+: partition-id=\d, SuperNode \d+: "
+                                          r"partition-id=\d$"):
         run_inprocess(cfg, workers=0, node_config={0: {PARTITION_ID: 5, NUM_PARTITIONS: 2},
                                                    1: {PARTITION_ID: 1, NUM_PARTITIONS: 3}})
 

@@ -20,38 +20,45 @@ log = logging.getLogger("zofl")
 NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
 
 
-def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool:
+def smaller_federation(m: int, n: int) -> ConfigError:
+    """The refusal of a whole federation of ``n`` < m SuperNodes (num-clients = m), with the one-line fix."""
+    return ConfigError(
+        f"run-config num-clients={m} but the federation has {n} SuperNodes: run "
+        f"`flwr run . --stream --federation-config \"num-supernodes={m}\"` (or `zofl run`, which sizes "
+        f"the federation itself), or set num-clients={n}")
+
+
+def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool | None:
     """Whether ``nodes`` are a whole federation already: every one says num-partitions = len(nodes)
     (a simulation's SuperNodes are all there from the start, and say so; deployed SuperNodes started
-    for this run say num-partitions = num-clients, so the server keeps waiting for the others)."""
+    for this run say num-partitions = num-clients, so the server keeps waiting for the others).
+    None when not every node answered in time (a loaded machine's ClientApps can take longer than the
+    10 s to start): no proof either way, so the caller asks again."""
     msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in nodes]
     try:
         replies = list(grid.send_and_receive(msgs, timeout=10.0))
     except Exception:  # noqa: BLE001 - an answer we cannot read is no proof: keep waiting
-        return False
+        return None
     sizes = set()
     for msg in replies:
         if msg.has_error():
-            return False
+            return None
         sizes.add(int(msg.content.metric_records[METRICS][NUM_PARTITIONS]))
-    return len(replies) == len(nodes) and sizes == {len(nodes)}
+    if len(replies) < len(nodes):
+        return None
+    return sizes == {len(nodes)}
 
 
 def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
-    """The node ids once m have connected (or, after ``wait_s``, those that have: at least one)."""
+    """The node ids once m have connected (or, after ``wait_s``, those that have: at least one). Nodes that
+    say they are a whole, smaller federation are refused at once (``smaller_federation``); the question is
+    asked again until every node asked has answered it."""
     deadline = time.monotonic() + wait_s
-    asked = False
+    answered: set[int] = set()  # nodes that said they are not a whole federation of their own number
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= m:
             return nodes
-        if nodes and not asked:
-            asked = True
-            if _complete_smaller_federation(grid, nodes):
-                raise ConfigError(
-                    f"run-config num-clients={m} but the federation has {len(nodes)} SuperNodes: run "
-                    f"`flwr run . --stream --federation-config \"num-supernodes={m}\"` (or `zofl run`, which sizes "
-                    f"the federation itself), or set num-clients={len(nodes)}")
         if time.monotonic() > deadline:
             if nodes:  # a deployment with SuperNodes missing: learn_partitions reports the partitions nobody holds
                 log.warning("run-config num-clients=%d but only %d SuperNodes connected after %.0fs (client-wait-s)",
@@ -60,6 +67,13 @@ def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
             raise ConfigError(
                 f"run-config num-clients={m} but no SuperNode connected within {wait_s:.0f}s (client-wait-s): start "
                 f"the simulation with --federation-config 'num-supernodes={m}', or start the SuperNodes")
+        if nodes and not set(nodes) <= answered:
+            whole = _complete_smaller_federation(grid, nodes)
+            if whole:
+                raise smaller_federation(m, len(nodes))
+            if whole is False:
+                answered |= set(nodes)
+            continue  # no time lost: the question itself waited
         time.sleep(0.2)
 
 
@@ -166,9 +180,11 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
     fed.unheld = sorted(set(range(m)) - set(fed.nodes))
     if not fed.nodes:
         refused = [f"SuperNode {n}: partition-id={p}" for n, p, h in fed.refused if h == NO_PARTITION]
-        raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)"
-                          + (f"; refused, outside partition ids 0..{m - 1} or num-partitions != num-clients = "
-                             f"{m}: {', '.join(refused)}" if refused else ""))
+        if refused:  # they answered, and every answer was refused
+            raise ConfigError(f"no SuperNode holds a partition of this run after {wait_s:.0f}s (client-wait-s): the "
+                              f"{len(refused)} that answered are outside partition ids 0..{m - 1} or have "
+                              f"num-partitions != num-clients = {m}: {', '.join(refused)}")
+        raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)")
     if fed.unheld:
         log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
                     "them; each round that samples one counts it as failed", fed.unheld, wait_s)
