@@ -20,18 +20,35 @@ def fake_npz_dir(tmp_path):
     return tmp_path
 
 
-# With pytest-xdist (the README's test command: `python -m pytest -n 2 --dist loadgroup`), these modules' tests
-# run one at a time on one worker, while the other worker takes the rest: the runs through Flower (Ray, SuperLinks,
-# SuperNodes), the tests with real deadlines or sleeps, and those that look for processes left behind (a
-# Ray start beside another, or a scan of /proc during another test's teardown, would make them slower or
-# wrong). Every other test is self-contained: no process outlives it, no port, no timing.
+# With pytest-xdist (the README's test command: `python -m pytest -n 2 --dist loadgroup`), two groups of tests run
+# one test at a time each, on one worker each, while the other tests go to whichever worker is free:
+# - "ray": every run through Ray (Flower's simulation, `zofl run`, a Ray cluster) and every test that looks for
+#   what a finished `zofl run` left behind (tests/procs.py: left_behind scans /proc for private SuperLink
+#   folders; two such runs side by side would see each other's teardown), so no two Ray instances overlap;
+# - "deploy": the deployments of real SuperLinks and SuperNodes (no Ray; their processes are told apart by their
+#   own FLWR_HOME, so they may run beside a Ray run).
+# Every other test is self-contained: no process outlives it, no port is held across calls, and the tests with
+# real deadlines keep margins that hold at load 12 on 2 cores (docs/testing.md), so they may run beside either
+# group. Before issue 47 one group held every test of 13 modules (6 of the 10 minutes of work), so one worker
+# idled while the other went through it.
 HERE = Path(__file__).resolve().parent
-SERIAL = {"test_flower_e2e", "test_deploy", "test_ray_cluster", "test_benchmarks", "test_faults", "test_failure_policy",
-          "test_async", "test_async_records", "test_launch", "test_compare", "test_cli", "test_fleet_proxy",
-          "test_fuzz_inputs"}
+RAY_MODULES = {"test_flower_e2e", "test_ray_cluster", "test_cli"}  # test_cli: `zofl run` and its left_behind scans
+DEPLOY_MODULES = {"test_deploy"}
+
+
+def group_of(module: str, flower: bool) -> str | None:
+    """The xdist group of a test of ``module`` (marked ``flower`` or not), None for the free pool."""
+    if module in RAY_MODULES:
+        return "ray"
+    if flower:
+        return "deploy" if module in DEPLOY_MODULES else "ray"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.parent == HERE and item.path.stem in SERIAL:
-            item.add_marker(pytest.mark.xdist_group("serial"))
+        if item.path.parent != HERE:
+            continue
+        group = group_of(item.path.stem, item.get_closest_marker("flower") is not None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

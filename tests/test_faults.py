@@ -89,6 +89,34 @@ def test_a_client_sending_complex_numbers_is_refused_on_every_engine(tmp_path, m
         assert all(r["rejected"] == 1 and r["participants"] == 3 for r in rounds), rounds
 
 
+@pytest.mark.parametrize("engine,strategy,count", [("sync", "fedavg", -3), ("legacy", "flwr-fedavg", 0),
+                                                   ("async", "fedbuff", -1)])
+def test_a_reply_claiming_no_or_negative_examples_is_refused(tmp_path, monkeypatch, engine, strategy, count):
+    """num-examples is FedAvg's weight N_i: -3 took the mean outside its replies' hull, a zero sum divided by
+    zero. A count below 1 is refused as corrupt (rejected, counted, named), on every engine."""
+    import zofl.client_app
+
+    honest = zofl.client_app.ZOFLClient.work
+
+    def work(self, w):
+        reply = honest(self, w)
+        if self.pid == 1:
+            reply.num_examples = count
+        return reply
+
+    monkeypatch.setattr(zofl.client_app.ZOFLClient, "work", work)
+    cfg = {"strategy": strategy, "engine": engine, "num-rounds": 2, "num-clients": 3, "beta": 1.0,
+           "local-steps": 2, "output-dir": str(tmp_path), "run-name": "count"}
+    if engine == "async":
+        cfg.update({"buffer-size": 2, "num-rounds": 3})
+    folder, x = run_inprocess(cfg, workers=0)
+    assert np.all(np.isfinite(x)) and json.loads((folder / "summary.json").read_text())["status"] == "ok"
+    rounds = read_rounds(folder)[1:]
+    assert sum(r["rejected"] for r in rounds) >= 1 and all(r["failed_clients"] in ([], [1]) for r in rounds)
+    assert reply_problem({"x": np.zeros(2)}, {"x": (2,)}, 1.0, count) == f"num-examples = {count}, not a count >= 1"
+    assert reply_problem({"x": np.zeros(2)}, {"x": (2,)}, 1.0, 1) is None
+
+
 def test_reply_problem_names_each_problem():
     shapes = {"dy": (2,), "c": (3,)}
     ok = {"dy": np.zeros(2), "c": np.zeros(3)}
@@ -191,13 +219,15 @@ def test_resume_refuses_a_changed_run_config(tmp_path):
 @pytest.mark.flower
 def test_crashes_hangs_and_corrupt_replies_in_the_ray_simulation(tmp_path):
     """Every fault kind through Flower's Ray backend, in 4 rounds: seed 107 draws no fault in round 1 (it
-    absorbs the Ray actors' start, which took over the 5 s deadline at load 4.5 on 2 cores), a crash in
+    absorbs the Ray actors' start, which took over a 5 s deadline at load 4.5 on 2 cores), a crash in
     round 2, a corrupt reply in round 3 and a hang in round 4 (the last, so that no healthy reply waits
     behind it). Each faulty client is out of its round, every failure has its kind, the run ends. Each
-    kind's own accounting is tested on the in-process Grid (below, test_async.py, test_failure_policy.py)."""
+    kind's own accounting is tested on the in-process Grid (below, test_async.py, test_failure_policy.py).
+    The deadline is 15 s: only the hung round waits for it (the others end at their last reply), and a 5 s
+    one failed once at load 12 on 2 cores (a crash's or a corrupt reply's answer counted late)."""
     seed, p = 107, 0.15
     cfg = {"num-rounds": 4, "num-clients": 3, "beta": 1.0, "tau": 2.0, "seed": seed, "crash-prob": p, "hang-prob": p,
-           "corrupt-prob": p, "round-deadline-s": 5.0, "hang-s": 6.0, "output-dir": str(tmp_path),
+           "corrupt-prob": p, "round-deadline-s": 15.0, "hang-s": 16.0, "output-dir": str(tmp_path),
            "run-name": "faults"}
     drawn = {r: {pid: draw_fault(seed, r - 1, pid, p, p, p) for pid in range(3)} for r in range(1, 5)}
     assert {r: sorted(str(k).split(":")[0] for k in d.values() if k) for r, d in drawn.items()} == \

@@ -52,6 +52,7 @@ import numpy as np
 
 from ..algorithms.outliers import far_replies
 from ..faults import draw_fault
+from ..safeio import load_json
 from .checkpoint import array_problem, refuse, scalar
 from .checks import finite_or_kept, reply_problem
 from .method import Method
@@ -252,7 +253,7 @@ class AsyncRun(Run):
             self.counts["uplink_bytes"] += result.nbytes()
             result.pid = pid  # the server knows whom it sent the task to
             problem = reply_problem(result.arrays, self.method.task_reply_shapes(self.state, task.work),
-                                    self.cfg.reply_max_abs)
+                                    self.cfg.reply_max_abs, result.num_examples)
             if problem:
                 self.counts["failures"].append(Failure(pid, problem, "rejected"))
                 log.warning("update %d: dropped client %d: %s", self.version + 1, pid, problem)
@@ -458,8 +459,8 @@ def _check_task(path, extra: dict[str, np.ndarray], i: int, m: int, task_no: int
                            f"{'>= sent_at' if simulated else 'NaN (wall clock)'})")
     config = extra[f"task{i}/config"]
     try:
-        ok = config.ndim == 0 and config.dtype.kind == "U" and isinstance(json.loads(str(config)), dict)
-    except ValueError:
+        ok = config.ndim == 0 and config.dtype.kind == "U" and isinstance(load_json(str(config), str(path)), dict)
+    except ValueError:  # no JSON, or nested too deep (zofl.safeio: json's parser recursed, a RecursionError)
         ok = False
     if not ok:
         raise refuse(path, f"array 'async/task{i}/config' is not a JSON object (a task's config)")

@@ -16,9 +16,14 @@ REPLY_DTYPE = np.dtype(np.float64)
 
 
 def reply_problem(arrays: Mapping[str, np.ndarray] | list[np.ndarray],
-                  shapes: Mapping[str, tuple[int, ...]] | list[tuple[int, ...]], max_abs: float) -> str | None:
+                  shapes: Mapping[str, tuple[int, ...]] | list[tuple[int, ...]], max_abs: float,
+                  num_examples: int | None = None) -> str | None:
     """Why a client's reply cannot be used, or None: wrong names or shapes, a dtype other than float64
-    (complex, float16, integers, bool, objects), NaN/Inf, or an absurd magnitude."""
+    (complex, float16, integers, bool, objects), NaN/Inf, an absurd magnitude, or (when given) a count of
+    examples below 1 (FedAvg's weights N_i: a negative one would take the mean outside its replies' hull,
+    a zero sum would divide by zero)."""
+    if num_examples is not None and not num_examples >= 1:
+        return f"num-examples = {num_examples}, not a count >= 1"
     if isinstance(arrays, Mapping) != isinstance(shapes, Mapping):
         raise TypeError("arrays and shapes must both be named or both be lists")
     if isinstance(arrays, Mapping):

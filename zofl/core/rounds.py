@@ -75,7 +75,7 @@ class SyncRun(Run):
             if rep.pid not in plan.sampled or rep.pid in good:
                 log.warning("round %d: ignored a reply from client %d (not sampled, or a second reply)", k, rep.pid)
                 continue
-            problem = reply_problem(rep.arrays, shapes, self.cfg.reply_max_abs)
+            problem = reply_problem(rep.arrays, shapes, self.cfg.reply_max_abs, rep.num_examples)
             if problem:
                 log.warning("round %d: dropped client %d: %s", k, rep.pid, problem)
                 failures.append(Failure(rep.pid, problem, "rejected"))

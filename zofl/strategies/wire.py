@@ -88,7 +88,7 @@ def decode_reply(msg: Message, pid: int) -> Reply | Failure:
         arrays = {k: a.numpy() for k, a in msg.content.array_records[ARRAYS].items()}
         metrics = dict(msg.content.metric_records[METRICS])
         return Reply(pid, arrays, int(metrics.pop(NUM_EXAMPLES)), metrics)
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, OverflowError) as exc:  # OverflowError: num-examples = inf
         return Failure(pid, f"malformed reply ({type(exc).__name__}: {exc})", "rejected")
 
 
