@@ -581,3 +581,104 @@ def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path
     assert [cmdline(p, 200) for p in still_alive(started)] == []
     assert not left_behind()
     assert lock_free(tmp_path / "t" / ".cli.lock") and not (tmp_path / "t" / "summary.json").exists()
+
+
+# -- issue 47: zofl plot reads run files with bounds and writes exactly the path it prints ---------------------
+GOOD = b'{"round": 0, "test_acc": 0.5, "test_loss": 1.0}\n'
+
+
+def _plot_process(argv, cwd, timeout=120):
+    """A real ``python -m zofl.cli plot ...`` with 2 GiB of address space and a timeout: a reader that waits for
+    ever or reads a 4 GiB file whole fails the test instead of hanging it or filling the machine's memory."""
+    import resource
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "zofl.cli", "plot", *argv], capture_output=True, text=True,
+                         timeout=timeout, cwd=cwd,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    return res.returncode, res.stdout, res.stderr
+
+
+def test_plot_refuses_run_files_nested_too_deep_in_one_line(tmp_path, capsys):
+    """A record or config.json nested 100,000 deep was a RecursionError traceback."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    run = _run_folder(tmp_path / "a", GOOD + deep + b"\n")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "p.png")],
+             rf"^zofl plot: error: {tmp_path / 'a' / 'rounds.jsonl'}, line 2: nested deeper than 32 levels")
+    run = _run_folder(tmp_path / "b", GOOD, deep)
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "p.png")],
+             rf"^zofl plot: error: {tmp_path / 'b' / 'config.json'}: nested deeper than 32 levels")
+    assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("name, make, match", [
+    ("rounds.jsonl", lambda p: os.truncate(p, 4 << 30),
+     r"4,294,967,296 bytes, more than the 2 GiB \(2,147,483,648 bytes\) a run's rounds.jsonl may be"),
+    ("rounds.jsonl", lambda p: os.truncate(p, (2 << 30) - 1),  # under the file's cap, but one line of 2 GiB
+     r"line 2: more than 8,388,608 bytes, more than the 8 MiB a round record may be"),
+    ("config.json", lambda p: os.truncate(p, 4 << 30),
+     r"4,294,967,296 bytes, more than the 1 MiB \(1,048,576 bytes\) a run's config.json may be"),
+    ("config.json", lambda p: (p.unlink(), os.mkfifo(p)),
+     r"is a FIFO \(named pipe\), not a regular file; a run's config.json is read only from a regular file"),
+])
+def test_plot_refuses_run_files_too_large_or_not_regular_unread(tmp_path, name, make, match):
+    """A 4 GiB rounds.jsonl or config.json (sparse: no disk) was read whole (a MemoryError), and so was a line of
+    2 GiB in a rounds.jsonl under its cap; a FIFO config.json waited for ever."""
+    _run_folder(tmp_path / "run", GOOD, b"{}")
+    make(tmp_path / "run" / name)
+    code, out, err = _plot_process(["run", "--out", "p.png"], tmp_path)
+    where = re.escape(str(Path("run") / name))
+    assert code == 2 and re.fullmatch(rf"zofl plot: error: {where}(: |, ){match}\n", err), (code, err[-2000:])
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_writes_exactly_the_path_it_prints(tmp_path, capsys):
+    """--out X wrote X.png and printed X; --out /dev/full wrote a regular file /dev/full.png and exited 0. Now
+    the suffix must name an image type matplotlib writes, the target be new or a regular file, and what is
+    written is that path, a regular file, with no temporary file left beside it."""
+    run = _run_folder(tmp_path / "run", GOOD)
+    known = r"one of (\.\w+, )*\.eps, .*\.pdf, .*\.png, .*\.svg"
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "X")],
+             rf"--out {tmp_path / 'X'}: no image type suffix \(the file is written as named\); end it in {known}")
+    os.symlink("/dev/full", tmp_path / "full")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "full")], "no image type suffix")
+    os.symlink("/dev/full", tmp_path / "full.png")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "full.png")],
+             r"full.png: is a character device, not a regular file; give the path of an image file")
+    os.mkfifo(tmp_path / "fifo.pdf")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "fifo.pdf")], r"fifo.pdf: is a FIFO \(named pipe\)")
+    _refused(capsys, ["plot", run, "--out", str(tmp_path / "p.docx")], rf"unknown image type '.docx'; {known}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.pdf", "full", "full.png", "run"]
+    for name in ("p.png", "p.SVG", "p.pdf"):
+        assert main(["plot", run, "--out", str(tmp_path / name)]) == 0
+        assert capsys.readouterr().out == f"wrote {tmp_path / name}\n"
+        assert (tmp_path / name).is_file() and not (tmp_path / name).is_symlink()
+    assert (tmp_path / "p.SVG").read_bytes().lstrip().startswith(b"<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.pdf", "full", "full.png", "p.SVG", "p.pdf", "p.png",
+                                                          "run"]
+
+
+def test_plot_that_cannot_be_written_exits_non_zero_in_one_line_and_writes_nothing(tmp_path):
+    """A write error (here: a file size limit, as a full disk) is one line naming --out, exit 1, and leaves no
+    file, whole or partial (it was a truncated p.png)."""
+    import resource
+    import subprocess
+    import sys
+
+    _run_folder(tmp_path / "run", GOOD)
+    res = subprocess.run([sys.executable, "-m", "zofl.cli", "plot", "run", "--out", "p.png"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000)))
+    assert (res.returncode, res.stdout, res.stderr) == (1, "", "zofl plot: error: --out p.png: cannot be written (File "
+                                                               "too large); nothing was written\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_plot_counts_no_brackets_inside_strings_as_nesting(tmp_path, capsys):
+    """The depth is counted outside strings (escaped quotes too): a record or config holding brackets is no
+    deep record."""
+    text = '[[{\\"' * 40
+    run = _run_folder(tmp_path / "run", b'{"round": 0, "test_acc": 0.5, "test_loss": 1.0, "note": "%s"}\n'
+                      % text.encode(), b'{"strategy": "%s", "dataset": "x"}' % text.encode())
+    assert main(["plot", run, "--out", str(tmp_path / "p.png")]) == 0, capsys.readouterr().err

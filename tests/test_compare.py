@@ -1,5 +1,6 @@
 """The comparison runner: grid expansion, resuming, reports."""
 import csv
+import os
 import re
 
 import pandas as pd
@@ -300,3 +301,135 @@ def test_the_in_process_engine_s_workers_end_with_their_process(tmp_path):
     while time.monotonic() < deadline and any(alive(w) for w in workers):
         time.sleep(0.5)
     assert not [w for w in workers if alive(w)]
+
+
+# -- issue 47: every file read with a size cap, from regular files only, parsed with a depth limit -----------
+
+def _cli(args, cwd, timeout=60) -> tuple[int, str]:
+    """A real process of ``python -m zofl.compare ARGS`` (cheap: it stops before any cell runs), with 2 GiB of
+    address space and a timeout, so a reader that waits for ever or reads without end fails the test instead
+    of hanging it or filling the machine's memory. Returns (exit code, stderr)."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    res = subprocess.run([sys.executable, "-m", "zofl.compare", *args], capture_output=True, text=True,
+                         timeout=timeout, cwd=cwd, preexec_fn=limit)
+    return res.returncode, res.stderr
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda p: os.mkfifo(p), r"is a FIFO \(named pipe\), not a regular file"),
+    (lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
+    (lambda p: (p.touch(), os.truncate(p, 4 << 30)),  # sparse: no disk
+     r"4,294,967,296 bytes, more than the 1 MiB \(1,048,576 bytes\) a grid file may be"),
+])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_grid_file_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_path, make, match, dry_run):
+    """zofl compare /dev/zero grew to 17.6 GB before it was killed, a 4 GiB file (sparse here: no disk) was a
+    MemoryError traceback, a FIFO waited for ever (--dry-run too): each is one line, exit 2, at once."""
+    make(tmp_path / "g.toml")
+    code, err = _cli(["g.toml", "--out", str(tmp_path / "out"), *(["--dry-run"] if dry_run else [])], tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, (code, err[-2000:])
+    assert re.match(rf"zofl compare: error: grid file g.toml: {match}", err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_file_is_read_to_at_most_its_cap_plus_one_byte(tmp_path, monkeypatch):
+    """A file whose size fstat does not tell (/proc's say 0) or that grows while read is read to the cap + 1
+    bytes, then refused: no read without end however the file behaves."""
+    import zofl.compare as compare
+
+    monkeypatch.setattr(compare, "GRID_CAP", 16)
+    reads = []
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: reads.append(real_read(fd, n)) or reads[-1])
+    with pytest.raises(ConfigError, match=r"^grid file /proc/self/maps: more than 16 bytes read \(it grew while "
+                                          r"read\), more than the 16 bytes a grid file may be$"):
+        compare.read_grid("/proc/self/maps")
+    assert sum(map(len, reads)) == 17
+
+
+@pytest.mark.parametrize("text", [
+    "a = " + "[" * 5000 + "]" * 5000,  # was a RecursionError traceback of 3,001 lines
+    "[grid]\nsettings = [" + "{a = " * 40 + "1" + "}" * 40 + "]\n",  # inline tables
+    "[fixed]\n" + ".".join(["a"] * 40) + " = 1\n",  # dotted keys nest tables without a bracket
+    "[" + ".".join(["a"] * 40) + "]\nb = 1\n",  # so do table headers
+])
+def test_a_grid_file_nested_too_deep_is_refused_in_one_line(tmp_path, capsys, text):
+    grid = tmp_path / "g.toml"
+    grid.write_text(text)
+    err = _exit_2(capsys, [str(grid), "--out", str(tmp_path / "out"), "--dry-run"])
+    assert err == (f"zofl compare: error: grid file {grid}: nested deeper than 32 levels (arrays and tables/objects "
+                   f"within each other); zofl's files nest a few levels at most\n")
+
+
+def test_brackets_in_strings_and_comments_are_no_nesting(tmp_path, capsys):
+    """The depth is counted outside strings and comments: a value holding brackets is no deep grid."""
+    grid = tmp_path / "g.toml"
+    many = "[" * 100
+    grid.write_text(f'# {many}\n[fixed]\nnum-rounds = 1\ndata-dir = "/tmp/{many}"\n'
+                    f"[grid]\nseed = [0, 1]  # {many}\n")
+    main([str(grid), "--out", str(tmp_path / "out"), "--dry-run"])
+    assert capsys.readouterr().out.count(many) == 2
+
+
+def test_a_set_or_paired_value_nested_too_deep_is_refused_in_one_line(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text("[grid]\nseed = [0, 1]\n")
+    deep = "[" * 5000 + "]" * 5000
+    assert "--set x: nested deeper than 32 levels" in _exit_2(capsys, [str(grid), "--out", str(tmp_path / "o"),
+                                                                        "--set", f"x={deep}", "--dry-run"])
+    assert "paired comparison 'seed': nested deeper than 32 levels" in _exit_2(
+        capsys, [str(grid), "--out", str(tmp_path / "o"), "--paired", f"seed={deep},1", "--dry-run"])
+
+
+@pytest.mark.parametrize("grid, match", [
+    ("seed = [0, 0]", r"\[grid\] seed lists 0 twice \(values 1 and 2 of 2\)"),
+    ("seed = [0, 1, 2, 1]", r"\[grid\] seed lists 1 twice \(values 2 and 4 of 4\)"),
+    ("alpha = [1, 1.0]", r"\[grid\] alpha lists 1.0 twice \(values 1 and 2 of 2\)"),
+    ('strategy = ["fedavg", "zohfl", "fedavg"]', r'\[grid\] strategy lists "fedavg" twice \(values 1 and 3 of 3\)'),
+    ("settings = [{alpha = 1.0, beta = 0.5}, {beta = 0.5, alpha = 1.0}]",
+     r'\[grid\] settings lists \{"alpha": 1.0, "beta": 0.5\} twice \(values 1 and 2 of 2\)'),
+])
+def test_a_grid_value_listed_twice_is_refused_before_any_cell(tmp_path, capsys, grid, match):
+    """seed = [0, 0]: the second cell failed (its folder was the first's), results.csv listed the cell twice and
+    table.md reported n = 2 from one seed."""
+    path = tmp_path / "g.toml"
+    path.write_text(f"[fixed]\nnum-rounds = 1\n[grid]\n{grid}\n")
+    out = tmp_path / "out"
+    err = _exit_2(capsys, [str(path), "--out", str(out), "--via", "inprocess", "--parallel", "1"])
+    assert re.match(rf"zofl compare: error: grid file: {match}; each value of a grid key must differ$", err), err
+    assert not out.exists()
+
+
+def test_cells_that_are_one_run_are_refused_before_any_cell(tmp_path, capsys):
+    """Values of a [grid] key that --set (or [strategy.*], or another [grid] key) overrides are one run twice."""
+    path = tmp_path / "g.toml"
+    path.write_text("[fixed]\nnum-rounds = 1\n[grid]\nseed = [0, 1]\n")
+    err = _exit_2(capsys, [str(path), "--out", str(tmp_path / "out"), "--set", "seed=3", "--dry-run"])
+    assert err.startswith('zofl compare: error: grid cells 1 and 2 of 2 ({"seed": 0} and {"seed": 1}) are one run '
+                          '(zohfl-digits-'), err
+    assert capsys.readouterr().out == ""
+
+
+def test_a_cell_file_that_is_no_regular_file_is_refused_when_reporting(tmp_path):
+    """--report-only (and every report) reads each cell's config.json and summary.json: a FIFO there waited
+    for ever, a config.json nested 100,000 deep was a RecursionError."""
+    grid = tmp_path / "g.toml"
+    grid.write_text("[fixed]\nnum-rounds = 1\n[grid]\nseed = [0]\n")
+    cell = tmp_path / "out" / "cells" / cell_id(expand_grid({"fixed": {"num-rounds": 1}, "grid": {"seed": [0]}})[0])
+    cell.mkdir(parents=True)
+    (cell / "summary.json").write_text("{}")
+    os.mkfifo(cell / "config.json")
+    code, err = _cli(["g.toml", "--out", "out", "--report-only"], tmp_path)
+    assert (code, err) == (2, f"zofl compare: error: {cell.resolve() / 'config.json'}: is a FIFO (named pipe), not a "
+                              f"regular file; a run's config.json is read only from a regular file\n")
+    (cell / "config.json").unlink()
+    (cell / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, err = _cli(["g.toml", "--out", "out", "--report-only"], tmp_path)
+    assert code == 2 and err.endswith("config.json: nested deeper than 32 levels (arrays and tables/objects within "
+                                      "each other); zofl's files nest a few levels at most\n"), err

@@ -351,3 +351,28 @@ def test_data_file_errors_are_data_file_errors(tmp_path):
     _keras(tmp_path)
     check_file("mnist", d, False)
     check_file("digits", "", False)
+
+
+def test_an_npz_that_is_no_regular_file_is_refused_without_waiting(tmp_path):
+    """Issue 47: the .npz reader opened its file blocking, so a FIFO (here given to read_npz directly; the callers'
+    is_file checks leave a race) waited for a writer for ever. It is a DataFileError naming the file, at once."""
+    import os
+    import threading
+
+    from zofl.tasks.data import DataFileError, read_npz
+
+    os.mkfifo(tmp_path / "mnist.npz")
+    result = []
+
+    def read():
+        try:
+            read_npz(tmp_path / "mnist.npz", ("x_train",))
+        except Exception as exc:  # noqa: BLE001  (the test looks at what it was)
+            result.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)  # a reader that waits for ever is left behind, not joined
+    reader.start()
+    reader.join(30)
+    assert result and isinstance(result[0], DataFileError), "read_npz waited for a writer of the FIFO"
+    assert str(result[0]) == (f"{tmp_path / 'mnist.npz'}: is a FIFO (named pipe), not a regular file; a .npz data "
+                              f"file is read only from a regular file")

@@ -157,6 +157,8 @@ def test_a_checkpoint_holding_a_pickle_is_refused_without_unpickling_it(tmp_path
     (lambda a: a["async/task0/meta"].__setitem__(5, np.nan), r"array 'async/task0/meta' .* due >= sent_at\)"),
     (lambda a: a.update({"async/task0/config": np.array("[1, 2]")}),
      r"array 'async/task0/config' is not a JSON object"),
+    (lambda a: a.update({"async/task0/config": np.array("[" * 100_000 + "]" * 100_000)}),  # was a RecursionError
+     r"array 'async/task0/config' is not a JSON object"),
     (lambda a: a.update({"async/task0/arrays/x": a["async/task0/arrays/x"].astype(np.float32)}),
      r"array 'async/task0/arrays/x' has dtype float32, this run's is float64"),
     (lambda a: a.update({"async/task0/arrays/x": np.full_like(a["async/task0/arrays/x"], 1e300)}),
@@ -383,3 +385,71 @@ def test_a_lock_held_for_a_dead_run_says_who_holds_it_and_what_to_do(tmp_path):
         holder.wait()
     with ResultsWriter(d, {}):  # nobody holds it now: taken, though the file names a dead pid
         assert (d / ".lock").read_text() == str(os.getpid())
+
+
+# -- issue 47: run files read with a size cap, from regular files only, parsed with a depth limit -------------
+DEEP = "[" * 100_000 + "]" * 100_000
+NESTED = "nested deeper than 32 levels (arrays and tables/objects within each other); zofl's files nest a few " \
+         "levels at most"
+
+
+@pytest.mark.parametrize("deep", [DEEP, "[" * 100 + "]" * 100], ids=["100000", "100"])
+@pytest.mark.parametrize("name", ["config.json", "data.json", "rounds.jsonl"])
+def test_a_run_file_nested_too_deep_is_refused_in_one_line(tmp_path, name, deep):
+    """A record (a line of rounds.jsonl), config.json or data.json nested 100,000 deep was a RecursionError
+    traceback on resume; 100 deep, which json reads, is refused as well (by the count before parsing)."""
+    d, _ = _run(tmp_path)
+    path = d / name
+    if name == "rounds.jsonl":
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:2] + [deep + "\n"] + lines[3:]))
+        want = f"{path}, line 3: {NESTED}; restore the file, or start a new run (another run-name)"
+    else:
+        path.write_text(deep)
+        want = f"cannot resume {d}: {path}: {NESTED}; restore it, or start a new run (another run-name)"
+    assert _refused(tmp_path, d, re.escape(want)) == want
+
+
+@pytest.mark.parametrize("name", ["config.json", "data.json"])
+def test_a_run_file_larger_than_its_cap_is_refused_unread(tmp_path, name):
+    d, _ = _run(tmp_path)
+    os.truncate(d / name, 2 << 20)  # a sparse tail of zeros: no disk
+    want = (f"cannot resume {d}: {d / name}: 2,097,152 bytes, more than the 1 MiB (1,048,576 bytes) a run's {name} "
+            f"may be; restore it, or start a new run (another run-name)")
+    assert _refused(tmp_path, d, re.escape(want)) == want
+
+
+def test_a_record_longer_than_its_cap_is_refused_by_line(tmp_path):
+    d, _ = _run(tmp_path)
+    with open(d / "rounds.jsonl", "a") as f:
+        f.write(" " * (8 << 20) + "{}\n")
+    want = (f"{d / 'rounds.jsonl'}, line 5: more than 8,388,608 bytes, more than the 8 MiB a round record may be; "
+            f"restore the file, or start a new run (another run-name)")
+    assert _refused(tmp_path, d, re.escape(want)) == want
+
+
+def test_records_larger_than_their_cap_are_refused_unread_by_zofl_run(tmp_path):
+    """A 4 GiB rounds.jsonl (sparse: no disk) was read whole; ``zofl run --set resume=true`` (a real process,
+    2 GiB of address space: it stops before Flower starts) refuses it in one line, exit 2."""
+    import resource
+
+    d, _ = _run(tmp_path)
+    os.truncate(d / "rounds.jsonl", 4 << 30)
+    res = subprocess.run([sys.executable, "-m", "zofl.cli", "run", "--rounds", "5", "--clients", "3", "--set",
+                          f'output-dir="{tmp_path}"', "run-name=r", "resume=true", "tau=1.0", "checkpoint-every=1"],
+                         capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    assert (res.returncode, res.stderr) == (2, f"zofl run: error: {d / 'rounds.jsonl'}: 4,294,967,296 bytes, more than "
+                                               f"the 2 GiB (2,147,483,648 bytes) a run's rounds.jsonl may be; restore "
+                                               f"the file, or start a new run (another run-name)\n")
+
+
+def test_zofl_run_refuses_a_resume_of_a_config_json_nested_too_deep_in_one_line(tmp_path, capsys):
+    from zofl.cli import main
+
+    d, _ = _run(tmp_path)
+    (d / "config.json").write_text(DEEP)
+    assert main(["run", "--rounds", "5", "--clients", "3", "--set", f'output-dir="{tmp_path}"', "run-name=r",
+                 "resume=true", "tau=1.0", "checkpoint-every=1"]) == 2
+    assert capsys.readouterr().err == (f"zofl run: error: cannot resume {d}: {d / 'config.json'}: {NESTED}; restore "
+                                       f"it, or start a new run (another run-name)\n")

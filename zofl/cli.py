@@ -18,7 +18,6 @@ the README.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -37,13 +36,15 @@ CLI_LOCK = ".cli.lock"  # held by a zofl run for its run folder (``_hold_run_nam
 def _parse_set(items: list[str]) -> dict[str, Any]:
     """--set KEY=VALUE items: VALUE is one TOML value, or else a bare word (a string). A value that
     reads as more than one TOML line ("1\nseed = 3") would set keys nobody named: refused."""
+    from .safeio import load_toml
+
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE (strings in double quotes, e.g. dataset=\"mnist\")")
         try:
-            doc = tomllib.loads(f"v = {value}")
+            doc = load_toml(f"v = {value}", f"--set {key.strip()}")  # FileRefused (a ValueError) if nested too deep
         except tomllib.TOMLDecodeError:
             doc = {"v": value}  # a bare word: a string (the run-config check refuses what it cannot be)
         if set(doc) != {"v"}:
@@ -124,6 +125,8 @@ class _Progress:
         return (self.done - 1) / elapsed if elapsed > 0 else 0.0
 
     def poll(self) -> None:
+        from .safeio import load_json
+
         if not self.path.exists():
             return
         text = self.path.read_text()
@@ -134,8 +137,8 @@ class _Progress:
         for line in lines[self.seen:]:
             if line.strip():
                 try:
-                    new.append(json.loads(line))
-                except json.JSONDecodeError:
+                    new.append(load_json(line, f"{self.path}, line {self.seen + 1}"))
+                except ValueError:  # not JSON (yet), or nested too deep (zofl.safeio.FileRefused)
                     break
             self.seen += 1
         for rec in new:
@@ -250,8 +253,10 @@ def _outcome(out: Path, before: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     accepted = _stamp(out / "config.json") not in (None, before["config.json"])
     if not accepted or _stamp(out / "summary.json") in (None, before["summary.json"]):
         return None, accepted
+    from .safeio import JSON_CAP, read_json
+
     try:
-        summary = json.loads((out / "summary.json").read_text())
+        summary = read_json(out / "summary.json", JSON_CAP, "run's summary.json")  # bounded: zofl.safeio
     except (OSError, ValueError):
         return None, accepted
     return (summary if isinstance(summary, dict) and summary.get("results_dir") else None), accepted
@@ -409,12 +414,15 @@ def cmd_keys(args) -> int:
 def cmd_plot(args) -> int:
     """Test accuracy and loss per round of run folders, one PNG (``zofl.plot``); a folder or output
     that is not usable is refused in one line naming the file (exit 2) before anything is drawn."""
-    from .plot import check_out, plot_runs
+    from .plot import WriteError, check_out, plot_runs
 
     try:
         out = Path(args.out).expanduser()
         check_out(out)
         plot_runs([Path(d).expanduser() for d in args.runs], out)
+    except WriteError as exc:  # checked input, but the image could not be written (disk full, no permission)
+        print(f"zofl plot: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (ValueError, OSError) as exc:
         print(f"zofl plot: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -515,7 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
     plot = sub.add_parser("plot", help="test accuracy and loss of one or several runs, one PNG")
     plot.add_argument("runs", nargs="+", help="run folders (<output-dir>/<run-name>)")
-    plot.add_argument("--out", default="zofl-plot.png", help="the PNG to write (default zofl-plot.png)")
+    plot.add_argument("--out", default="zofl-plot.png",
+                      help="the image to write, exactly this path: its suffix is its type (.png, .pdf, .svg, ...; "
+                           "default zofl-plot.png)")
     data_p = sub.add_parser("data", help="datasets")
     data_sub = data_p.add_subparsers(dest="data_command", required=True)
     get = data_sub.add_parser("get", help="fetch a dataset (network) or convert its original files into DIR/NAME.npz")

@@ -55,6 +55,7 @@ from .config import KEY_BY_NAME, ConfigError, parse_config
 from .figures import save as save_figure
 from .packed import pack
 from .results import FolderBusy, lock_folder, read_rounds, unlock_folder
+from .safeio import GRID_CAP, JSON_CAP, FileRefused, load_toml, read_json, read_user_bytes
 from .stats import fmt_interval, interval, paired, run_figures
 
 REPORT_EVERY_S = 60.0
@@ -75,6 +76,7 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"grid file: [grid] {key} must be a non-empty list")
+        refuse_repeats(key, values)
         if all(isinstance(v, dict) for v in values):  # e.g. settings: keys that vary together
             dims.append([dict(v) for v in values])
         else:
@@ -101,7 +103,48 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             where = json.dumps({k: v for part in combo for k, v in part.items()}, sort_keys=True)
             raise ConfigError(f"grid cell {i + 1} of {len(combos)} {where}: {exc}") from None
         cells.append(cell)
+    refuse_same_cells(cells, combos)
     return cells
+
+
+def _value_key(v: Any) -> Any:
+    """A grid value as repeats are found: numbers by value (1 and 1.0 are one number to a run-config), true
+    never equal to 1, tables whatever the order of their keys."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("number", v)
+    if isinstance(v, dict):
+        return ("table", tuple(sorted((k, _value_key(x)) for k, x in v.items())))
+    if isinstance(v, list):
+        return ("array", tuple(_value_key(x) for x in v))
+    return (type(v).__name__, v)
+
+
+def refuse_repeats(key: str, values: list[Any]) -> None:
+    """A ConfigError naming the key and the value if a [grid] list holds a value twice: its cell would run
+    twice (the second run failing on the first's folder) and count its seed twice in results.csv and table.md."""
+    seen: dict[Any, int] = {}
+    for j, v in enumerate(values):
+        i = seen.setdefault(_value_key(v), j)
+        if i != j:
+            shown = json.dumps(v, sort_keys=True, default=str)
+            raise ConfigError(f"grid file: [grid] {key} lists {shown[:200]} twice (values {i + 1} and {j + 1} of "
+                              f"{len(values)}); each value of a grid key must differ")
+
+
+def refuse_same_cells(cells: list[dict[str, Any]], combos: list[tuple[dict[str, Any], ...]]) -> None:
+    """A ConfigError naming both cells if two cells are one run (one ``cell_id``, one folder): values of a
+    [grid] key that [strategy.*], --set or another [grid] key overrides, or that differ only in keys that
+    change no number (NOT_RESULTS)."""
+    seen: dict[str, int] = {}
+    for j, cell in enumerate(cells):
+        i = seen.setdefault(cell_id(cell), j)
+        if i != j:
+            a, b = (json.dumps({k: v for part in combos[n] for k, v in part.items()}, sort_keys=True) for n in (i, j))
+            raise ConfigError(f"grid cells {i + 1} and {j + 1} of {len(cells)} ({a[:200]} and {b[:200]}) are one run "
+                              f"({cell_id(cell)}): what tells them apart is overridden ([strategy.*], --set, another "
+                              f"[grid] key) or changes no number ({', '.join(NOT_RESULTS)}); remove the overlap")
 
 
 MAX_CELLS = 100_000  # a grid's cells are listed (and each checked) before any runs: a typo must not make 10**20
@@ -132,15 +175,16 @@ def check_sections(spec: dict[str, Any]) -> None:
 
 
 def read_grid(path: str | os.PathLike) -> dict[str, Any]:
-    """The grid file as a dict; a ConfigError in one line naming the file if it is missing, unreadable
-    or not TOML (binary, a folder, a syntax error)."""
+    """The grid file as a dict; a ConfigError in one line naming the file if it is missing, unreadable,
+    not a regular file (a folder, a FIFO, /dev/zero), larger than GRID_CAP, nested deeper than
+    zofl.safeio.MAX_DEPTH or not TOML (binary, a syntax error)."""
     p = Path(path).expanduser()
     try:
-        spec = tomllib.loads(p.read_bytes().decode("utf-8"))
+        spec = load_toml(read_user_bytes(p, GRID_CAP, "grid file").decode("utf-8"), str(p))
+    except FileRefused as exc:
+        raise ConfigError(f"grid file {exc}") from None
     except FileNotFoundError:
         raise ConfigError(f"grid file {p}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"grid file {p}: is a folder, not a TOML file") from None
     except OSError as exc:
         raise ConfigError(f"grid file {p}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
@@ -224,13 +268,27 @@ def finished_dir(out: Path, cell: dict[str, Any]) -> Path | None:
     candidates = [d] + (sorted(p for p in (out / "cells").iterdir() if p != d) if (out / "cells").is_dir() else [])
     for c in candidates:
         if (c / "summary.json").exists() and (c / "config.json").exists() and \
-                _same_settings(cell, json.loads((c / "config.json").read_text())):
+                _same_settings(cell, _read_json(c / "config.json", "run's config.json")):
             if c != d:
                 if d.exists():
                     shutil.rmtree(d)
                 c.rename(d)
             return d
     return None
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    """A cell's config.json or summary.json as a dict, read by ``zofl.safeio.read_json`` (a regular file, at
+    most JSON_CAP bytes, nested at most MAX_DEPTH); a ConfigError naming the file otherwise."""
+    try:
+        value = read_json(path, JSON_CAP, what)
+    except FileRefused:
+        raise
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a {what} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: not a {what} (not a JSON object)")
+    return value
 
 
 def _full(cell: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +325,7 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     for cell in cells:
         d = finished_dir(out, cell)
         if d is not None:
-            summary = json.loads((d / "summary.json").read_text())
+            summary = _read_json(d / "summary.json", "run's summary.json")
             if summary.get("status") == "failed":  # stopped by the failure policy: listed, not tabled
                 failed.append((d.name, summary.get("failure")))
                 continue
@@ -345,7 +403,8 @@ def parse_paired(item: str) -> tuple[str, Any, Any]:
     if not key or len(parts) != 2:
         raise ConfigError(f"paired comparison {item!r}: expected KEY=A,B (e.g. tau=5,20 or strategy=zohfl,f1-only)")
     try:
-        a, b = (tomllib.loads(f"v = {v}")["v"] if v.strip()[:1] in "0123456789-.[{\"" else v.strip() for v in parts)
+        a, b = (load_toml(f"v = {v}", f"paired comparison {key.strip()!r}")["v"]
+                if v.strip()[:1] in "0123456789-.[{\"" else v.strip() for v in parts)
     except (tomllib.TOMLDecodeError, KeyError):
         raise ConfigError(f"paired comparison {item!r}: A and B must be TOML values or bare words "
                           f"(e.g. tau=5,20 or strategy=zohfl,f1-only)") from None
@@ -501,7 +560,7 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
             with lock:
                 slots.append(sl)
         summary = out / "cells" / cell_id(cell) / "summary.json"
-        failure = json.loads(summary.read_text()).get("failure") if summary.exists() else "no summary.json"
+        failure = _read_json(summary, "run's summary.json").get("failure") if summary.exists() else "no summary.json"
         return cell_id(cell), time.perf_counter() - t, "" if not failure else \
             f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 
@@ -582,7 +641,7 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         try:
-            doc = tomllib.loads(f"v = {value}") if sep else {}
+            doc = load_toml(f"v = {value}", f"--set {key.strip()}") if sep else {}
         except tomllib.TOMLDecodeError:
             doc = {}
         if set(doc) != {"v"}:
@@ -648,7 +707,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m zofl.compare") ->
             print(cell_id(c), json.dumps(c, sort_keys=True))
         return
     if args.report_only:
-        write_reports(out, cells, report_columns(spec), **report)
+        try:
+            write_reports(out, cells, report_columns(spec), **report)
+        except ConfigError as exc:  # a cell's file that is not a run's (zofl.safeio, _read_json, read_rounds)
+            _refuse(exc)
         return
     try:
         failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)

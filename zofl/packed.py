@@ -189,6 +189,22 @@ def packed_records(run_dir: str | os.PathLike) -> list[dict[str, Any]] | None:
     return None if hit is None else [dict(r) for r in hit[1]]
 
 
+def _json(path: Path) -> dict[str, Any]:
+    """A cell's config.json or summary.json, read by ``zofl.safeio.read_json`` (a regular file, at most 1 MiB,
+    nested at most 32 levels); a ValueError naming the file if it is no JSON object."""
+    from .safeio import JSON_CAP, FileRefused, read_json
+
+    try:
+        value = read_json(path, JSON_CAP, f"run's {path.name}")
+    except FileRefused:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a run's {path.name} ({type(exc).__name__}: {exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: not a run's {path.name} (not a JSON object)")
+    return value
+
+
 def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
     """(cell, config, records) of each finished cell of a study (summary.json present, status not
     "failed"), in the cells' name order, packed or not: what a report script reads."""
@@ -198,9 +214,9 @@ def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list
     for d in sorted((study / "cells").iterdir()) if (study / "cells").is_dir() else []:
         if not (d / "summary.json").is_file() or not (d / "config.json").is_file():
             continue
-        if json.loads((d / "summary.json").read_text()).get("status") == "failed":
+        if _json(d / "summary.json").get("status") == "failed":
             continue
-        out.append((d.name, json.loads((d / "config.json").read_text()), read_rounds(d)))
+        out.append((d.name, _json(d / "config.json"), read_rounds(d)))
     return out
 
 
@@ -224,7 +240,7 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
             continue
         records = known[d.name] if known and d.name in known else read_rounds(d)
         if records:  # a cell that has just started (no record yet) has nothing to pack
-            runs.append((d.name, json.loads((d / "config.json").read_text()), records))
+            runs.append((d.name, _json(d / "config.json"), records))
     if not runs:
         raise ValueError(f"{study}: no cell with records under {study / 'cells'} (not a study)")
     write_packed(study / PACKED, runs)
@@ -271,7 +287,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     for s in args.study:
         before = sum(f.stat().st_size for f in s.rglob("*") if f.is_file() and f.name in ("rounds.jsonl", "rounds.csv"))
-        n, k = pack(s, args.remove, args.remove_csv)
+        try:
+            n, k = pack(s, args.remove, args.remove_csv)
+        except ValueError as exc:  # a cell's file that is not a run's, named (one line, as zofl's other commands)
+            ap.exit(2, f"{ap.prog}: error: {' '.join(str(exc).split())}\n")
         print(f"{s / PACKED}: {n} cells, {k} records, {(s / PACKED).stat().st_size / 1e6:.1f} MB "
               f"(rounds.jsonl + rounds.csv: {before / 1e6:.1f} MB{', removed' if args.remove else ''})")
 

@@ -1,17 +1,20 @@
 """``zofl plot``: test accuracy and loss per round of run folders, one PNG (matplotlib, Agg).
 
 The PNG's path and every folder are checked before anything is drawn: a folder that is no run, or
-whose rounds.jsonl or config.json is not a run's (binary, torn, empty, wrong types), is refused with
-a ValueError naming the file (the CLI prints it in one line, exit 2).
+whose rounds.jsonl or config.json is not a run's (binary, torn, empty, wrong types, not a regular file,
+too large or nested too deep: zofl.safeio), is refused with a ValueError naming the file (the CLI
+prints it in one line, exit 2). The image is written to exactly the path given (``write_image``).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
+import secrets
+import stat
 from pathlib import Path
 
 from .figures import save as save_figure
+from .safeio import JSON_CAP, FileRefused, kind, read_json
 
 
 def plot_runs(paths: list[Path], out: Path) -> None:
@@ -41,9 +44,31 @@ def plot_runs(paths: list[Path], out: Path) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
     try:
-        save_figure(fig, out, dpi=110)
+        write_image(fig, out, dpi=110)
     finally:
         plt.close(fig)
+
+
+class WriteError(OSError):
+    """The image could not be written (disk full, no permission, file too large); the message names --out."""
+
+
+def write_image(fig, out: Path, dpi: int) -> None:
+    """``fig`` written to exactly ``out`` (``check_out`` has checked it): drawn into a new file beside it
+    (created here, O_EXCL: never an existing file or a link's target), then renamed over ``out``, so ``out``
+    ends as a regular file of that name and a failed write leaves whatever was there as it was; a failure is
+    a WriteError naming ``out`` and the cause, in one line."""
+    tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp{out.suffix}")  # the suffix names the type
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+        save_figure(fig, tmp, dpi=dpi)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(f"--out {out}: cannot be written ({exc.strerror or exc}); nothing was written") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _value(rec: dict, key: str) -> float:
@@ -86,7 +111,9 @@ def _config(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        cfg = json.loads(path.read_text())
+        cfg = read_json(path, JSON_CAP, "run's config.json")  # a regular file, at most 1 MiB, 32 levels deep
+    except FileRefused:
+        raise
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: not a run's config.json ({type(exc).__name__})") from None
     if not isinstance(cfg, dict):
@@ -95,13 +122,27 @@ def _config(path: Path) -> dict:
 
 
 def check_out(out: Path) -> None:
-    """``--out`` must be a file in an existing folder, of an image type matplotlib writes."""
+    """``--out`` must be a file in an existing folder, named with the suffix of an image type matplotlib
+    writes (without one, matplotlib would write OUT.png, not the OUT the command names), and either new or a
+    regular file (a FIFO or a device such as /dev/full is no image file)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
     kinds = FigureCanvasBase.get_supported_filetypes()
+    known = ", ".join(f".{k}" for k in sorted(kinds))
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give a file name, e.g. {out / 'plot.png'}")
     if not out.parent.is_dir():
         raise ValueError(f"--out {out}: no folder {out.parent}")
-    if out.suffix and out.suffix[1:].lower() not in kinds:
-        raise ValueError(f"--out {out}: unknown image type {out.suffix!r}; one of {', '.join(sorted(kinds))}")
+    if not out.suffix:
+        raise ValueError(f"--out {out}: no image type suffix (the file is written as named); end it in one of "
+                         f"{known}, e.g. {out}.png")
+    if out.suffix[1:].lower() not in kinds:
+        raise ValueError(f"--out {out}: unknown image type {out.suffix!r}; one of {known}")
+    try:
+        mode = os.stat(out).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot be used ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"--out {out}: is a {kind(mode)}, not a regular file; give the path of an image file")

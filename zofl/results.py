@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from .config import ConfigError
 from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
-from .safeio import JSON_CAP, RECORD_CAP, ROUNDS_CAP, FileRefused, check_regular, load_json, open_regular, read_fd
+from .safeio import JSON_CAP, RECORD_CAP, ROUNDS_CAP, FileRefused, load_json, open_regular, read_fd, read_lines
 
 CHECKPOINT_FILE = "checkpoint.npz"  # zofl.core.checkpoint
 RESTORE_RECORDS = "restore the file, or start a new run (another run-name)"
@@ -103,7 +103,7 @@ def read_text(path: Path, cap: int = JSON_CAP) -> str:
     a larger file is a FileRefused naming it)."""
     fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        return read_fd(fd, path, cap, f"run folder's {path.name}").decode("utf-8")
+        return read_fd(fd, path, cap, f"run's {path.name}").decode("utf-8")
     finally:
         os.close(fd)
 
@@ -461,16 +461,31 @@ def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[d
         packed = packed_records(run_dir)
         if packed is not None:
             return packed
-    with (os.fdopen(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)) if check_order else open(path)) as f:
-        lines = list(f)
+    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK) if check_order else open_regular(path, RECORDS)
+    try:
+        with os.fdopen(fd, "rb") as f:  # every line decoded before any is parsed: binary is "not text" at once
+            lines = list(read_lines(f, path, RECORD_CAP, ROUNDS_CAP, RECORDS, "round record"))
+        return _records(path, lines, check_order)
+    except FileRefused as exc:  # larger than ROUNDS_CAP, a line past RECORD_CAP, nested too deep
+        raise RunFolderError(f"{exc}" + (f"; {RESTORE_RECORDS}" if check_order else "")) from None
+
+
+RECORDS = "run's rounds.jsonl"  # what messages call the file
+
+
+def _records(path: Path, lines: list[str], check_order: bool) -> list[dict[str, Any]]:
+    """The records of the ``lines`` of ``path`` (``read_rounds``), each line parsed with a bound on its nesting
+    (``zofl.safeio.load_json``)."""
     records = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = load_json(line, f"{path}, line {i + 1}")
             if not isinstance(rec, dict):
                 raise ValueError("not a JSON object")
+        except FileRefused:
+            raise
         except ValueError as exc:
             if i == len(lines) - 1 and not line.endswith("\n"):
                 break  # torn last line: written again on resume

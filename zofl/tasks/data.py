@@ -202,9 +202,13 @@ def _check_npz(path: Path, keys: tuple[str, ...]) -> None:
     larger than its compressed bytes can expand to, the total within this machine's memory."""
     import zipfile
 
-    try:
-        with open(path, "rb") as f:
+    from ..safeio import FileRefused, open_regular
+
+    try:  # a regular file only, opened non-blocking: opening a FIFO waited for a writer for ever
+        with os.fdopen(open_regular(path, ".npz data file"), "rb") as f:
             head = f.read(16)
+    except FileRefused as exc:
+        raise DataFileError(str(exc)) from None
     except OSError as exc:
         raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from exc
     if not head.startswith(ZIP_MAGIC):
