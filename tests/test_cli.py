@@ -117,7 +117,8 @@ def test_progress_time_left_counts_the_rounds_after_the_first(tmp_path, monkeypa
     assert "3/5 rounds [00:37<00:02]" in meter, meter
     p.close()
     drawn = capsys.readouterr().out  # as drawn: after round 1, time left unknown; after round 3, 2 s
-    assert re.search(r"1/5 rounds \[\d\d:\d\d<\?\]", drawn) and re.search(r"3/5 rounds \[\d\d:\d\d<00:02\]", drawn), drawn
+    assert re.search(r"1/5 rounds \[\d\d:\d\d<\?\]", drawn), drawn
+    assert re.search(r"3/5 rounds \[\d\d:\d\d<00:02\]", drawn), drawn
 
 def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, capsys):
     """Redirected output gets a line every tenth of the run and no carriage returns; FedNest's bar counts the
@@ -487,8 +488,9 @@ def test_deploy_local_writes_its_results_under_its_folder(tmp_path, monkeypatch,
             def run(self, run_config, capture=False):
                 seen.update(run_config)
                 folder = Path(run_config["output-dir"]) / run_config["run-name"]
-                folder.mkdir(parents=True)
-                (folder / "summary.json").write_text(json.dumps({"failure": None}))
+                folder.mkdir(parents=True)  # as an accepted run that finished writes them
+                (folder / "config.json").write_text(json.dumps(run_config))
+                (folder / "summary.json").write_text(json.dumps({"failure": None, "results_dir": str(folder)}))
                 return SimpleNamespace(returncode=0)
         yield Dep()
 

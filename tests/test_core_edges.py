@@ -1030,11 +1030,11 @@ def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_lat
     and refused at the first answer; a node that never answers ends the wait at client-wait-s, not later."""
     import time
 
-    from zofl.config import ConfigError
-    from zofl.strategies import nodes
-
     from flwr.common.constant import SUPERLINK_NODE_ID
     from flwr.supercore.task_identity import TaskIdentity
+
+    from zofl.config import ConfigError
+    from zofl.strategies import nodes
 
     for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):  # as the ServerApp's
         monkeypatch.setattr(TaskIdentity, f"_{attr}", value)

@@ -235,33 +235,6 @@ def methods_help() -> str:
             "kind, what it is\n" + "\n".join(rows))
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """Which version of a file this is (inode, mtime, size): our files are replaced atomically, so a
-    file written by this run has a stamp other than the one it had before the run started."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def _outcome(out: Path, before: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
-    """(this run's summary or None, whether this run's ServerApp accepted the folder), judged only by
-    files this run wrote: the ServerApp writes config.json when it accepts the run (or its resume) and
-    summary.json when its last round ends, both by atomic replacement; a file whose stamp did not
-    change since the start was left by an earlier run and says nothing about this one."""
-    accepted = _stamp(out / "config.json") not in (None, before["config.json"])
-    if not accepted or _stamp(out / "summary.json") in (None, before["summary.json"]):
-        return None, accepted
-    from .safeio import JSON_CAP, read_json
-
-    try:
-        summary = read_json(out / "summary.json", JSON_CAP, "run's summary.json")  # bounded: zofl.safeio
-    except (OSError, ValueError):
-        return None, accepted
-    return (summary if isinstance(summary, dict) and summary.get("results_dir") else None), accepted
-
-
 def _hold_run_name(out: Path) -> int:
     """Hold ``out/.cli.lock`` for this ``zofl run`` (``zofl.results.lock_folder``): a second ``zofl run`` of
     the same run-name is refused at once, before its ServerApp could be refused after Ray's start-up.
@@ -303,14 +276,15 @@ def cmd_run(args) -> int:
 
 
 def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
-    """``flwr run`` on a private SuperLink, progress, then this run's outcome (``_outcome``)."""
+    """``flwr run`` on a private SuperLink, progress, then this run's outcome (``zofl.results.run_outcome``)."""
     from .launch import flwr_run_command, local_superlink
+    from .results import file_version, run_outcome
 
     print(f"zofl run: {cfg.strategy} on {cfg.dataset}, {cfg.num_clients} clients, engine {cfg.engine}; "
           f"results in {out}", flush=True)
     print(f"zofl run: starting a private SuperLink and Flower's simulation (Ray) with {cfg.num_clients} virtual "
           f"clients; the first round follows Ray's start (30-60 s)", flush=True)
-    before = {name: _stamp(out / name) for name in ("config.json", "summary.json")}
+    before = {name: file_version(out / name) for name in ("config.json", "summary.json")}
     log_lines: list[str] = []
     progress = _Progress(out / "rounds.jsonl", records, args.quiet, unit=progress_unit(cfg, records))
     try:
@@ -337,7 +311,7 @@ def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
         return EXIT_INTERRUPTED
     finally:
         progress.close()
-        summary, accepted = _outcome(out, before)
+        summary, accepted = run_outcome(out, before)
         log_path = _save_log(out if accepted else None, log_lines)
     text = [_strip_ansi(line.rstrip("\n")) for line in log_lines]
     if summary is not None:

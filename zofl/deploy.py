@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .cli import _outcome, _stamp
 from .fleet_proxy import DEFAULT_MAX_BODY_MB
 from .launch import (
     PROJECT_DIR,
@@ -55,6 +54,7 @@ from .launch import (
     stop_process,
     wait_for_port,
 )
+from .results import file_version, run_outcome
 
 
 class DeployError(ValueError):
@@ -413,16 +413,16 @@ def command(args: argparse.Namespace) -> int:
 
 def run_stamps(out: Path) -> dict[str, Any]:
     """Which versions of the run folder's config.json and summary.json are there before a run starts
-    (``zofl.cli._stamp``), for ``local_verdict`` to tell this run's files from an earlier run's."""
-    return {name: _stamp(out / name) for name in ("config.json", "summary.json")}
+    (``zofl.results.file_version``), for ``local_verdict`` to tell this run's files from an earlier run's."""
+    return {name: file_version(out / name) for name in ("config.json", "summary.json")}
 
 
 def local_verdict(out: Path, before: dict[str, Any], returncode: int) -> tuple[int, str | None]:
     """``local``'s exit code and, when the run failed, why (one line). ``flwr run`` exits 0 for a run that
     failed in the SuperLink, also for one its ServerApp refused (a run-name whose folder holds results), so
-    the run folder decides, by the files this run wrote only (``zofl.cli._outcome``, as ``zofl run`` does):
+    the run folder decides, by the files this run wrote only (``zofl.results.run_outcome``, as ``zofl run`` does):
     an earlier run's summary.json in the same folder says nothing about this one."""
-    summary, accepted = _outcome(out, before)
+    summary, accepted = run_outcome(out, before)
     if not accepted:
         return 1, f"the run failed before its ServerApp accepted {out}; Flower's output above says why"
     if summary is None:

@@ -29,7 +29,17 @@ from typing import Any, Mapping
 
 from .config import ConfigError
 from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
-from .safeio import JSON_CAP, RECORD_CAP, ROUNDS_CAP, FileRefused, load_json, open_regular, read_fd, read_lines
+from .safeio import (
+    JSON_CAP,
+    RECORD_CAP,
+    ROUNDS_CAP,
+    FileRefused,
+    load_json,
+    open_regular,
+    read_fd,
+    read_json,
+    read_lines,
+)
 
 CHECKPOINT_FILE = "checkpoint.npz"  # zofl.core.checkpoint
 RESTORE_RECORDS = "restore the file, or start a new run (another run-name)"
@@ -128,6 +138,32 @@ def write_atomic(folder: Path, name: str, data: bytes) -> None:
     with os.fdopen(create_new(folder, tmp), "wb") as f:
         f.write(data)
     os.replace(folder / tmp, folder / name)
+
+
+# -- which run wrote a file ------------------------------------------------------------------
+def file_version(path: Path) -> tuple[int, int, int] | None:
+    """Which version of a file this is (inode, mtime, size): our files are replaced atomically, so a
+    file written by this run has a stamp other than the one it had before the run started."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def run_outcome(out: Path, before: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """(this run's summary or None, whether this run's ServerApp accepted the folder), judged only by
+    files this run wrote: the ServerApp writes config.json when it accepts the run (or its resume) and
+    summary.json when its last round ends, both by atomic replacement; a file whose stamp did not
+    change since the start was left by an earlier run and says nothing about this one."""
+    accepted = file_version(out / "config.json") not in (None, before["config.json"])
+    if not accepted or file_version(out / "summary.json") in (None, before["summary.json"]):
+        return None, accepted
+    try:
+        summary = read_json(out / "summary.json", JSON_CAP, "run's summary.json")  # bounded: zofl.safeio
+    except (OSError, ValueError):
+        return None, accepted
+    return (summary if isinstance(summary, dict) and summary.get("results_dir") else None), accepted
 
 
 # -- the folder's lock -------------------------------------------------------------------------
