@@ -59,6 +59,50 @@ def test_data_get_converts_cifar_pickles_and_covtype(tmp_path, capsys):
     assert load_pooled("covtype", str(tmp_path / "d")).num_classes == 7
 
 
+def test_data_get_from_reads_original_files_bounded_and_runs_no_pickled_code(tmp_path, capsys, monkeypatch):
+    """Issue 47: `--from`'s readers took any file whole: a FIFO named like an IDX file hung, a gzip bomb
+    unpacked without end, a CIFAR "batch" pickle could run any callable, the search went through link loops.
+    Each is now one line, exit 2, nothing written."""
+    import os
+
+    from zofl.tasks import data
+
+    def refused(name, source, match):
+        assert main(["data", "get", name, "--data-dir", str(tmp_path / "d"), "--from", str(source)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.search(match, err), err
+        assert not (tmp_path / "d" / f"{name}.npz").exists()
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "train-images-idx3-ubyte")  # opened blocking, this waited for a writer for ever
+    refused("mnist", fifo, r"train-images-idx3-ubyte: is a FIFO \(named pipe\), not a regular file")
+    bomb = tmp_path / "bomb"
+    bomb.mkdir()
+    monkeypatch.setattr(data, "SOURCE_CAP", 1000)
+    _idx(bomb / "train-images-idx3-ubyte.gz", np.zeros((10, 28, 28)), gz=True)  # 7,856 bytes unpacked, ~60 packed
+    refused("mnist", bomb, r"train-images-idx3-ubyte.gz: unpacks to more than 1,000 bytes")
+    monkeypatch.undo()
+    evil = tmp_path / "cifar-10-batches-py"
+    evil.mkdir()
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    pickle.dump({b"data": Payload(), b"labels": [0]}, open(evil / "data_batch_1", "wb"))
+    refused("cifar10", tmp_path / "cifar-10-batches-py", r"posix.system is not part of a CIFAR-10 batch")
+    assert not marker.exists()
+    loop = tmp_path / "loop"
+    (loop / "a").mkdir(parents=True)
+    (loop / "a" / "back").symlink_to(loop)  # a link loop: never followed
+    (loop / "a" / "b" / "c" / "d").mkdir(parents=True)
+    _idx(loop / "a" / "b" / "c" / "d" / "train-images-idx3-ubyte", np.zeros((2, 28, 28)), gz=False)  # 4 below
+    refused("mnist", loop, r"none of \['train-images-idx3-ubyte', 'train-images-idx3-ubyte.gz'\] found \(in it or up "
+                           r"to 3 folders below\)")
+
+
 def test_plot_and_argument_errors(tmp_path, capsys):
     from zofl.inprocess import run_inprocess
 
@@ -88,9 +132,9 @@ def test_progress_reads_only_whole_records(tmp_path):
     p = _Progress(f, 3, quiet=True)
     p.poll()
     assert (p.seen, p.last["round"]) == (1, 0)
-    f.write_text(json.dumps({"round": 0}) + "\n" + json.dumps({"round": 1, "test_acc": 0.6}) + "\n")
-    p.poll()
-    assert (p.seen, p.last["round"]) == (2, 1)
+    f.write_text(json.dumps({"round": 0, "test_acc": 0.5}) + "\n" + json.dumps({"round": 1, "test_acc": 0.6}) + "\n")
+    p.poll()  # from where the last poll stopped: the file only grows
+    assert (p.seen, p.last["round"], p.last["test_acc"]) == (2, 1, 0.6)
 
 
 def test_progress_time_left_counts_the_rounds_after_the_first(tmp_path, monkeypatch, capsys):

@@ -123,6 +123,23 @@ def test_a_checkpoint_that_is_a_bare_array_is_refused(tmp_path):
     _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \(ValueError: not an \.npz archive\)")
 
 
+def test_a_checkpoint_whose_header_claims_more_memory_than_exists_is_refused_in_one_line(tmp_path):
+    """Issue 47: an array header claiming 2**40 floats (8 TiB) made np.load raise MemoryError, a traceback."""
+    import zipfile
+
+    d, _ = _run(tmp_path)
+    path = d / "checkpoint.npz"
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    header = members["x.npy"]
+    start, end = header.index(b"'shape': (") + len(b"'shape': ("), header.index(b"), }")
+    members["x.npy"] = header[:start] + b"1099511627776," + header[end:]  # 8 TiB of floats (the padding absorbs it)
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \((MemoryError|ValueError): ")
+
+
 class _Planted:
     """A pickle that creates a file when it is loaded: what a hostile checkpoint could carry."""
 

@@ -101,6 +101,7 @@ class _Progress:
         from tqdm import tqdm
 
         self.path, self.seen, self.t0, self.total, self.unit = path, 0, time.monotonic(), total, unit
+        self.offset = 0  # bytes of rounds.jsonl read (whole lines)
         self.lines = not quiet and not (sys.stdout.isatty() if tty is None else tty)
         self.done, self.every = 0, max(1, total // 10)
         self.t_first: float | None = None  # when the first record after round 0 came
@@ -125,22 +126,27 @@ class _Progress:
         return (self.done - 1) / elapsed if elapsed > 0 else 0.0
 
     def poll(self) -> None:
-        from .safeio import load_json
+        """Read the records written since the last poll: from where it stopped (the end of its last whole
+        line), so a long run's poll costs its new records, not the whole file again."""
+        from .safeio import RECORD_CAP, FileRefused, load_json, open_regular
 
-        if not self.path.exists():
-            return
-        text = self.path.read_text()
-        lines = text.splitlines()
-        if not text.endswith("\n"):
-            lines = lines[:-1]  # a record being written: read it next time
+        try:
+            fd = open_regular(self.path, "run's rounds.jsonl")
+        except (OSError, FileRefused):
+            return  # not written yet (or not a file: the run's own checks say so)
+        with os.fdopen(fd, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read(RECORD_CAP)
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a record being written: read it next time
         new = []
-        for line in lines[self.seen:]:
+        for line in whole.splitlines(keepends=True):
             if line.strip():
                 try:
-                    new.append(load_json(line, f"{self.path}, line {self.seen + 1}"))
+                    new.append(load_json(line.decode("utf-8"), f"{self.path}, line {self.seen + 1}"))
                 except ValueError:  # not JSON (yet), or nested too deep (zofl.safeio.FileRefused)
                     break
             self.seen += 1
+            self.offset += len(line)
         for rec in new:
             self.last = rec
             if rec.get("round", 0) > 0:

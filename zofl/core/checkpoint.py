@@ -59,7 +59,8 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
                 return {k: np.array(ck[k]) for k in ck.files}
     except RunFolderError:
         raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, MemoryError) as exc:
+        # MemoryError: an array header claiming more than this machine has (numpy allocates it before reading)
         raise RunFolderError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc}); "
                              f"{RESTART}") from None
 

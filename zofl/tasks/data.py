@@ -297,11 +297,41 @@ def check_arrays(path: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]], nu
         raise DataFileError(f"{path}: examples differ in shape between parts: {shapes}")
 
 
+SOURCE_CAP = 256 * 2**20  # an original data file, as stored and after gunzip: the largest, Covertype's
+# covtype.data, is 75 MB (MNIST's training images 47 MB, a CIFAR-10 batch 31 MB)
+SOURCE_DEPTH = 3  # folders below --from searched for the original files (cifar-10-batches-py/ is one)
+
+
+def _read_source(path: Path) -> bytes:
+    """The bytes of an original data file (gunzipped if it ends in .gz): a regular file, at most
+    ``SOURCE_CAP`` bytes before and after decompression (a gzip bomb stops at the cap), never waiting on a
+    FIFO; a DataFileError naming it otherwise."""
+    import gzip
+    import io
+    import zlib
+
+    from ..safeio import FileRefused, read_user_bytes
+
+    try:
+        raw = read_user_bytes(path, SOURCE_CAP, "original data file")
+    except FileRefused as exc:
+        raise DataFileError(str(exc)) from None
+    if path.suffix != ".gz":
+        return raw
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+            out = f.read(SOURCE_CAP + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataFileError(f"{path}: not a readable gzip file ({type(exc).__name__}: {exc})") from None
+    if len(out) > SOURCE_CAP:
+        raise DataFileError(f"{path}: unpacks to more than {SOURCE_CAP:,} bytes, more than any original data "
+                            f"file (the largest, covtype.data, is 75 MB)")
+    return out
+
+
 def _read_idx(path: Path) -> np.ndarray:
     """An IDX file (MNIST's format: magic 0x0000 08 <ndim>, big-endian sizes, uint8 data), .gz or not."""
-    import gzip
-
-    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
+    raw = _read_source(path)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
         raise DataFileError(f"{path}: not an IDX file of unsigned bytes")
     ndim = raw[3]
@@ -314,12 +344,42 @@ def _read_idx(path: Path) -> np.ndarray:
     return body.reshape(dims)
 
 
+def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch (a pickled dict of b"data", b"labels"), unpickled with only the classes such a
+    batch holds (numpy arrays, dtypes): a pickle naming any other callable is refused, never run."""
+    import io
+    import pickle
+
+    allowed = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}  # (bytes in a protocol-2 pickle)
+
+    class BatchUnpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) not in allowed:
+                raise pickle.UnpicklingError(f"{module}.{name} is not part of a CIFAR-10 batch")
+            return super().find_class(module, name)
+
+    d = BatchUnpickler(io.BytesIO(_read_source(path)), encoding="bytes").load()
+    if not isinstance(d, dict):
+        raise ValueError(f"a pickled {type(d).__name__}, not a CIFAR-10 batch's dict")
+    x = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return x, np.asarray(d[b"labels"], dtype=np.uint8)
+
+
 def _find(root: Path, names: tuple[str, ...]) -> Path:
+    """The first of ``names`` found in ``root`` or a folder at most ``SOURCE_DEPTH`` below it (links to folders
+    not followed: a loop or a link to / must not send the search through the whole disk)."""
     for name in names:
-        hits = sorted(root.rglob(name))
+        hits = []
+        for folder, dirs, files in os.walk(root):  # os.walk does not follow links to folders
+            if len(Path(folder).relative_to(root).parts) >= SOURCE_DEPTH:
+                dirs.clear()
+            dirs.sort()
+            if name in files:
+                hits.append(Path(folder) / name)
         if hits:
-            return hits[0]
-    raise DataFileError(f"{root}: none of {list(names)} found (below it)")
+            return sorted(hits)[0]
+    raise DataFileError(f"{root}: none of {list(names)} found (in it or up to {SOURCE_DEPTH} folders below)")
 
 
 def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Path:
@@ -327,7 +387,7 @@ def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Pa
     .npz (checked, copied); MNIST / Fashion-MNIST IDX files (.gz or not) in ``source``; CIFAR-10's
     python pickles (``cifar-10-batches-py``); Covertype's ``covtype.data(.gz)`` (55 columns, the last
     the cover type 1..7)."""
-    import pickle
+    import io
 
     root = Path(data_dir).expanduser()
     root.mkdir(parents=True, exist_ok=True)
@@ -352,20 +412,14 @@ def convert_original(name: str, source: Path, data_dir: str | os.PathLike) -> Pa
                               "test": (parts["x_test"], parts["y_test"])}, NUM_CLASSES[name])
         return _write_npz(out, **parts)
     if name == "cifar10":
-        def batch(path: Path):
-            with open(path, "rb") as f:
-                d = pickle.load(f, encoding="bytes")  # the dataset's own format (a trusted local file)
-            x = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-            return x, np.asarray(d[b"labels"], dtype=np.uint8)
-
-        train = [batch(_find(source, (f"data_batch_{i}",))) for i in range(1, 6)]
-        x_test, y_test = batch(_find(source, ("test_batch",)))
+        train = [_cifar_batch(_find(source, (f"data_batch_{i}",))) for i in range(1, 6)]
+        x_test, y_test = _cifar_batch(_find(source, ("test_batch",)))
         x_train, y_train = np.concatenate([t[0] for t in train]), np.concatenate([t[1] for t in train])
         check_arrays(source, {"train": (x_train, y_train), "test": (x_test, y_test)}, NUM_CLASSES[name])
         return _write_npz(out, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
     if name == "covtype":
         path = _find(source, ("covtype.data", "covtype.data.gz")) if source.is_dir() else source
-        table = np.loadtxt(path, delimiter=",", dtype=np.int64)
+        table = np.loadtxt(io.BytesIO(_read_source(path)), delimiter=",", dtype=np.int64)
         if table.ndim != 2 or table.shape[1] != 55:
             raise DataFileError(f"{path}: expected 55 comma-separated columns (54 features and the cover type)")
         _write_npz(out, x=table[:, :54].astype(np.float32), y=table[:, 54])
