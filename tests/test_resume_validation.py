@@ -137,7 +137,7 @@ def test_a_checkpoint_whose_header_claims_more_memory_than_exists_is_refused_in_
     with zipfile.ZipFile(path, "w") as z:
         for name, data in members.items():
             z.writestr(name, data)
-    _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \((MemoryError|ValueError): ")
+    _refused(tmp_path, d, r"checkpoint\.npz is not a readable checkpoint \(MemoryError: ")
 
 
 class _Planted:
