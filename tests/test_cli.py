@@ -164,6 +164,36 @@ def test_progress_time_left_counts_the_rounds_after_the_first(tmp_path, monkeypa
     assert re.search(r"1/5 rounds \[\d\d:\d\d<\?\]", drawn), drawn
     assert re.search(r"3/5 rounds \[\d\d:\d\d<00:02\]", drawn), drawn
 
+def test_progress_follows_a_resume_that_replaces_the_records(tmp_path, capsys):
+    """A resume rewrites rounds.jsonl (the records up to its checkpoint, in a new file) and runs the rounds
+    after it again. The progress, reading from where it stopped, must read the new file from its start and
+    count each round once: 10/10 at the end, never more (reading on at the old offset, mid-line, it stalled
+    before 10/10)."""
+    import json
+    import os
+
+    from zofl.cli import _Progress
+
+    f = tmp_path / "rounds.jsonl"
+
+    def records(n, acc=0.5):
+        return "".join(json.dumps({"round": k, "test_acc": acc, "test_loss": 1.0}) + "\n" for k in range(n + 1))
+
+    f.write_text(records(7))
+    p = _Progress(f, 10, quiet=False, unit="rounds", tty=False)
+    p.poll()
+    assert p.done == 7
+    tmp = tmp_path / ".rounds.jsonl.tmp"
+    tmp.write_text(records(3, acc=0.25))  # the resume keeps its checkpoint's records 0..3, in a new file
+    os.replace(tmp, f)
+    p.poll()
+    assert p.done == 7 and p.last["test_acc"] == 0.25  # rounds 1-3 again: no progress, nothing counted twice
+    f.write_text(records(10, acc=0.25))
+    p.close()
+    out = capsys.readouterr().out
+    assert p.done == 10 and out.count("zofl run: 10/10 rounds") == 1 and "11/10" not in out, out
+
+
 def test_progress_off_a_terminal_is_plain_lines_in_the_summarys_unit(tmp_path, capsys):
     """Redirected output gets a line every tenth of the run and no carriage returns; FedNest's bar counts the
     communication rounds its summary gives in brackets, AFBO's the server steps."""

@@ -101,10 +101,11 @@ class _Progress:
         from tqdm import tqdm
 
         self.path, self.seen, self.t0, self.total, self.unit = path, 0, time.monotonic(), total, unit
-        self.offset = 0  # bytes of rounds.jsonl read (whole lines)
+        self.offset, self.file = 0, (0, 0)  # bytes of rounds.jsonl read (whole lines), and which file (dev, inode)
         self.lines = not quiet and not (sys.stdout.isatty() if tty is None else tty)
         self.done, self.every = 0, max(1, total // 10)
-        self.t_first: float | None = None  # when the first record after round 0 came
+        self.t_first: float | None = None  # when the first record after round 0 was read
+        self.done_first = 0  # the records done at that reading (1, or a resumed run's earlier ones)
         progress = self
 
         class Bar(tqdm):  # tqdm's bar, its time left from ``rate`` below
@@ -117,17 +118,20 @@ class _Progress:
         self.last: dict[str, Any] = {}
 
     def rate(self, now: float | None = None) -> float:
-        """Records per second over the records after the first, 0 (time left shown as '?') before there are
-        two: the first also pays for Ray's start and the first imports (a run of 5 rounds that ended a second
-        later showed 1/5 at 00:35<02:20 when tqdm counted it)."""
-        if self.t_first is None or self.done < 2:
+        """Records per second over the records after the first reading, 0 (time left shown as '?') before
+        there are more: the first also pays for Ray's start and the first imports (a run of 5 rounds that
+        ended a second later showed 1/5 at 00:35<02:20 when tqdm counted it), and a resume's first reading
+        holds the records of the run it continues."""
+        if self.t_first is None or self.done <= self.done_first:
             return 0.0
         elapsed = (time.monotonic() if now is None else now) - self.t_first
-        return (self.done - 1) / elapsed if elapsed > 0 else 0.0
+        return (self.done - self.done_first) / elapsed if elapsed > 0 else 0.0
 
     def poll(self) -> None:
         """Read the records written since the last poll: from where it stopped (the end of its last whole
-        line), so a long run's poll costs its new records, not the whole file again."""
+        line), so a long run's poll costs its new records, not the whole file again. A resume replaces the
+        file (the records up to its checkpoint, then the rounds run again): a new file, or a shorter one, is
+        read from its start; progress is the highest round seen, so a round read twice counts once."""
         from .safeio import RECORD_CAP, FileRefused, load_json, open_regular
 
         try:
@@ -135,6 +139,9 @@ class _Progress:
         except (OSError, FileRefused):
             return  # not written yet (or not a file: the run's own checks say so)
         with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if (st.st_dev, st.st_ino) != self.file or st.st_size < self.offset:
+                self.file, self.offset, self.seen = (st.st_dev, st.st_ino), 0, 0
             f.seek(self.offset)
             chunk = f.read(RECORD_CAP)
         whole = chunk[:chunk.rfind(b"\n") + 1]  # a record being written: read it next time
@@ -149,14 +156,16 @@ class _Progress:
             self.offset += len(line)
         for rec in new:
             self.last = rec
-            if rec.get("round", 0) > 0:
-                self.done += 1
-                if self.done == 1:
-                    self.t_first = time.monotonic()
-                self.bar.update(1)
-                if self.lines and (self.done % self.every == 0 or self.done == self.total):
-                    print(f"zofl run: {self.done}/{self.total} {self.unit}, {self._metrics()} "
-                          f"[{time.monotonic() - self.t0:.0f} s]", flush=True)
+            k = rec.get("round", 0)
+            if not isinstance(k, int) or k <= self.done:
+                continue
+            before, self.done = self.done, min(k, self.total)
+            if self.t_first is None:
+                self.t_first, self.done_first = time.monotonic(), self.done
+            self.bar.update(self.done - before)
+            if self.lines and (self.done // self.every > before // self.every or self.done == self.total):
+                print(f"zofl run: {self.done}/{self.total} {self.unit}, {self._metrics()} "
+                      f"[{time.monotonic() - self.t0:.0f} s]", flush=True)
         if new:
             self.bar.set_postfix_str(self._metrics())
 
