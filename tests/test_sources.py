@@ -1,0 +1,396 @@
+"""Local data (issue 48): every format read correctly, every refusal pinned to its one-line message, every
+partitioner's output a deterministic partition (dirichlet bit for bit zofl.tasks.data's), and the benchmark at its
+smallest setting. Tiny files in tmp_path; nothing starts Flower."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from zofl.tasks import sources
+from zofl.tasks.data import DataError, DataFileError, SplitError, array_fingerprint, dirichlet_partition
+from zofl.tasks.sources import PartitionParams, partition, read_local, split_test
+
+ROOT = Path(__file__).resolve().parent.parent
+RNG = np.random.default_rng(48)
+X = RNG.normal(size=(30, 3))
+Y = np.arange(30) % 3
+IDS = np.arange(30) % 5
+
+
+def _table(**extra) -> pa.Table:
+    return pa.table({"f0": X[:, 0], "name": [f"row{i}" for i in range(30)], "f1": X[:, 1], "f2": X[:, 2],
+                     "label": Y, "writer": IDS, **extra})
+
+
+def _refused(match: str, *args, **kwargs):
+    with pytest.raises(DataFileError, match=match) as info:
+        read_local(*args, **kwargs)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+# -- each format -------------------------------------------------------------------------------------------------
+
+def test_npz_with_x_and_y_keys(tmp_path):
+    np.savez(tmp_path / "a.npz", x=X, y=Y)
+    d = read_local(tmp_path / "a.npz", num_classes=3, num_features=3)
+    assert d.x.dtype == np.float32 and d.x.flags.c_contiguous and d.y.dtype == np.int64
+    np.testing.assert_array_equal(d.x, X.astype(np.float32))
+    np.testing.assert_array_equal(d.y, Y)
+    assert d.x_test is None and d.y_test is None and d.ids is None and d.num_classes == 3
+    assert d.fingerprint == array_fingerprint(X, Y) and str(tmp_path / "a.npz") in d.source
+    np.savez(tmp_path / "b.npz", feats=X, labels=Y)
+    assert read_local(tmp_path / "b.npz", x_key="feats", y_key="labels").fingerprint == d.fingerprint
+    with pytest.raises(ValueError):
+        d.x[0, 0] = 1.0  # read-only
+
+
+def test_npz_keras_layout_returns_train_and_test(tmp_path):
+    xtr, xte = RNG.integers(0, 255, (20, 4, 4), dtype=np.uint8), RNG.integers(0, 255, (6, 4, 4), dtype=np.uint8)
+    ytr, yte = (np.arange(20) % 10).astype(np.uint8), (np.arange(6) % 10).astype(np.uint8)
+    np.savez(tmp_path / "k.npz", x_train=xtr, y_train=ytr, x_test=xte, y_test=yte)
+    d = read_local(tmp_path / "k.npz", num_classes=10, num_features=16)
+    assert d.x.shape == (20, 16) and d.x_test.shape == (6, 16) and d.y_test.dtype == np.int64
+    np.testing.assert_array_equal(d.x, xtr.reshape(20, 16).astype(np.float32))  # values as stored: no scaling
+    np.testing.assert_array_equal(d.y_test, yte)
+    assert d.fingerprint == array_fingerprint(xtr, ytr, xte, yte)
+
+
+def test_parquet_default_and_named_columns(tmp_path):
+    emb = pa.array(X[:, :2].tolist(), pa.list_(pa.float64()))
+    pq.write_table(_table(emb=emb), tmp_path / "t.parquet")
+    d = read_local(tmp_path / "t.parquet", id_column="writer")
+    # every numeric column but label and id, in table order; the string column skipped, the list flattened
+    np.testing.assert_allclose(d.x, np.hstack([X, X[:, :2]]).astype(np.float32))
+    np.testing.assert_array_equal(d.y, Y)
+    np.testing.assert_array_equal(d.ids, IDS)
+    d = read_local(tmp_path / "t.parquet", feature_columns="f2, f0", label_column="label")
+    np.testing.assert_array_equal(d.x, X[:, [2, 0]].astype(np.float32))
+    assert d.ids is None
+    d = read_local(tmp_path / "t.parquet", id_column="name", feature_columns="f0")  # strings: read through a dictionary
+    assert d.ids.dtype.kind == "U" and list(d.ids[:2]) == ["row0", "row1"]
+
+
+def test_csv_with_string_ids(tmp_path):
+    pacsv.write_csv(_table().set_column(5, "writer", pa.array([f"w{i}" for i in IDS])), tmp_path / "t.csv")
+    d = read_local(tmp_path / "t.csv", id_column="writer", num_classes=3)
+    np.testing.assert_allclose(d.x, X.astype(np.float32), rtol=1e-6)
+    np.testing.assert_array_equal(d.y, Y)
+    assert d.ids.dtype.kind == "U" and list(d.ids[:6]) == ["w0", "w1", "w2", "w3", "w4", "w0"]
+    d2 = read_local(tmp_path / "t.csv", feature_columns=["f1"], id_column="writer")
+    np.testing.assert_allclose(d2.x[:, 0], X[:, 1], rtol=1e-6)
+
+
+def _save_hf(folder: Path, n: int = 12, dict_: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    from datasets import Array2D, Dataset, DatasetDict, Features, Value
+
+    img = RNG.integers(0, 255, (n, 3, 2), dtype=np.uint8)
+    lab = np.arange(n) % 4
+    ds = Dataset.from_dict({"img": img, "vec": img[:, 0, :].astype(np.float32).tolist(), "label": lab,
+                            "note": ["x"] * n},
+                           features=Features({"img": Array2D((3, 2), "uint8"), "vec": [Value("float32")],
+                                              "label": Value("int64"), "note": Value("string")}))
+    (DatasetDict({"train": ds, "test": ds.select(range(4))}) if dict_ else ds).save_to_disk(str(folder))
+    return img, lab
+
+
+def test_save_to_disk_folder_found_below_and_flattened(tmp_path):
+    img, lab = _save_hf(tmp_path / "deep" / "hf")
+    d = read_local(tmp_path, feature_columns="img", num_features=6)  # found two folders below the one named
+    np.testing.assert_array_equal(d.x, img.reshape(12, 6).astype(np.float32))
+    np.testing.assert_array_equal(d.y, lab)
+    np.testing.assert_array_equal(d.x_test, img[:4].reshape(4, 6).astype(np.float32))
+    assert "datasets folder" in d.source
+    d = read_local(tmp_path / "deep" / "hf")  # default: img and vec, the string column skipped
+    assert d.x.shape == (12, 8)
+    _save_hf(tmp_path / "plain", dict_=False)
+    assert read_local(tmp_path / "plain").x_test is None
+
+
+def test_module_function_loader(tmp_path, monkeypatch):
+    (tmp_path / "my_loader48.py").write_text(textwrap.dedent("""
+        import numpy as np
+        def two():
+            return np.ones((5, 2, 2)), np.array([0, 1, 0, 1, 1])
+        def four():
+            return np.ones((5, 3)), np.arange(5) % 2, np.zeros((2, 3)), np.array([1, 0])
+        def garbage():
+            return "hello"
+        def short():
+            return (np.ones((5, 3)),)
+        def listy():
+            return np.ones((2, 3)), [0, 1]
+        def boom():
+            raise RuntimeError("the database is down")
+        def big():
+            return np.ones((100, 3)), np.zeros(100, dtype=np.int64)
+        not_callable = 3
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = read_local("my_loader48:two")
+    assert d.x.shape == (5, 4) and d.x_test is None and d.source == "loader my_loader48:two"
+    d = read_local("my_loader48:four", num_classes=2)
+    assert d.x_test.shape == (2, 3) and list(d.y_test) == [1, 0]
+    tuple_ = "expected a tuple \\(x, y\\) or \\(x, y, x_test, y_test\\) of numpy arrays"
+    _refused(f"^loader 'my_loader48:garbage': returned a str; {tuple_}$", "my_loader48:garbage")
+    _refused(f"returned a tuple of 1; {tuple_}", "my_loader48:short")
+    _refused("returned a list as item 1", "my_loader48:listy")
+    _refused("^loader 'my_loader48:boom': raised RuntimeError: the database is down$", "my_loader48:boom")
+    _refused("is a int, not a function", "my_loader48:not_callable")
+    _refused("has no attribute 'nope'", "my_loader48:nope")
+    _refused("cannot import module 'no_such_module48'", "no_such_module48:f")
+    _refused("returned 3,200 bytes of arrays, more than the cap of 1,000 bytes", "my_loader48:big", cap=1000)
+
+
+def test_split_test_is_deterministic_and_disjoint(tmp_path):
+    np.savez(tmp_path / "a.npz", x=np.arange(60.0).reshape(20, 3), y=np.arange(20) % 2, ids=np.arange(20) % 4)
+    d = read_local(tmp_path / "a.npz", id_column="ids")
+    a, b, c = split_test(d, 0.25, 1), split_test(d, 0.25, 1), split_test(d, 0.25, 2)
+    assert len(a.y) == 15 and len(a.y_test) == 5 and len(a.ids) == 15
+    np.testing.assert_array_equal(a.x_test, b.x_test)
+    assert not np.array_equal(a.x_test, c.x_test)
+    rows = np.concatenate([a.x[:, 0], a.x_test[:, 0]]) / 3
+    assert sorted(rows.astype(int).tolist()) == list(range(20))  # every example once
+    np.testing.assert_array_equal(a.ids, (a.x[:, 0] / 3).astype(int) % 4)  # the ids follow their rows
+    assert split_test(a, 0.5, 0) is a  # a test part already there: kept
+    with pytest.raises(DataError, match="test_fraction must lie in \\(0, 1\\), got 1.0"):
+        split_test(d, 1.0)
+    with pytest.raises(DataFileError, match="20 examples cannot be split by test_fraction=0.01 \\(0 test examples\\)"):
+        split_test(d, 0.01)
+
+
+# -- refusals ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["d.npz", "d.parquet", "d.csv"])
+def test_fifo_is_refused_at_once(tmp_path, name):
+    """Opened without O_NONBLOCK, a FIFO with no writer blocks the read for ever: an alarm ends the test instead."""
+    os.mkfifo(tmp_path / name)
+
+    def hung(*_):
+        raise TimeoutError(f"read_local blocked on the FIFO {name}")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        _refused(f"^{tmp_path / name}: is a FIFO \\(named pipe\\), not a regular file; a local data file is read "
+                 f"only from a regular file$", tmp_path / name)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_file_over_the_cap_is_refused(tmp_path, monkeypatch):
+    np.savez(tmp_path / "a.npz", x=X, y=Y)
+    pq.write_table(_table(), tmp_path / "a.parquet")
+    pacsv.write_csv(_table(), tmp_path / "a.csv")
+    _save_hf(tmp_path / "hf", dict_=False)
+    monkeypatch.setattr(sources, "LOCAL_DATA_CAP", 100)
+    for name in ("a.npz", "a.parquet", "a.csv"):
+        size = (tmp_path / name).stat().st_size
+        _refused(f"^{tmp_path / name}: {size:,} bytes, more than the 100 bytes \\(100 bytes\\) a local data file may "
+                 f"be$", tmp_path / name)
+    _refused(f"^{tmp_path / 'hf'}: its data files hold [0-9,]+ bytes, more than the cap of 100 bytes",
+             tmp_path / "hf")
+
+
+def test_parquet_that_unpacks_past_the_cap_is_refused(tmp_path):
+    pq.write_table(pa.table({"f": np.zeros(50_000), "label": np.zeros(50_000, dtype=np.int64)}),
+                   tmp_path / "z.parquet", compression="zstd")
+    assert (tmp_path / "z.parquet").stat().st_size < 10_000  # 800,000 bytes of numbers, run-length encoded
+    _refused(f"^{tmp_path / 'z.parquet'}: its columns take [0-9,]+ bytes decoded \\(Parquet metadata\\), more than "
+             f"the cap of 600,000 bytes for local data$", tmp_path / "z.parquet", cap=600_000)
+    assert read_local(tmp_path / "z.parquet", cap=1_000_000).x.shape == (50_000, 1)
+
+
+def test_wrong_width_nan_labels_empty(tmp_path):
+    def npz(name, **arrays):
+        np.savez(tmp_path / name, **arrays)
+        return tmp_path / name
+
+    p = str(tmp_path)
+    _refused(f"^{p}/w.npz: 3 features per example, but the task declares num_features=4$",
+             npz("w.npz", x=X, y=Y), num_features=4)
+    _refused("6 features per example \\(3 x 2 flattened\\), but the task declares num_features=3",
+             npz("i.npz", x=np.zeros((4, 3, 2)), y=np.zeros(4, dtype=int)), num_features=3)
+    bad = X.copy()
+    bad[2, 1] = np.nan
+    _refused(f"^{p}/n.npz: features of 'examples' hold NaN or infinite values \\(1 examples\\)$",
+             npz("n.npz", x=bad, y=Y))
+    _refused(f"^{p}/r.npz: labels of 'examples' must lie in \\[0, 3\\), found 0..3$",
+             npz("r.npz", x=X[:4], y=np.array([0, 1, 2, 3])), num_classes=3)
+    _refused("labels of 'examples' must lie in \\[0, 2\\), found -1..1", npz("m.npz", x=X[:3], y=np.array([0, -1, 1])))
+    _refused(f"^{p}/e.npz: 'examples' is empty \\(features \\(0, 3\\), labels \\(0,\\)\\); at least one example is "
+             f"needed$", npz("e.npz", x=np.zeros((0, 3)), y=np.zeros(0, dtype=int)))
+    _refused(f"^{p}/f.npz: labels of 'examples' must be integers, got dtype float64$", npz("f.npz", x=X, y=Y * 1.0))
+    _refused("features of 'examples' must hold one row per example \\(2-D or more\\), got shape \\(30,\\)",
+             npz("v.npz", x=X[:, 0], y=Y))
+    _refused("features of 'examples' must be numbers, got dtype <U1", npz("s.npz", x=np.full((3, 2), "a"), y=Y[:3]))
+    _refused("labels of 'examples' have shape \\(3, 3\\); they look one-hot",
+             npz("h.npz", x=X[:3], y=np.eye(3, dtype=int)))
+    _refused("expected exactly the arrays \\['x', 'y'\\]; missing \\['y'\\]; extra \\['labels'\\]",
+             npz("k.npz", x=X, labels=Y))
+    pq.write_table(_table(label=pa.array(Y * 1.0)).drop_columns(["label"]).append_column("label", pa.array(Y * 0.5)),
+                   tmp_path / "f.parquet")
+    _refused("labels of 'examples' must be integers, got dtype float64", tmp_path / "f.parquet")
+
+
+def test_a_single_class_is_fine_for_one_party(tmp_path):
+    np.savez(tmp_path / "one.npz", x=X, y=np.zeros(30, dtype=int))  # a pathological split gives a client one class
+    assert read_local(tmp_path / "one.npz", num_classes=10).num_classes == 10
+
+
+def test_table_refusals(tmp_path):
+    t = tmp_path / "t.parquet"
+    pq.write_table(_table(), t)
+    _refused(f"^{t}: no label column 'y'; its columns are \\['f0', 'name', 'f1', 'f2', 'label', 'writer'\\]$", t,
+             label_column="y")
+    _refused("no client-id column 'who'", t, id_column="who")
+    _refused("no feature column\\(s\\) \\['f9'\\]", t, feature_columns="f0,f9")
+    _refused("column\\(s\\) \\['label'\\] named as features and as the label or client id", t, feature_columns="label")
+    _refused("column 'name' is string, not numbers", t, feature_columns="name")
+    _refused("client-id column 'f0' is double; client ids must be integers or strings", t, id_column="f0")
+    pq.write_table(pa.table({"v": pa.array([[1.0, 2.0], [3.0]]), "label": [0, 1]}), tmp_path / "r.parquet")
+    _refused("column 'v' holds lists of 1 to 2 values; every example needs the same number", tmp_path / "r.parquet")
+    pq.write_table(pa.table({"v": pa.array([1.0, None]), "label": [0, 1]}), tmp_path / "u.parquet")
+    _refused("column 'v' has 1 missing \\(null\\) values", tmp_path / "u.parquet")
+    pq.write_table(pa.table({"v": [1.0, 2.0], "label": [0, 1], "w": ["a", "b" * 300]}), tmp_path / "w.parquet")
+    _refused("client-id column 'w' holds an id of 300 characters; ids are at most 256", tmp_path / "w.parquet",
+             id_column="w")
+    pq.write_table(pa.table({"v": [1.0, 2.0], "label": ["cat", "dog"]}), tmp_path / "l.parquet")
+    _refused("column 'label' is string, not numbers", tmp_path / "l.parquet")
+    pq.write_table(pa.table({"s": ["a", "b"], "label": [0, 1]}), tmp_path / "s.parquet")
+    _refused("no numeric feature columns besides 'label'; the others are \\{'s': 'string'\\}", tmp_path / "s.parquet")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    _refused(f"^{tmp_path / 'bad.parquet'}: cannot be read as a Parquet file \\(", tmp_path / "bad.parquet")
+    (tmp_path / "e.csv").write_bytes(b"")
+    _refused("cannot be read as a CSV file with a header row", tmp_path / "e.csv")
+
+
+def test_path_and_folder_refusals(tmp_path):
+    _refused(f"^{tmp_path / 'none.npz'}: no such file or folder", tmp_path / "none.npz")
+    (tmp_path / "a.txt").write_text("1,2")
+    _refused("unknown data format \\(suffix '.txt'\\)", tmp_path / "a.txt")
+    _save_hf(tmp_path / "a" / "b" / "c" / "d")  # four levels below: not searched
+    _refused(f"^{tmp_path}: no dataset saved by datasets' save_to_disk .* up to 3 folders below$", tmp_path)
+    _save_hf(tmp_path / "x" / "one", dict_=False)
+    _save_hf(tmp_path / "x" / "two", dict_=False)
+    _refused("several datasets saved by save_to_disk", tmp_path / "x")
+    os.symlink(tmp_path / "x" / "one", tmp_path / "link")  # a link to a folder below the one named: not followed
+    (tmp_path / "top").mkdir()
+    os.symlink(tmp_path / "x" / "one", tmp_path / "top" / "one")
+    _refused("no dataset saved by datasets' save_to_disk", tmp_path / "top")
+    state = tmp_path / "x" / "one" / "state.json"
+    doc = json.loads(state.read_text())
+    doc["_data_files"] = [{"filename": "/dev/zero"}]
+    state.write_text(json.dumps(doc))
+    _refused(f"^{state}: data file '/dev/zero' is not a plain name inside the folder$", tmp_path / "x" / "one")
+
+
+# -- partitioning ------------------------------------------------------------------------------------------------
+
+LABELS = np.random.default_rng(7).integers(0, 10, 600)
+WRITERS = np.random.default_rng(8).integers(0, 40, 600)
+
+
+def _is_partition(parts, n, m, exact=True):
+    flat = np.concatenate(parts)
+    assert len(parts) == m and all(p.dtype == np.int64 for p in parts)
+    assert len(np.unique(flat)) == len(flat)  # disjoint
+    assert (len(flat) == n) if exact else (len(flat) <= n)
+    assert flat.min() >= 0 and flat.max() < n
+
+
+@pytest.mark.parametrize("scheme, m, params", [
+    ("iid", 7, PartitionParams()),
+    ("dirichlet", 8, PartitionParams(alpha=0.3, min_size=5)),
+    ("pathological", 12, PartitionParams(classes_per_client=2)),
+    ("shards", 10, PartitionParams(shards_per_client=3)),
+    ("natural", 40, PartitionParams()),
+    ("grouped-natural", 10, PartitionParams(group_size=4)),
+])
+def test_each_scheme_is_a_deterministic_partition(scheme, m, params):
+    a = partition(LABELS, WRITERS, scheme, m, params, seed=3)
+    b = partition(LABELS, WRITERS, scheme, m, params, seed=3)
+    _is_partition(a, 600, m)
+    assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    if scheme not in ("natural", "grouped-natural"):  # the seeded schemes: another seed, another split
+        c = partition(LABELS, WRITERS, scheme, m, params, seed=4)
+        assert not all(np.array_equal(np.sort(u), np.sort(v)) for u, v in zip(a, c))
+
+
+def test_scheme_shapes():
+    iid = partition(LABELS, None, "iid", 7, seed=0)
+    assert max(map(len, iid)) - min(map(len, iid)) <= 1
+    assert all(len(np.unique(LABELS[p])) <= 2 for p in partition(LABELS, None, "pathological", 12, seed=0))
+    assert all(len(p) == 3 * 20 for p in partition(LABELS, None, "shards", 10, PartitionParams(shards_per_client=3)))
+    ids = np.sort(np.unique(WRITERS))
+    for i, p in enumerate(partition(LABELS, WRITERS, "natural", 40)):
+        assert set(WRITERS[p]) == {ids[i]}  # client i: every row of the i-th smallest id
+    np.testing.assert_array_equal(np.sort(partition(LABELS, WRITERS, "natural", 40)[5]), np.flatnonzero(WRITERS == 5))
+    groups = partition(LABELS, WRITERS, "grouped-natural", 14, PartitionParams(group_size=3))  # 40 ids: 13 x 3 + 1
+    assert [sorted(set(WRITERS[p])) for p in groups][:2] == [[0, 1, 2], [3, 4, 5]]
+    assert sorted(set(WRITERS[groups[-1]])) == [39]
+    names = np.array([f"w{i:02d}" for i in WRITERS])
+    assert set(names[partition(LABELS, names, "natural", 40)[0]]) == {"w00"}
+
+
+@pytest.mark.parametrize("m, alpha, seed, min_size", [(5, 1.0, 0, 10), (9, 0.2, 11, 3), (3, 100.0, 2, 0)])
+def test_dirichlet_matches_data_dirichlet_partition_bit_for_bit(m, alpha, seed, min_size):
+    ours = partition(LABELS, None, "dirichlet", m, PartitionParams(alpha=alpha, min_size=min_size), seed=seed)
+    theirs = dirichlet_partition(LABELS, m, alpha, seed, min_size)
+    assert len(ours) == len(theirs)
+    for u, v in zip(ours, theirs):
+        assert u.dtype == v.dtype and np.array_equal(u, v)  # the same positions in the same order
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    (("natural", 39), {}, "^scheme 'natural' makes one client per distinct id: the data hold 40 distinct ids, not "
+                          "num-clients=39$"),
+    (("grouped-natural", 10), {"params": PartitionParams(group_size=3)},
+     "^scheme 'grouped-natural' with group_size=3 makes 14 clients from the 40 distinct ids, not num-clients=10$"),
+    (("ring", 3), {}, "partition scheme must be one of"),
+    (("iid", 601), {}, "^num-clients=601 exceeds the 600 examples to partition$"),
+    (("iid", 0), {}, "num-clients must be a positive integer, got 0"),
+    (("pathological", 5), {"params": PartitionParams(classes_per_client=11)},
+     "classes_per_client=11 must lie in 1..10, the number of distinct labels"),
+    (("dirichlet", 5), {"params": PartitionParams(alpha=0.0)}, "needs alpha > 0"),
+    (("dirichlet", 50), {"params": PartitionParams(alpha=0.01, min_size=12)}, "^scheme 'dirichlet' over 50 clients of "
+                                                                              "600 examples: ValueError: "),
+    (("shards", 200), {"params": PartitionParams(shards_per_client=4)}, "600 examples cannot make 200 x 4 shards"),
+])
+def test_impossible_partitions_are_refused_in_one_line(args, kwargs, match):
+    with pytest.raises(SplitError, match=match) as info:
+        partition(LABELS, WRITERS, *args, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_natural_needs_ids():
+    with pytest.raises(SplitError, match="scheme 'natural' needs a client id per example"):
+        partition(LABELS, None, "natural", 3)
+    with pytest.raises(SplitError, match="client ids must be integers or strings, got dtype float64"):
+        partition(LABELS, WRITERS * 0.5, "natural", 40)
+
+
+# -- the benchmark -----------------------------------------------------------------------------------------------
+
+def test_benchmark_smallest_setting_runs_without_flower(tmp_path):
+    out = tmp_path / "bench.json"
+    code = ("import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__'); "
+            "assert not [m for m in sys.modules if m == 'flwr' or m.startswith('flwr.')], 'Flower imported'")
+    res = subprocess.run([sys.executable, "-c", code, str(ROOT / "benchmarks" / "bench_partition.py"), "--rows", "400",
+                          "--clients", "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert (result["rows"], result["clients"]) == (400, 4)
+    assert set(result["steps"]) == {"read", "natural", "dirichlet", "iid"}
+    assert all(s["seconds"] >= 0 and s["floor_seconds"] >= 0 for s in result["steps"].values())
+    assert "natural" in res.stdout and "floor" in res.stdout
