@@ -29,8 +29,8 @@ def fake_npz_dir(tmp_path):
 #   own FLWR_HOME, so they may run beside a Ray run).
 # Every other test is self-contained: no process outlives it, no port is held across calls, and the tests with
 # real deadlines keep margins that hold at load 12 on 2 cores (docs/testing.md), so they may run beside either
-# group. The groups hold only with pytest < 9.2 (pyproject.toml; tests/test_groups.py checks it): from
-# 2026-11 to issue 47 the test extra took pytest 9.2, no group held, and Ray runs overlapped unnoticed.
+# group. The groups hold only with pytest < 9.2 (pyproject.toml; tests/test_groups.py checks it): until issue 47
+# the test extra took pytest 9.2, no group held, and Ray runs overlapped unnoticed.
 HERE = Path(__file__).resolve().parent
 RAY_MODULES = {"test_flower_e2e", "test_ray_cluster", "test_cli"}  # test_cli: `zofl run` and its left_behind scans
 DEPLOY_MODULES = {"test_deploy"}
