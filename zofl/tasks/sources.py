@@ -352,6 +352,17 @@ def _decoded_bytes(pf: Any, wanted: set[str]) -> int:
     return total
 
 
+def _read_bytes(path: Path, cap: int) -> bytes:
+    """The bytes of a local data file (Parquet, CSV): a regular file, at most ``cap`` of them (safeio); a
+    DataFileError naming it otherwise."""
+    try:
+        return read_user_bytes(path, cap, "local data file")
+    except FileRefused as exc:
+        raise _refused(exc) from None
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+
+
 def _parquet_table(path: Path, cap: int, label: str, features: list[str] | None, id_column: str | None) -> Any:
     """The needed columns of a Parquet file: at most ``cap`` bytes read (safeio), what they take decoded at most
     ``cap`` too (``_decoded_bytes``: a small file may unpack to far more), then decoded from memory, strings kept
@@ -359,12 +370,7 @@ def _parquet_table(path: Path, cap: int, label: str, features: list[str] | None,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        raw = read_user_bytes(path, cap, "local data file")
-    except FileRefused as exc:
-        raise _refused(exc) from None
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+    raw = _read_bytes(path, cap)
     try:
         schema = pq.ParquetFile(pa.BufferReader(raw)).schema_arrow
         columns = _pick_columns(str(path), schema, label, features, id_column)
@@ -388,12 +394,7 @@ def _csv_table(path: Path, cap: int, label: str, features: list[str] | None, id_
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    try:
-        raw = read_user_bytes(path, cap, "local data file")
-    except FileRefused as exc:
-        raise _refused(exc) from None
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+    raw = _read_bytes(path, cap)
     try:
         table = pacsv.read_csv(pa.BufferReader(raw))
     except (pa.ArrowException, ValueError) as exc:
