@@ -176,8 +176,8 @@ class FolderBusy(Exception):
         self.holder, self.stale, self.holders = holder, stale, holders
 
 
-_HELD: dict[int, tuple[int, int]] = {}  # descriptor -> (st_dev, st_ino) of each lock file this process took
-_PATHS: dict[int, Path] = {}  # descriptor -> the lock file's path, for unlock_folder(remove=True)
+# descriptor -> ((st_dev, st_ino), path) of each lock file this process took (the path: unlock_folder(remove=True))
+_HELD: dict[int, tuple[tuple[int, int], Path]] = {}
 
 
 def _close_inherited_locks() -> None:
@@ -186,7 +186,7 @@ def _close_inherited_locks() -> None:
     died (in-process worker pools: 'in use by another run (pid <dead pid>)'). Closing its copy never
     releases the parent's lock (only the last close of the description does); unlocking would. The
     descriptor is closed only if it is still the lock file (a number closed elsewhere may be reused)."""
-    for fd, ident in list(_HELD.items()):
+    for fd, (ident, _) in list(_HELD.items()):
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) == ident:
@@ -194,7 +194,6 @@ def _close_inherited_locks() -> None:
         except OSError:
             pass
     _HELD.clear()
-    _PATHS.clear()
 
 
 # every fork (multiprocessing's fork and forkserver children, os.fork) drops the lock, whoever forks;
@@ -271,8 +270,7 @@ def lock_folder(folder: Path, name: str = ".lock") -> int:
         os.close(fd)  # its holder removed it as we opened it: lock the file that is there now
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    _HELD[fd] = (st.st_dev, st.st_ino)
-    _PATHS[fd] = path
+    _HELD[fd] = ((st.st_dev, st.st_ino), path)
     return fd
 
 
@@ -281,9 +279,8 @@ def unlock_folder(fd: int, remove: bool = False) -> None:
     the lock file is removed first, while still held, if it is still the file this descriptor locks: a
     finished run leaves no lock file behind, and a process that opened it meanwhile sees it gone and
     retries (``lock_folder``)."""
-    path = _PATHS.pop(fd, None)
-    ident = _HELD.pop(fd, None)
-    if remove and path is not None and ident is not None:
+    ident, path = _HELD.pop(fd, (None, None))
+    if remove and path is not None:
         with contextlib.suppress(OSError):
             now = os.lstat(path)
             if (now.st_dev, now.st_ino) == ident:
