@@ -18,9 +18,17 @@ def still_alive(started: dict[int, int]) -> list[int]:
     return [p for p, t in started.items() if start_time(p) == t]
 
 
+SCOPE = "ZOFL_TEST_SCOPE"  # set by tests/conftest.py, one value per test process, inherited by all it starts
+
+
 def left_behind() -> list[int]:
-    """Processes whose inherited FLWR_HOME is a private SuperLink folder that no longer exists: what a
-    finished ``zofl run`` (or the runner) left running (its SuperLink, Ray, the ServerApp)."""
+    """Processes started from this test process (they inherited its ZOFL_TEST_SCOPE) whose inherited FLWR_HOME
+    is a private SuperLink folder that no longer exists: what a finished ``zofl run`` (or the runner) left
+    running (its SuperLink, Ray, the ServerApp). The scope keeps a run of another xdist worker, whose
+    folder may already be gone while its processes end, out of this test's count."""
+    import os
+
+    scope = os.environ[SCOPE].encode()
     pids = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -28,7 +36,7 @@ def left_behind() -> list[int]:
         except OSError:
             continue
         home = env.get(b"FLWR_HOME", b"").decode()
-        if "zofl-superlink-" in home and not Path(home).exists():
+        if env.get(SCOPE.encode()) == scope and "zofl-superlink-" in home and not Path(home).exists():
             pids.append(int(entry.name))
     return pids
 
