@@ -8,7 +8,9 @@ messages to it, converting each once (``zofl.strategies.wire``):
   message's RecordDict -> ``Work`` -> ``ZOFLClient.work`` -> ``Reply`` -> a reply RecordDict,
 * ``train`` with the legacy API's FitIns records (engine legacy), through Flower's own legacy
   handler, which calls ``NumPyClient.fit`` (the NumPyClient form -> ``Work`` -> the same ``work``),
-* ``query.partition``: the node's partition-id, without loading any data (``strategies.nodes``).
+* ``query.partition``: the node's partition-id, without loading the run's dataset (``strategies.nodes``); a node
+  whose node config names data of its own (``data-path``: ``zofl.tasks.local``) reads and checks them then and
+  adds their size N_i, fingerprint and shape, or says why they cannot be used (the server refuses it alone).
 
 The run-config is validated once per process (``prepared``), not per message: Flower builds a new
 client for every message, from the same run-config.
@@ -21,18 +23,19 @@ import time
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.client import NumPyClient
 from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
 from flwr.clientapp import ClientApp
 
 from .config import ConfigError, defaults
-from .core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
+from .core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
-from .setup import DATA_FP, check_data, prepare
+from .setup import DATA_FP, check_data, local_task, prepare, prepare_local
 from .strategies.wire import LEGACY_FIT_KEY, decode_work, reply_content, reply_to_numpy, work_from_numpy
 from .tasks.data import file_stamp
+from .tasks.local import DATA_ERROR, NodeData, NodeDataError, summary
 
 STATE_KEY = "zofl"
 
@@ -70,6 +73,21 @@ def _prepared(items: tuple, stamp: tuple) -> tuple:
     return prepare(dict(items))
 
 
+def prepared_for(context: Context) -> tuple:
+    """(cfg, task, spec) of this node: ``prepared``, or, when its node config names data of its own, the run-config
+    checked without reading the run's dataset and the task with the node's data as its client's."""
+    node = NodeData.of(context.node_config)
+    if node is None:
+        return prepared(context.run_config)
+    cfg, task, spec, shape = _prepared_local(tuple(sorted(context.run_config.items())))
+    return cfg, local_task(cfg, task, shape, node), spec
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared_local(items: tuple) -> tuple:
+    return prepare_local(dict(items))
+
+
 class ZOFLClient(NumPyClient):
     """Thin adapter: Flower in, ``METHODS[strategy].client_work`` (pure numpy) out.
 
@@ -78,7 +96,8 @@ class ZOFLClient(NumPyClient):
 
     def __init__(self, context: Context):
         self.context = context
-        self.cfg, self.task, self.spec = prepared(context.run_config)
+        self.cfg, self.task, self.spec = prepared_for(context)
+        self.own_data = NodeData.of(context.node_config) is not None  # the server's data fingerprint is not ours
         self.pid, num_partitions = node_partition(context, self.cfg.num_clients)
         if num_partitions != self.cfg.num_clients or not 0 <= self.pid < num_partitions:
             raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
@@ -97,7 +116,9 @@ class ZOFLClient(NumPyClient):
     def work(self, work: Work) -> Reply:
         """The method's client work on ``work``, with the device speed and the injected faults."""
         cfg = self.cfg
-        check_data(work.config.pop(DATA_FP, None), self.task, self.spec, self.pid)  # the server's data?
+        expected = work.config.pop(DATA_FP, None)
+        if not self.own_data:
+            check_data(expected, self.task, self.spec, self.pid)  # the server's data?
         fault = draw_fault(cfg.seed, work.round, self.pid, cfg.crash_prob, cfg.hang_prob, cfg.corrupt_prob)
         if fault == "crash":
             raise InjectedCrash(f"client {self.pid}: injected crash in round {work.round} (crash-prob)")
@@ -146,4 +167,12 @@ def train(msg: Message, context: Context) -> Message:
 @app.query("partition")
 def partition(msg: Message, context: Context) -> Message:
     pid, parts = node_partition(context)
-    return Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts})}), reply_to=msg)
+    content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts})})
+    try:
+        node = NodeData.of(context.node_config)
+        if node is not None:  # its own data: read and checked now, before round 1; the server learns their summary
+            _, task, _ = prepared_for(context)
+            content[CONFIG] = ConfigRecord(summary(task.data))
+    except (NodeDataError, ConfigError) as exc:
+        content[CONFIG] = ConfigRecord({DATA_ERROR: str(exc)[:2000]})
+    return Message(content, reply_to=msg)

@@ -8,7 +8,9 @@ from .config import Config, ConfigError, parse_config
 from .core.method import BILEVEL, HYPERGRAD, MODEL
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
+from .tasks.base import data_shape
 from .tasks.data import DataFileError, SplitError, file_stamp
+from .tasks.local import DATA_PATH, LocalTask, NodeData, read_node_data
 
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
 NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a task, and its words for the error
@@ -54,12 +56,36 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         raise ConfigError(f"run-config keys 'num-clients'/'alpha'/'min-partition-size': {exc}") from exc
     except (DataError, ValueError) as exc:  # no such dataset, or its file is missing
         raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
+    _configure(cfg, task, spec)
+    return cfg, task, spec
+
+
+def _configure(cfg: Config, task: Task, spec: DataSpec) -> None:
     if callable(getattr(task, "configure", None)):  # e.g. a TorchTask: device and module
         try:
             task.configure(TaskSettings.of(cfg), spec)
         except ValueError as exc:
             raise ConfigError(str(exc) if "run-config key" in str(exc) else f"run-config key 'task': {exc}") from exc
-    return cfg, task, spec
+
+
+def prepare_local(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec, tuple[int, int]]:
+    """``prepare`` for a client whose node config names its own data (``zofl.tasks.local``): the run-config
+    validated and the task loaded and configured, with the (features, classes) the node's data must have (the
+    task's, from the dataset's name for the built-in data: the run's dataset is never read here); a ConfigError
+    naming the key. ``local_task`` then reads the node's data."""
+    cfg, task, spec = check_run(run_config)
+    if is_bilevel(task) or is_hypergrad(task):
+        raise ConfigError(f"node config key '{DATA_PATH}': a node's own data work with single-level tasks "
+                          f"(softmax, relu-net, a torch model or a zofl.tasks.base.Task), not task={cfg.task!r}")
+    _configure(cfg, task, spec)
+    return cfg, task, spec, data_shape(task, spec)
+
+
+def local_task(cfg: Config, task: Task, shape: tuple[int, int], node: NodeData) -> LocalTask:
+    """``task`` with the node's own data as its client's, read and checked against ``shape`` (``NodeDataError``
+    naming the node config key); the read is cached per process and version of the node's files."""
+    num_features, num_classes = shape
+    return LocalTask(task, read_node_data(node, num_features, num_classes, cfg.seed), num_classes)
 
 
 def _task(cfg: Config) -> Task:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -146,7 +146,20 @@ class Method:
         self.m = cfg.num_clients
         self.server_data = task.server_data(spec)
         self.test_data = task.test_data(spec)
-        self.n_train = task.num_train(spec)
+        self.split_n_train = task.num_train(spec)
+        # partition -> N_i reported by its node, which holds data of its own (zofl.tasks.local; the live
+        # nodes.Federation.sizes, set by the ServerApp once it has learned the federation)
+        self.reported_sizes: Mapping[int, int] = {}
+
+    @property
+    def n_train(self) -> int:
+        """N_train of rho_i = N_i / N_train: the server's examples plus every client's, each client's as its node
+        reported it when it holds data of its own, else its partition's size in the run's split (the paper's known
+        N: with data that stay on the nodes, the sum of what they report stands in for it)."""
+        if not self.reported_sizes:
+            return self.split_n_train
+        return self.split_n_train + sum(n - len(self.task.client_data(self.spec, i))
+                                        for i, n in self.reported_sizes.items())
 
     # -- aggregation ----------------------------------------------------------------------
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:

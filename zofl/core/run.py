@@ -203,8 +203,9 @@ class Run:
         add_pending(summary, self.pending_failures())
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
                        unheld_partitions=sorted(self.unheld),
-                       refused_nodes=[{"node": n, "claims": p, "held_by": h} for n, p, h in
-                                      (self.fed.refused if self.fed else [])],
+                       refused_nodes=[{"node": n, "claims": p, "held_by": h,
+                                       **({"reason": self.fed.data_errors[n]} if n in self.fed.data_errors else {})}
+                                      for n, p, h in (self.fed.refused if self.fed else [])],
                        rejoined_nodes=[{"node": n, "partition": p, "replaced": h} for n, p, h in
                                        (self.fed.rejoined if self.fed else [])],
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),

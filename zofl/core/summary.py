@@ -168,7 +168,9 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
               if s.get("unheld_partitions") else []),
             *(["  federation: refused SuperNode(s): "
                + ", ".join(f"{r['node']} (partition {r['claims']}, "
-                           + ("not a partition of this run)" if r["held_by"] == -1 else f"held by {r['held_by']})")
+                           + ("not a partition of this run)" if r["held_by"] == -1 else
+                              f"its data cannot be used: {r.get('reason', '')})" if r["held_by"] == -2 else
+                              f"held by {r['held_by']})")
                            for r in s["refused_nodes"])] if s.get("refused_nodes") else []),
             *(["  federation: SuperNode(s) that took a partition over: "
                + ", ".join(f"{r['node']} (partition {r['partition']})" for r in s["rejoined_nodes"])]

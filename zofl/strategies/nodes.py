@@ -1,8 +1,10 @@
 """Which SuperNode holds which partition (client id i), learned without sending any work.
 
 Every node answers a ``query.partition`` message with the ``partition-id`` and ``num-partitions``
-of its node config (``zofl.client_app``); the reply costs no data loading. After this, each round
-contacts only the clients it samples.
+of its node config (``zofl.client_app``); the reply costs no loading of the run's dataset. A node whose node
+config names data of its own (``zofl.tasks.local``) adds their size N_i and fingerprint (never their path), or
+the reason they cannot be used: such a node is refused alone, named, and the run goes on with the others. After
+this, each round contacts only the clients it samples.
 """
 from __future__ import annotations
 
@@ -14,10 +16,46 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from ..config import ConfigError
-from ..core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITION
+from ..core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITION
+from ..tasks.local import DATA_ERROR, DATA_FINGERPRINT, NUM_EXAMPLES
 
 log = logging.getLogger("zofl")
 NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
+NO_DATA = -2  # Federation.refused's "held by" of a node whose own data cannot be used (its reason in data_errors)
+MAX_EXAMPLES = 2**40  # a reported N_i above this is no size a node can hold (LOCAL_DATA_CAP: 4 GiB of rows)
+MAX_FINGERPRINT = 128  # characters of a reported fingerprint (array_fingerprint's are 16-64)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A node's answer to query.partition, checked: its claim, and for a node with data of its own their size and
+    fingerprint, or why they cannot be used (``error``)."""
+
+    pid: int
+    parts: int
+    num_examples: int | None = None
+    fingerprint: str | None = None
+    error: str | None = None
+
+
+def read_answer(msg: Message) -> Answer:
+    """``msg``'s answer; a malformed one (a node's bug or a hostile node) is an Answer with its ``error``."""
+    try:
+        rec = msg.content.metric_records[METRICS]
+        pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return Answer(NO_PARTITION, 0, error="its answer has no partition-id and num-partitions")
+    own = msg.content.config_records.get(CONFIG)
+    if own is None:
+        return Answer(pid, parts)
+    if DATA_ERROR in own:
+        return Answer(pid, parts, error=str(own[DATA_ERROR])[:2000])
+    n, fp = own.get(NUM_EXAMPLES), own.get(DATA_FINGERPRINT)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_EXAMPLES:
+        return Answer(pid, parts, error=f"it reports {NUM_EXAMPLES}={str(n)[:40]!r}, not an integer in [1, 2^40]")
+    if not isinstance(fp, str) or not 0 < len(fp) <= MAX_FINGERPRINT:
+        return Answer(pid, parts, error=f"it reports no {DATA_FINGERPRINT} of at most {MAX_FINGERPRINT} characters")
+    return Answer(pid, parts, n, fp)
 
 
 def smaller_federation(m: int, n: int) -> ConfigError:
@@ -94,13 +132,27 @@ class Federation:
     pending: dict[int, int] = field(default_factory=dict)  # refused node -> partition, until its holder is gone
     rejoined: list[tuple[int, int, int]] = field(default_factory=list)  # (node, partition, node it replaced)
     held: dict[int, int] = field(default_factory=dict)  # node id -> partition, of every node that ever held one
+    sizes: dict[int, int] = field(default_factory=dict)  # partition -> N_i its node reported (data of its own)
+    fingerprints: dict[int, str] = field(default_factory=dict)  # partition -> the fingerprint its node reported
+    data_errors: dict[int, str] = field(default_factory=dict)  # node id -> why its own data cannot be used
+    answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
+
+    def refuse_data(self, node: int, answer: Answer) -> None:
+        """``node`` gets no work: its own data cannot be used (``answer.error``, logged with its node id)."""
+        self.refused.append((node, answer.pid, NO_DATA))
+        self.data_errors[node] = answer.error
+        log.warning("SuperNode %d (partition-id=%d) is refused, it gets no work: %s", node, answer.pid, answer.error)
 
     def __post_init__(self):
         self.held.update({n: p for p, n in self.nodes.items()})
 
-    def hold(self, pid: int, node: int) -> None:
+    def hold(self, pid: int, node: int, answer: Answer | None = None) -> None:
         """``node`` holds partition ``pid`` from now on (the node that held it before stays in ``held``: its
-        late replies are still its partition's)."""
+        late replies are still its partition's), with the size and fingerprint of its own data, if any."""
+        self.sizes.pop(pid, None)
+        self.fingerprints.pop(pid, None)
+        if answer is not None and answer.num_examples is not None:
+            self.sizes[pid], self.fingerprints[pid] = answer.num_examples, answer.fingerprint
         self.nodes[pid] = node
         self.held[node] = pid
 
@@ -121,25 +173,27 @@ class Federation:
             self.asked |= set(new)
             msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
             for msg in sorted(grid.send_and_receive(msgs, timeout=timeout), key=lambda r: r.metadata.src_node_id):
+                node = msg.metadata.src_node_id
                 if msg.has_error():
-                    log.warning("SuperNode %d could not say its partition: %s", msg.metadata.src_node_id,
-                                msg.error.reason)
+                    log.warning("SuperNode %d could not say its partition: %s", node, msg.error.reason)
                     continue
-                rec = msg.content.metric_records[METRICS]
-                pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
-                if parts != m or not 0 <= pid < m:
+                answer = read_answer(msg)
+                if answer.error is not None:
+                    self.refuse_data(node, answer)
+                elif answer.parts != m or not 0 <= answer.pid < m:
                     log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
-                                msg.metadata.src_node_id, pid, parts, m)
-                    self.refused.append((msg.metadata.src_node_id, pid, NO_PARTITION))
-                    continue
-                self.pending[msg.metadata.src_node_id] = pid
+                                node, answer.pid, answer.parts, m)
+                    self.refused.append((node, answer.pid, NO_PARTITION))
+                else:
+                    self.pending[node] = answer.pid
+                    self.answers[node] = answer
         changed = False
         for node, pid in sorted(self.pending.items()):
             holder = self.nodes.get(pid)
             if node not in online:
                 del self.pending[node]
             elif holder is None or holder not in online:
-                self.hold(pid, node)
+                self.hold(pid, node, self.answers.get(node))
                 del self.pending[node]
                 self.refused = [r for r in self.refused if r[0] != node]  # refused while its holder was there
                 self.rejoined.append((node, pid, holder if holder is not None else -1))
@@ -184,6 +238,10 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
             raise ConfigError(f"no SuperNode holds a partition of this run after {wait_s:.0f}s (client-wait-s): the "
                               f"{len(refused)} that answered are outside partition ids 0..{m - 1} or have "
                               f"num-partitions != num-clients = {m}: {', '.join(refused)}")
+        if fed.data_errors:
+            first = min(fed.data_errors)
+            raise ConfigError(f"no SuperNode holds a partition of this run: the data of all {len(fed.data_errors)} "
+                              f"that answered cannot be used; SuperNode {first}: {fed.data_errors[first]}")
         raise ConfigError(f"no SuperNode answered for any partition within {wait_s:.0f}s (client-wait-s)")
     if fed.unheld:
         log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
@@ -196,8 +254,11 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
     node = msg.metadata.src_node_id
     if msg.has_error():
         raise ConfigError(f"SuperNode {node} could not say its partition: {msg.error.reason}")
-    rec = msg.content.metric_records[METRICS]
-    pid, parts = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+    answer = read_answer(msg)
+    if answer.error is not None:  # its own data cannot be used: refused alone, the others' run goes on
+        fed.refuse_data(node, answer)
+        return
+    pid, parts = answer.pid, answer.parts
     if parts != m or not 0 <= pid < m:
         # one misconfigured SuperNode (its ClientApp would refuse work anyway) must not stop the others'
         # run: refused alone, as a second claimant is; held_by -1 = no partition of this run
@@ -208,7 +269,8 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
     if pid in fed.nodes:
         fed.refused.append((node, pid, fed.nodes[pid]))
         fed.pending[node] = pid  # it may take the partition over if its holder leaves
+        fed.answers[node] = answer
         log.warning("SuperNode %d also claims partition-id=%d, held by SuperNode %d: refused, it gets no work "
                     "(give every SuperNode its own partition-id)", node, pid, fed.nodes[pid])
         return
-    fed.hold(pid, node)
+    fed.hold(pid, node, answer)

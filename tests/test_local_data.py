@@ -1,0 +1,113 @@
+"""Issue 48: a SuperNode's own data, named by its node config (zofl.tasks.local), on the in-process Grid (the same
+ServerApp and ClientApp code as every engine). The real-process deployment is in tests/test_deploy.py."""
+import json
+
+import numpy as np
+import pytest
+
+from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.tasks.local import NodeData, NodeDataError, read_node_data, summary
+
+
+def site_file(path, n: int, seed: int, width: int = 64, fmt: str = "npz"):
+    """A site's examples shaped as the built-in digits (64 features, 10 classes), labels a function of the
+    features so that a model can learn them."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 10, n)
+    x = rng.normal(0.0, 1.0, (n, width)) + 3.0 * np.eye(10, width)[y]
+    if fmt == "npz":
+        np.savez(path, x=x, y=y)
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(width)])
+        frame["label"] = y
+        frame.to_csv(path, index=False)
+    return path
+
+
+def nodes(tmp_path, sizes, **extra):
+    """Node configs {partition: config} of len(sizes) sites, site i holding sizes[i] examples of its own."""
+    m = len(sizes)
+    return {i: {PARTITION_ID: i, NUM_PARTITIONS: m, "data-path": str(site_file(tmp_path / f"site{i}.npz", n, i)),
+                **extra.get(i, {})} for i, n in enumerate(sizes)}
+
+
+def test_node_config_keys_are_parsed_and_checked():
+    assert NodeData.of({PARTITION_ID: 0, NUM_PARTITIONS: 2}) is None  # no data of its own: the run's partition
+    nd = NodeData.of({"data-path": " /srv/a.csv ", "label-column": "y", "test-fraction": 0.25})
+    assert (nd.path, nd.label_column, nd.test_fraction) == ("/srv/a.csv", "y", 0.25)
+    for bad, words in [({"test-fraction": 0.2}, "given without 'data-path'"),
+                       ({"data-path": "a.npz", "test-fraction": 1.5}, "'test-fraction' must be a number in (0, 1)"),
+                       ({"data-path": "a.npz", "test-fraction": True}, "'test-fraction' must be a number"),
+                       ({"data-path": ""}, "'data-path' is empty"),
+                       ({"data-path": "a" * 5000}, "'data-path' must be a string of at most 4096"),
+                       ({"data-path": 3}, "'data-path' must be a string"),
+                       ({"data-path": "a.npz", "data-format": "xlsx"}, "'data-format' must be 'auto' or one of"),
+                       ({"data-path": "a.csv", "label-column": " "}, "'label-column' is empty")]:
+        with pytest.raises(NodeDataError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            NodeData.of(bad)
+
+
+def test_a_nodes_data_are_read_checked_and_summarised_without_their_path(tmp_path):
+    path = site_file(tmp_path / "a.csv", 50, 0, fmt="csv")
+    data = read_node_data(NodeData.of({"data-path": str(path)}), 64, 10, seed=0)
+    assert data.x.shape == (45, 64) and data.x_test.shape == (5, 64)  # test-fraction 0.1 of 50
+    told = summary(data)
+    assert told == {"num-examples": 45, "data-fingerprint": data.fingerprint, "num-features": 64, "num-classes": 10}
+    assert str(tmp_path) not in json.dumps(told)
+    again = read_node_data(NodeData.of({"data-path": str(path)}), 64, 10, seed=0)
+    assert again is data  # once per process and version of the file
+    with pytest.raises(NodeDataError, match=r"node config key 'data-path': .*a\.csv.*64"):
+        read_node_data(NodeData.of({"data-path": str(site_file(tmp_path / "a.csv", 50, 0, width=63, fmt="csv"))}),
+                       64, 10, seed=0)  # replaced in place by a file of the wrong width: read again, refused
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "zohfl"])
+def test_each_node_trains_on_its_own_data_and_rho_comes_from_the_reported_sizes(tmp_path, strategy):
+    """Three sites of 40, 80 and 120 examples: the run trains (its test accuracy, on the server's test set of the
+    digits, rises), FedAvg's weights and ZO-HFL's rho_i = N_i / N_train use the reported sizes."""
+    import zofl.server_app as server_app
+
+    seen = {}
+    serve = server_app.serve
+
+    def spy(grid, cfg, method, writer):
+        x = serve(grid, cfg, method, writer)
+        seen["n_train"], seen["sizes"] = method.n_train, dict(method.reported_sizes)
+        seen["split"] = method.split_n_train - sum(len(method.task.client_data(method.spec, i)) for i in range(3))
+        return x
+
+    cfg = {"strategy": strategy, "num-clients": 3, "beta": 1.0, "tau": 2.0, "num-rounds": 4, "server-fraction": 0.3,
+           "output-dir": str(tmp_path), "run-name": strategy}
+    if strategy == "zohfl":
+        cfg["weighting"] = "rho"
+    server_app.serve = spy
+    try:
+        d, x = run_inprocess(cfg, workers=0, node_config=nodes(tmp_path, [40, 80, 120]))
+    finally:
+        server_app.serve = serve
+    assert seen["sizes"] == {0: 36, 1: 72, 2: 108}  # 90% of each site's examples train, 10% are held out
+    assert seen["n_train"] == seen["split"] + 36 + 72 + 108  # the server's share + what the nodes reported
+    rec = read_rounds(d)
+    assert all(r["participants"] == 3 for r in rec[1:]) and np.isfinite(x).all()
+    summary_ = json.loads((d / "summary.json").read_text())
+    assert summary_["status"] == "ok" and not summary_["refused_nodes"]
+
+
+def test_a_node_whose_data_do_not_fit_is_refused_alone_and_named(tmp_path):
+    """Site 1's file has 63 features where the run's task has 64: it is refused before round 1 (in the summary,
+    with what was wrong), gets no work, and the two others' run goes on."""
+    configs = nodes(tmp_path, [40, 60, 50])
+    configs[1]["data-path"] = str(site_file(tmp_path / "narrow.npz", 60, 1, width=63))
+    cfg = {"strategy": "fedavg", "num-clients": 3, "beta": 1.0, "tau": 1.0, "num-rounds": 2, "client-wait-s": 1.0,
+           "output-dir": str(tmp_path), "run-name": "r"}
+    d, x = run_inprocess(cfg, workers=0, node_config=configs)
+    summary_ = json.loads((d / "summary.json").read_text())
+    (refused,) = summary_["refused_nodes"]
+    assert refused["claims"] == 1 and refused["held_by"] == -2, refused
+    assert "'data-path'" in refused["reason"] and "narrow.npz" in refused["reason"] and "64" in refused["reason"]
+    assert summary_["unheld_partitions"] == [1]
+    assert all(r["participants"] == 2 for r in read_rounds(d)[1:])
