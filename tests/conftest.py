@@ -23,24 +23,31 @@ def fake_npz_dir(tmp_path):
     return tmp_path
 
 
-# With pytest-xdist (the README's test command: `python -m pytest -n 4 --dist loadgroup`), one group of tests runs
-# one test at a time, on one worker, while the other tests go to whichever worker is free: "deploy", the
-# deployments of real SuperLinks and SuperNodes (each with real deadlines and several processes of its own).
-# The runs through Ray (Flower's simulation, `zofl run`, a Ray cluster) run beside each other: each starts a Ray of
-# its own (the two-node cluster's `ray start` keeps its address file in its own --temp-dir, so no simulation's
-# `ray.init()` joins it), and the tests that look for what a finished run left behind count only the processes
-# started from their own worker (tests/procs.py: left_behind reads ZOFL_TEST_SCOPE, set here per process and
-# inherited by everything it starts). Every other test is self-contained: no process outlives it, no port is held
-# across calls, and the tests with real deadlines keep margins that hold at load 12 on 2 cores (docs/testing.md).
-# The group holds only with pytest < 9.2 (pyproject.toml; tests/test_groups.py checks it).
+# With pytest-xdist (the README's test command: `python -m pytest -n 2 --dist loadgroup`), two groups of tests run
+# one test at a time each, on one worker each, while the other tests go to whichever worker is free:
+# - "ray": every run through Ray (Flower's simulation, a Ray cluster). Each starts a Ray of its own, and side by
+#   side at load 12 on 2 cores they starve each other's start-up: `ray start --head` of the two-node cluster failed
+#   beside the other Ray runs (docs/testing.md, "Under load");
+# - "deploy": the deployments of real SuperLinks and SuperNodes (no Ray; real round deadlines; their processes
+#   are told apart by their own FLWR_HOME, so they may run beside a Ray run).
+# Every other test is self-contained: no process outlives it, no port is held across calls, and the tests with
+# real deadlines keep margins that hold at load 12 on 2 cores (docs/testing.md). The tests that look for what a
+# finished `zofl run` left behind count only the processes started from their own worker (tests/procs.py:
+# left_behind reads ZOFL_TEST_SCOPE, set here per process and inherited by everything it starts), so they need no
+# group. The groups hold only with pytest < 9.2 (pyproject.toml; tests/test_groups.py checks it).
 HERE = Path(__file__).resolve().parent
+RAY_MODULES = {"test_flower_e2e", "test_ray_cluster"}
 DEPLOY_MODULES = {"test_deploy"}
 os.environ[SCOPE] = f"{os.getpid()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
 def group_of(module: str, flower: bool) -> str | None:
     """The xdist group of a test of ``module`` (marked ``flower`` or not), None for the free pool."""
-    return "deploy" if flower and module in DEPLOY_MODULES else None
+    if module in RAY_MODULES:
+        return "ray"
+    if flower:
+        return "deploy" if module in DEPLOY_MODULES else "ray"
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids

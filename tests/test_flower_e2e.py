@@ -32,12 +32,23 @@ def superlink(tmp_path_factory):
     assert not left, f"processes left behind: {left}"
 
 
-def run_both(superlink, cfg: dict, num_supernodes: int) -> tuple[list[dict], list[dict]]:
-    """The run's records through Flower (it must succeed) and the same run-config's in-process."""
+def run_both(superlink, cfg: dict, num_supernodes: int) -> tuple[list[dict], list[dict], str]:
+    """The run's records through Flower (it must succeed), the same run-config's in-process, and Flower's output."""
     res = superlink.run(cfg, num_supernodes=num_supernodes)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     d, _ = run_inprocess({**cfg, "run-name": cfg["run-name"] + "-inprocess"}, workers=0)
-    return read_rounds(Path(cfg["output-dir"]) / cfg["run-name"]), read_rounds(d)
+    return read_rounds(Path(cfg["output-dir"]) / cfg["run-name"]), read_rounds(d), res.stdout + res.stderr
+
+
+def bench_engines():
+    """benchmarks/bench_engines.py as a module (its main() is not run)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_engines.py"
+    spec = importlib.util.spec_from_file_location("bench_engines", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def losses(records: list[dict]) -> list[float]:
@@ -62,10 +73,15 @@ HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 
 def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
     cfg = {**HYPERCLEANING, "strategy": "afbo", "engine": "async", "num-rounds": 8, "speed-profile": "uniform",
            "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path), "run-name": "afbo"}
-    rec, ref = run_both(superlink, cfg, 4)
+    rec, ref, out = run_both(superlink, cfg, 4)
     keys = ("test_loss", "clients", "staleness", "clock_s", "outer_delay_mean")
     assert [[r.get(k) for k in keys] for r in rec] == [[r.get(k) for k in keys] for r in ref]
     assert {r.get("step") for r in rec[1:]} == {"inner", "outer"}
+    # what benchmarks/bench_engines.py reads of a run through Ray (its Ray part is not run in the tests: it costs
+    # two more Ray starts, and its in-process part, test_benchmarks, runs the rest of its code): the lines that
+    # mark the phases of a run (less the two its timing hook or Flower's own strategies print)
+    marks = {k: v for k, v in bench_engines().PHASES.items() if k not in ("partitions_learned", "strategy_finished")}
+    assert [k for k, marker in marks.items() if marker not in out] == [], out[-3000:]
 
 
 def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
