@@ -111,3 +111,23 @@ def test_a_node_whose_data_do_not_fit_is_refused_alone_and_named(tmp_path):
     assert "'data-path'" in refused["reason"] and "narrow.npz" in refused["reason"] and "64" in refused["reason"]
     assert summary_["unheld_partitions"] == [1]
     assert all(r["participants"] == 2 for r in read_rounds(d)[1:])
+
+
+def test_a_resume_refuses_a_node_whose_data_changed_since_the_run_began(tmp_path):
+    """data.json keeps each node's fingerprint; on resume, site 2's file replaced by other examples is refused alone
+    (named, with both fingerprints), the two others go on, and the run's records say so."""
+    configs = nodes(tmp_path, [40, 60, 50])
+    cfg = {"strategy": "fedavg", "num-clients": 3, "beta": 1.0, "tau": 1.0, "num-rounds": 2, "checkpoint-every": 1,
+           "client-wait-s": 1.0, "output-dir": str(tmp_path), "run-name": "r"}
+    d, _ = run_inprocess(cfg, workers=0, node_config=configs)
+    stored = json.loads((d / "data.json").read_text())["clients"]
+    assert sorted(stored) == ["0", "1", "2"] and len(set(stored.values())) == 3
+    site_file(tmp_path / "site2.npz", 50, seed=99)  # the same size, other examples
+    d, x = run_inprocess({**cfg, "num-rounds": 4, "resume": True}, workers=0, node_config=configs)
+    summary_ = json.loads((d / "summary.json").read_text())
+    (refused,) = summary_["refused_nodes"]
+    assert refused["claims"] == 2 and refused["held_by"] == -2
+    assert "changed since the run began" in refused["reason"] and stored["2"] in refused["reason"]
+    assert summary_["unheld_partitions"] == [2] and np.isfinite(x).all()
+    assert all(r["participants"] == 2 for r in read_rounds(d)[3:])
+    assert json.loads((d / "data.json").read_text())["clients"] == stored  # the run's own, kept

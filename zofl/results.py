@@ -317,6 +317,7 @@ class ResultsWriter:
         self.records: list[dict[str, Any]] = []
         self.config = dict(config)
         self.data = dict(data) if data else None  # data.json: the data's fingerprint and source (zofl.setup)
+        self.clients: dict[str, str] = {}  # data.json "clients": partition -> the fingerprint of its node's own data
         self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
         self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.run.resume_point)
         self._lock_fd: int | None = None
@@ -387,12 +388,34 @@ class ResultsWriter:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RunFolderError(f"cannot resume {self.dir}: {path} is not readable ({type(exc).__name__}: {exc}); "
                                  f"restore it, or start a new run (another run-name)") from None
+        self.clients = self._stored_clients(stored, path)
         if fp != self.data["fingerprint"]:
             raise RunFolderError(
                 f"cannot resume {self.dir}: its data differ from this run's: {path} has fingerprint {fp} "
                 f"({stored.get('source')}), the data now read from {self.data['source']} have "
                 f"{self.data['fingerprint']} (a different file or data-dir); resume with the run's data, or start "
                 f"a new run")
+
+    def _stored_clients(self, stored: dict, path: Path) -> dict[str, str]:
+        """data.json's "clients" ({partition: fingerprint}, of the nodes that held data of their own), checked."""
+        clients = stored.get("clients", {})
+        if not isinstance(clients, dict) or not all(
+                isinstance(k, str) and k.isdigit() and isinstance(v, str) and 0 < len(v) <= 128
+                for k, v in clients.items()):
+            raise RunFolderError(f"cannot resume {self.dir}: {path}'s \"clients\" is not an object of partition ids "
+                                 f"and fingerprints; restore it, or start a new run (another run-name)")
+        return dict(clients)
+
+    def changed_clients(self, fingerprints: Mapping[int, str]) -> dict[int, str]:
+        """The partitions whose node's own data differ from those the run began with ({partition: why}); the
+        others' fingerprints are kept for data.json (written by ``accept``): a resume checks its nodes by them."""
+        changed = {}
+        for pid, fp in sorted(fingerprints.items()):
+            was = self.clients.setdefault(str(pid), fp)
+            if was != fp:
+                changed[pid] = (f"its data changed since the run began (fingerprint {fp}, the run's {was}): resume "
+                                f"with the node's data as they were, or start a new run")
+        return changed
 
     def _lock(self) -> None:
         try:
@@ -417,7 +440,7 @@ class ResultsWriter:
         """The run (or resume) is accepted: write config.json, before the first new record."""
         self._atomic_write("config.json", self.config)
         if self.data is not None:
-            self._atomic_write("data.json", self.data)
+            self._atomic_write("data.json", {**self.data, **({"clients": self.clients} if self.clients else {})})
 
     def truncate(self, last_round: int) -> None:
         """Keep the records of rounds <= last_round (atomically); later ones will be written again."""

@@ -64,6 +64,7 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
     if isinstance(getattr(grid, "pull_interval", None), float):
         grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
     fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)  # the server's own map: node -> partition
+    fed.refuse_changed(writer.changed_clients(fed.fingerprints))  # a resume: a node whose own data changed
     method.reported_sizes = fed.sizes  # N_i of the nodes with data of their own (live: a rejoining node's too)
     if cfg.engine == "async":
         strategy = strategy_class(cfg.engine, cfg.strategy)(cfg, method, writer, fed)

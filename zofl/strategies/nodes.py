@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
@@ -136,6 +137,21 @@ class Federation:
     fingerprints: dict[int, str] = field(default_factory=dict)  # partition -> the fingerprint its node reported
     data_errors: dict[int, str] = field(default_factory=dict)  # node id -> why its own data cannot be used
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
+
+    def refuse_changed(self, changed: Mapping[int, str]) -> None:
+        """The nodes holding the partitions in ``changed`` ({partition: why}: their data are not the run's) lose
+        them before round 1: refused, named with the reason, their partitions unheld."""
+        for pid, reason in sorted(changed.items()):
+            node = self.nodes.pop(pid)
+            self.held.pop(node, None)
+            self.sizes.pop(pid, None)
+            self.fingerprints.pop(pid, None)
+            self.refuse_data(node, Answer(pid, 0, error=reason))
+        self.unheld = sorted(set(self.unheld) | set(changed))
+        if changed and not self.nodes:
+            pid = min(changed)
+            raise ConfigError(f"no SuperNode holds a partition of this run: partition {pid}'s node is refused, "
+                              f"{changed[pid]}" + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
 
     def refuse_data(self, node: int, answer: Answer) -> None:
         """``node`` gets no work: its own data cannot be used (``answer.error``, logged with its node id)."""
