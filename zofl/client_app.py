@@ -29,13 +29,13 @@ from flwr.client.message_handler.message_handler import handle_legacy_message_fr
 from flwr.clientapp import ClientApp
 
 from .config import ConfigError, defaults
-from .core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
+from .core.protocol import CONFIG, DATA_ERROR, MAX_DATA_ERROR, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
 from .setup import DATA_FP, check_data, local_task, prepare, prepare_local
 from .strategies.wire import LEGACY_FIT_KEY, decode_work, reply_content, reply_to_numpy, work_from_numpy
 from .tasks.data import file_stamp
-from .tasks.local import DATA_ERROR, NodeData, NodeDataError, summary
+from .tasks.local import LocalTask, NodeData, NodeDataError, summary
 
 STATE_KEY = "zofl"
 
@@ -97,7 +97,7 @@ class ZOFLClient(NumPyClient):
     def __init__(self, context: Context):
         self.context = context
         self.cfg, self.task, self.spec = prepared_for(context)
-        self.own_data = NodeData.of(context.node_config) is not None  # the server's data fingerprint is not ours
+        self.own_data = isinstance(self.task, LocalTask)  # the server's data fingerprint is not ours
         self.pid, num_partitions = node_partition(context, self.cfg.num_clients)
         if num_partitions != self.cfg.num_clients or not 0 <= self.pid < num_partitions:
             raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
@@ -174,5 +174,5 @@ def partition(msg: Message, context: Context) -> Message:
             _, task, _ = prepared_for(context)
             content[CONFIG] = ConfigRecord(summary(task.data))
     except (NodeDataError, ConfigError) as exc:
-        content[CONFIG] = ConfigRecord({DATA_ERROR: str(exc)[:2000]})
+        content[CONFIG] = ConfigRecord({DATA_ERROR: str(exc)[:MAX_DATA_ERROR]})
     return Message(content, reply_to=msg)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ConfigError
+from .core.protocol import MAX_FINGERPRINT
 from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
 from .safeio import (
     JSON_CAP,
@@ -400,7 +401,7 @@ class ResultsWriter:
         """data.json's "clients" ({partition: fingerprint}, of the nodes that held data of their own), checked."""
         clients = stored.get("clients", {})
         if not isinstance(clients, dict) or not all(
-                isinstance(k, str) and k.isdigit() and isinstance(v, str) and 0 < len(v) <= 128
+                isinstance(k, str) and k.isdigit() and isinstance(v, str) and 0 < len(v) <= MAX_FINGERPRINT
                 for k, v in clients.items()):
             raise RunFolderError(f"cannot resume {self.dir}: {path}'s \"clients\" is not an object of partition ids "
                                  f"and fingerprints; restore it, or start a new run (another run-name)")

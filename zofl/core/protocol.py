@@ -32,6 +32,12 @@ METRICS = "metrics"
 NUM_EXAMPLES = "num-examples"  # Flower's default weighting key
 PARTITION_ID = "partition-id"  # node config key (simulation and deployment)
 NUM_PARTITIONS = "num-partitions"
+# query.partition's answer of a node with data of its own (zofl.tasks.local): its training size (NUM_EXAMPLES), its
+# fingerprint and shape, or why its data cannot be used; the server reads them (zofl.strategies.nodes) with bounds
+DATA_FINGERPRINT, NUM_FEATURES_KEY, NUM_CLASSES_KEY = "data-fingerprint", "num-features", "num-classes"
+DATA_ERROR = "data-error"
+MAX_FINGERPRINT = 128  # characters of a fingerprint a node reports or data.json keeps (array_fingerprint's: 16-64)
+MAX_DATA_ERROR = 2000  # characters of the reason a node gives
 
 
 @dataclass

@@ -17,14 +17,23 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from ..config import ConfigError
-from ..core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITION
-from ..tasks.local import DATA_ERROR, DATA_FINGERPRINT, NUM_EXAMPLES
+from ..core.protocol import (
+    CONFIG,
+    DATA_ERROR,
+    DATA_FINGERPRINT,
+    MAX_DATA_ERROR,
+    MAX_FINGERPRINT,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    QUERY_PARTITION,
+)
 
 log = logging.getLogger("zofl")
 NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
 NO_DATA = -2  # Federation.refused's "held by" of a node whose own data cannot be used (its reason in data_errors)
 MAX_EXAMPLES = 2**40  # a reported N_i above this is no size a node can hold (LOCAL_DATA_CAP: 4 GiB of rows)
-MAX_FINGERPRINT = 128  # characters of a reported fingerprint (array_fingerprint's are 16-64)
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,7 @@ def read_answer(msg: Message) -> Answer:
     if own is None:
         return Answer(pid, parts)
     if DATA_ERROR in own:
-        return Answer(pid, parts, error=str(own[DATA_ERROR])[:2000])
+        return Answer(pid, parts, error=str(own[DATA_ERROR])[:MAX_DATA_ERROR])
     n, fp = own.get(NUM_EXAMPLES), own.get(DATA_FINGERPRINT)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_EXAMPLES:
         return Answer(pid, parts, error=f"it reports {NUM_EXAMPLES}={str(n)[:40]!r}, not an integer in [1, 2^40]")

@@ -474,8 +474,14 @@ def file_stamp(name: str, data_dir: str | os.PathLike) -> tuple[int, ...]:
     of the per-process caches, so a file replaced in place is read again, never served stale."""
     if name == "digits":
         return ()
+    return path_stamp(npz_path(data_dir, name))
+
+
+def path_stamp(path: str | os.PathLike) -> tuple[int, ...]:
+    """(modification time in ns, size) of the file or folder ``path``, () if there is none: ``file_stamp``'s, and
+    a SuperNode's own data's (``zofl.tasks.local``)."""
     try:
-        st = npz_path(data_dir, name).stat()
+        st = os.stat(path)
     except OSError:
         return ()
     return (st.st_mtime_ns, st.st_size)

@@ -32,7 +32,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .data import TEST_FRACTION, ArrayData, DataError, array_fingerprint
+from ..core.protocol import DATA_FINGERPRINT, NUM_CLASSES_KEY, NUM_EXAMPLES, NUM_FEATURES_KEY
+from .data import TEST_FRACTION, ArrayData, DataError, array_fingerprint, path_stamp
 from .sources import FORMATS, LocalData, read_local, split_test
 
 DATA_PATH = "data-path"
@@ -41,10 +42,6 @@ NODE_KEYS = {  # node-config key -> NodeData field
     "x-key": "x_key", "y-key": "y_key", "test-path": "test_path", "test-fraction": "test_fraction",
 }
 MAX_VALUE_LEN = 4096  # characters of a node-config string (a path is at most PATH_MAX = 4096 bytes on Linux)
-# what a node reports of its data in its answer to query.partition (strategies.nodes)
-NUM_EXAMPLES, DATA_FINGERPRINT = "num-examples", "data-fingerprint"
-NUM_FEATURES_KEY, NUM_CLASSES_KEY = "num-features", "num-classes"
-DATA_ERROR = "data-error"  # ... or why the node's own data cannot be used (the server refuses the node alone)
 
 
 class NodeDataError(DataError):
@@ -101,11 +98,7 @@ def _stamp(path: str) -> tuple:
     replaced in place is read (and checked) again."""
     if ":" in path and not os.path.exists(path):
         return ()
-    try:
-        st = os.stat(os.path.expanduser(path))
-    except OSError:
-        return ()
-    return st.st_mtime_ns, st.st_size
+    return path_stamp(os.path.expanduser(path))
 
 
 def read_node_data(nd: NodeData, num_features: int, num_classes: int, seed: int) -> LocalData:
@@ -140,8 +133,8 @@ def _read(nd: NodeData, stamp: tuple, test_stamp: tuple, num_features: int, num_
 
 
 def summary(data: LocalData) -> dict[str, Any]:
-    """What a node tells the server of its data: its training size N_i, its fingerprint, and its shape (checked by
-    the server against the run's). Never a path or a row."""
+    """What a node tells the server of its data: its training size N_i, its fingerprint, and its shape (already
+    checked by the node against the run's; the server reads the size and fingerprint). Never a path or a row."""
     return {NUM_EXAMPLES: int(len(data.y)), DATA_FINGERPRINT: data.fingerprint,
             NUM_FEATURES_KEY: int(data.num_features), NUM_CLASSES_KEY: int(data.num_classes)}
 
