@@ -23,23 +23,25 @@ def fake_npz_dir(tmp_path):
     return tmp_path
 
 
-# With pytest-xdist (the README's test command: `python -m pytest -n 2 --dist loadgroup`), two groups of tests run
+# With pytest-xdist (the README's test command: `python -m pytest -n 4 --dist loadgroup`), three groups of tests run
 # one test at a time each, on one worker each, while the other tests go to whichever worker is free:
 # - "ray": every run through Ray (Flower's simulation, a Ray cluster). Each starts a Ray of its own, and side by
 #   side at load 12 on 2 cores they starve each other's start-up: `ray start --head` of the two-node cluster failed
 #   beside the other Ray runs (docs/testing.md, "Under load");
 # - "deploy": the deployments of real SuperLinks and SuperNodes (no Ray; real round deadlines; their processes
-#   are told apart by their own FLWR_HOME, so they may run beside a Ray run).
+#   are told apart by their own FLWR_HOME, so they may run beside a Ray run);
+# - "cli": test_cli's `zofl run`s with stand-ins (no Ray, subprocess-heavy), one at a time beside the others.
 # Every other test is self-contained: no process outlives it, no port is held across calls, and the tests with
 # real deadlines keep margins that hold at load 12 on 2 cores (docs/testing.md). The tests that look for what a
 # finished `zofl run` left behind count only the processes started from their own worker (tests/procs.py:
-# left_behind reads ZOFL_TEST_SCOPE, set here per process and inherited by everything it starts); test_cli's
-# (`zofl run` with stand-ins, subprocess-heavy) still run in the Ray group: in the free pool, beside the Ray runs
-# at load 12, the two-node Ray cluster's actors did not answer within 600 s (docs/testing.md, run 4). The groups
-# hold only with pytest < 9.2 (pyproject.toml; tests/test_groups.py checks it).
+# left_behind reads ZOFL_TEST_SCOPE, set here per process and inherited by everything it starts). Four workers on
+# two cores: on a shared machine each runnable process gets its share of the cores, so the suite's share grows
+# with the processes it keeps busy (docs/testing.md, "Under load"). The groups hold only with pytest < 9.2
+# (pyproject.toml; tests/test_groups.py checks it).
 HERE = Path(__file__).resolve().parent
-RAY_MODULES = {"test_flower_e2e", "test_ray_cluster", "test_cli"}  # test_cli: `zofl run`s (no Ray), see above
+RAY_MODULES = {"test_flower_e2e", "test_ray_cluster"}
 DEPLOY_MODULES = {"test_deploy"}
+CLI_MODULES = {"test_cli"}
 os.environ[SCOPE] = f"{os.getpid()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
@@ -47,6 +49,8 @@ def group_of(module: str, flower: bool) -> str | None:
     """The xdist group of a test of ``module`` (marked ``flower`` or not), None for the free pool."""
     if module in RAY_MODULES:
         return "ray"
+    if module in CLI_MODULES:
+        return "cli"
     if flower:
         return "deploy" if module in DEPLOY_MODULES else "ray"
     return None

@@ -1,8 +1,9 @@
 """Deployment: a SuperLink and three SuperNodes as separate processes on 127.0.0.1, one run per kind of
 deployment. With TLS (certificates made by the test) and SuperNode authentication (keys registered with
 ``flwr supernode register``; an unregistered SuperNode is refused): ZO-HFL (engine sync) submitted with
-``flwr run``. Without TLS: the legacy engine dropping a slow device at the round deadline, then the
-SuperLink killed in the middle of a second run. Every process is stopped. (Each engine's run through the
+``flwr run``. Without TLS: the legacy engine dropping a slow device at the round deadline, ``flwr run``'s two
+early failures (a bad run-config value; more clients than SuperNodes), then the SuperLink killed in the middle
+of a last run. Every process is stopped. (Each engine's run through the
 Ray simulation, with its numbers against the in-process Grid's: tests/test_flower_e2e.py.)
 
 The exit code of ``python -m zofl.deploy local`` is decided from the run's folder, so it is tested without a
@@ -102,6 +103,10 @@ def test_insecure_deployment_drops_the_slow_device_at_the_deadline_and_a_killed_
         res = dep.run({"engine": "legacy", "num-rounds": 1, "num-clients": 3, "beta": 1.0, "local-steps": 5, "seed": 46,
                        "speed-profile": "slow", "slow-clients": "0", "speed-param": 0.1, "step-time-s": 0.6,
                        "round-deadline-s": 48.0, "output-dir": str(out), "run-name": "slow"})
+        # `flwr run`'s two early failures, on the same SuperNodes (no Ray to start: they are the ServerApp's own
+        # checks, the same code in the simulation): a bad run-config value, then more clients than SuperNodes
+        bad = dep.run({"alpha": 0.0, "output-dir": str(tmp_path / "bad")}, timeout=600)
+        few = dep.run({"num-clients": 10, "output-dir": str(tmp_path / "few")}, timeout=600)
         home = dep.env["FLWR_HOME"]
         submit = subprocess.Popen(flwr_run_command("deploy", {"num-rounds": 50, "num-clients": 3, "step-time-s": 0.2,
                                                               "output-dir": str(out), "run-name": "k"}),
@@ -116,11 +121,27 @@ def test_insecure_deployment_drops_the_slow_device_at_the_deadline_and_a_killed_
         os.kill(dep.procs[0].pid, signal.SIGKILL)  # the SuperLink
         submit.wait(120)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    _fails_before_round_one(bad, "run-config key 'alpha' must be a number > 0, got 0.0", tmp_path / "bad")
+    _fails_before_round_one(few, "The run cannot go on: run-config num-clients=10 but the federation has 3 SuperNodes",
+                            None)
+    assert 'num-supernodes=10' in few.stdout + few.stderr
     (r,) = read_rounds(out / "slow")[1:]
     assert (r["participants"], r["dropped"]) == (2, 1), r
     assert 6.0 < r["client_wall_max_s"] < 48.0
     assert not processes_with_env("FLWR_HOME", home), "processes of the deployment left behind"
     assert not (out / "k" / "summary.json").exists()
+
+
+def _fails_before_round_one(res: subprocess.CompletedProcess, message: str, out: Path | None) -> None:
+    """A run that `flwr run` shows failing with ``message`` before round 1, before Flower's traceback, and in what
+    `zofl run` shows of a failed run's output (tests/test_cli.py); nothing written under ``out``."""
+    from zofl.cli import _error_lines
+
+    text = res.stdout + res.stderr
+    assert message in text and "[ROUND 1]" not in text, text[-3000:]
+    assert "Traceback" not in text[:text.index(message)]  # the one line comes before Flower's traceback
+    assert any(message.split(": ", 1)[-1] in line for line in _error_lines(text.splitlines())), text[-3000:]
+    assert out is None or not out.exists() or not any(out.iterdir())  # nothing written
 
 
 @pytest.mark.flower

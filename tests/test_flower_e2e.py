@@ -3,7 +3,9 @@
 engine (sync: ZO-HFL through the user's ``zofl run``, killed (SIGKILL, Ctrl-C) and resumed; async: AFBO under
 the simulated clock; legacy: SCAFFOLD, on a two-node Ray cluster in tests/test_ray_cluster.py), each
 compared number for number with the same run-config on the in-process Grid (tests/test_engines.py ties
-that to the reference); plain ``flwr run``'s two early failures; the torch example of docs/usage.md.
+that to the reference); the torch example of docs/usage.md. Plain ``flwr run``'s two early failures (a bad
+run-config value, too few SuperNodes) are the ServerApp's own checks: they are shown on a deployment's
+SuperNodes in tests/test_deploy.py, with no Ray to start.
 What needs no Ray is tested on the in-process Grid (the same ServerApp code): the asynchronous engine on
 the wall clock and FedNest's rounds in tests/test_async_records.py, ``zofl run``'s exit codes in
 tests/test_cli.py."""
@@ -14,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.procs import cmdline, left_behind, lock_free, still_alive
-from zofl.cli import _error_lines
 from zofl.inprocess import run_inprocess
 from zofl.launch import descendants, local_superlink
 from zofl.results import read_rounds
@@ -82,28 +83,6 @@ def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(s
     # mark the phases of a run (less the two its timing hook or Flower's own strategies print)
     marks = {k: v for k, v in bench_engines().PHASES.items() if k not in ("partitions_learned", "strategy_finished")}
     assert [k for k, marker in marks.items() if marker not in out] == [], out[-3000:]
-
-
-def test_bad_config_fails_before_round_one_with_a_clear_message(superlink, tmp_path):
-    res = superlink.run({"alpha": 0.0, "output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
-    out = res.stdout + res.stderr
-    assert "run-config key 'alpha' must be a number > 0, got 0.0" in out, out[-3000:]
-    assert "[ROUND 1]" not in out
-    assert not any(tmp_path.iterdir())  # nothing written
-    shown = _error_lines(out.splitlines())  # what `zofl run` shows of a failed run's output (tests/test_cli.py)
-    assert any("run-config key 'alpha' must be a number > 0, got 0.0" in line for line in shown), shown
-
-
-def test_too_few_supernodes_is_explained_at_once(superlink, tmp_path):
-    """Flower's default federation (2 SuperNodes) and the default num-clients (10): the ServerApp
-    says so as soon as the nodes answer, not after client-wait-s (60 s), with the one-line fix."""
-    res = superlink.run({"output-dir": str(tmp_path)}, num_supernodes=2, timeout=300)
-    out = res.stdout + res.stderr
-    fix = "The run cannot go on: run-config num-clients=10 but the federation has 2 SuperNodes"
-    assert fix in out and 'num-supernodes=10' in out, out[-3000:]
-    assert "Traceback" not in out[:out.index(fix)]  # the one-line fix comes before Flower's traceback
-    shown = _error_lines(out.splitlines())  # what `zofl run` shows of a failed run's output (tests/test_cli.py)
-    assert any("num-clients=10 but the federation has 2 SuperNodes" in line for line in shown), shown
 
 
 def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_numbers(tmp_path):

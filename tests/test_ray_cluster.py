@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from zofl.inprocess import run_inprocess
-from zofl.launch import flwr_run_command, free_port, local_superlink
+from zofl.launch import RAY_ENV_DEFAULTS, flwr_run_command, free_port, local_superlink
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -79,7 +79,7 @@ def _stop_cluster(temp_dir: str, port: int) -> None:
 def ray_cluster():
     temp_dir = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # short: Ray's socket paths live under it
     port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**RAY_ENV_DEFAULTS, **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # as zofl's own SuperLinks have it
     common = ["--num-cpus=1", "--num-gpus=0", "--object-store-memory=200000000", "--disable-usage-stats"]
     try:
         subprocess.run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false",

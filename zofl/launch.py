@@ -42,6 +42,10 @@ QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
 }
+# Ray's defaults that a loaded machine breaks, set unless the user set them: a Ray worker (a ClientApp actor) that has
+# not registered with its raylet 60 s after it started is killed and started again, and at load 12 on 2 cores a
+# worker's imports (ray, flwr, numpy, the task) take longer than that, so no actor ever came up (docs/testing.md)
+RAY_ENV_DEFAULTS = {"RAY_worker_register_timeout_seconds": "600"}
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 2.5  # between SIGTERM and SIGKILL when we stop our processes (SIGTERM must end a run within 5 s)
 WATCH_INTERVAL_S = 1.0  # how often the watchdog notes our descendants
@@ -302,7 +306,7 @@ def flwr_run_command(connection: str, run_config: Mapping[str, Any], app_dir: st
 def flwr_env(home: Path) -> dict[str, str]:
     """The environment for Flower's commands: quiet, this Python's scripts first, FLWR_HOME = home."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
+    return {**RAY_ENV_DEFAULTS, **os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "PATH": path}
 
 
 @dataclass
