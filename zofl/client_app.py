@@ -8,6 +8,9 @@ messages to it, converting each once (``zofl.strategies.wire``):
   message's RecordDict -> ``Work`` -> ``ZOFLClient.work`` -> ``Reply`` -> a reply RecordDict,
 * ``train`` with the legacy API's FitIns records (engine legacy), through Flower's own legacy
   handler, which calls ``NumPyClient.fit`` (the NumPyClient form -> ``Work`` -> the same ``work``),
+* ``evaluate`` (federated evaluation, run-config federated-eval): x_r on the client's held-out data (a node's own,
+  or in simulation its share of the test set), answered as {eval_loss, eval_acc, num-examples}; the legacy API's
+  EvaluateIns through Flower's legacy handler, which calls ``NumPyClient.evaluate``,
 * ``query.partition``: the node's partition-id, without loading the run's dataset (``strategies.nodes``); a node
   whose node config names data of its own (``data-path``: ``zofl.tasks.local``) reads and checks them then and
   adds their size N_i, fingerprint and shape, or says why they cannot be used (the server refuses it alone).
@@ -29,12 +32,22 @@ from flwr.client.message_handler.message_handler import handle_legacy_message_fr
 from flwr.clientapp import ClientApp
 
 from .config import ConfigError, defaults
-from .core.protocol import CONFIG, DATA_ERROR, MAX_DATA_ERROR, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
+from .core.protocol import ARRAYS, CONFIG, DATA_ERROR, MAX_DATA_ERROR, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
 from .setup import DATA_FP, check_data, local_task, prepare, prepare_local
-from .strategies.wire import LEGACY_FIT_KEY, decode_work, reply_content, reply_to_numpy, work_from_numpy
-from .tasks.data import file_stamp
+from .strategies.wire import (
+    LEGACY_EVALUATE_KEY,
+    LEGACY_FIT_KEY,
+    decode_work,
+    eval_content,
+    eval_to_numpy,
+    reply_content,
+    reply_to_numpy,
+    work_from_numpy,
+)
+from .tasks import evaluate
+from .tasks.data import ArrayData, file_stamp, held_out_rows
 from .tasks.local import LocalTask, NodeData, NodeDataError, summary
 
 STATE_KEY = "zofl"
@@ -144,6 +157,32 @@ class ZOFLClient(NumPyClient):
         return reply
 
 
+    def evaluate(self, parameters, config):
+        """NumPyClient's evaluate (the legacy API's handler calls it): x_r on this client's held-out data, as
+        (loss, num_examples, {"eval_acc": acc})."""
+        return eval_to_numpy(*self.evaluate_x(np.asarray(parameters[0])))
+
+    def evaluate_x(self, x: np.ndarray) -> tuple[int, float, float]:
+        """(held-out examples, mean loss, accuracy) of the model ``x`` on this client's held-out data: its own
+        data's held-out part, or in simulation its share of the test set (``tasks.data.held_out_rows``); (0, 0, 0)
+        when it holds none."""
+        data = held_out(self.task, self.spec, self.pid, self.cfg.num_clients, self.cfg.seed)
+        if len(data) == 0:
+            return 0, 0.0, 0.0
+        loss, acc = evaluate(self.task, x, data)
+        return len(data), loss, acc
+
+
+def held_out(task, spec, pid: int, num_clients: int, seed: int) -> ArrayData:
+    """A client's held-out data for federated evaluation: a node's own (``LocalTask``), else its share of the run's
+    test set."""
+    data = task.test_data(spec)
+    if isinstance(task, LocalTask):
+        return data
+    rows = held_out_rows(len(data), num_clients, pid, seed)
+    return ArrayData(data.x[rows], data.y[rows], data.num_classes)
+
+
 def client_fn(context: Context):
     return ZOFLClient(context).to_client()
 
@@ -162,6 +201,16 @@ def train(msg: Message, context: Context) -> Message:
     # reply that came late while its work fitted the deadline (it waited in a queue) from a slow client
     reply.metrics["handle_s"] = time.perf_counter() - t0
     return Message(reply_content(reply), reply_to=msg)
+
+
+@app.evaluate()
+def evaluate_model(msg: Message, context: Context) -> Message:
+    """Federated evaluation: x_r on this client's held-out data (``ZOFLClient.evaluate_x``)."""
+    if LEGACY_EVALUATE_KEY in msg.content.array_records:  # engine legacy: EvaluateIns -> NumPyClient.evaluate
+        return handle_legacy_message_from_msgtype(client_fn, msg, context)
+    client = ZOFLClient(context)
+    x = msg.content.array_records[ARRAYS]["x"].numpy()
+    return Message(eval_content(*client.evaluate_x(x)), reply_to=msg)
 
 
 @app.query("partition")

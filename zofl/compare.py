@@ -335,13 +335,14 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["cell", *keys, "rounds", "x0_test_acc", "final_test_acc", "best_test_acc", "last10_test_acc",
-                    "final_test_loss", "final_f1", "wall_s", "local_steps"])
+                    "final_test_loss", "final_f1", "wall_s", "local_steps", "final_fed_acc", "final_fed_loss"])
         for cell, d, s, rec in finished:
             full = _full(cell)
             fig = run_figures([r["test_acc"] for r in rec])
             w.writerow([d.name, *[full[k] for k in keys], s["rounds"], rec[0]["test_acc"], s["final_test_acc"],
                         s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
-                        round(s["total_wall_s"], 2), s["total_local_steps"]])
+                        round(s["total_wall_s"], 2), s["total_local_steps"],  # federated evaluation: empty if none
+                        *("" if s.get(k) is None else s[k] for k in ("final_fed_acc", "final_fed_loss"))])
     if finished or failed:
         # rounds.parquet: every record of every cell in DIR, beside its config (zofl.packed)
         pack(out, known={d.name: rec for _, d, _, rec in finished})

@@ -19,7 +19,8 @@ from .safeio import JSON_CAP, FileRefused, kind, read_json
 
 def plot_runs(paths: list[Path], out: Path) -> None:
     """Every run folder checked (``_load``), then test accuracy (left) and loss (right) against the
-    round, one line per run, written to ``out``."""
+    round, one line per run on the server's test set, and a dashed one on the clients' held-out data where the run
+    had a federated evaluation (its rounds), written to ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,15 +32,21 @@ def plot_runs(paths: list[Path], out: Path) -> None:
     for path, rec, cfg in runs:
         label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
         rounds = [r["round"] for r in rec]
-        axes[0].plot(rounds, [100 * _value(r, "test_acc") for r in rec], label=label)
-        axes[1].plot(rounds, [_value(r, "test_loss") for r in rec], label=label)
+        line, = axes[0].plot(rounds, [100 * _value(r, "test_acc") for r in rec], label=f"{label}: server's test set")
+        axes[1].plot(rounds, [_value(r, "test_loss") for r in rec], color=line.get_color())
+        fed = [r for r in rec if "fed_examples" in r]  # the rounds the clients evaluated (federated evaluation)
+        if fed:
+            axes[0].plot([r["round"] for r in fed], [100 * _value(r, "fed_acc") for r in fed], "--o", markersize=3,
+                         color=line.get_color(), label=f"{label}: clients' held-out data (federated)")
+            axes[1].plot([r["round"] for r in fed], [_value(r, "fed_loss") for r in fed], "--o", markersize=3,
+                         color=line.get_color())
     for ax, ylabel in zip(axes, ("test accuracy (%)", "test loss")):
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole
         ax.grid(alpha=0.3)
-    fig.suptitle(f"test accuracy and loss per round: {len(runs)} run(s), one line each (no bands: single runs)",
-                 fontsize=10)
+    fig.suptitle(f"test accuracy and loss per round: {len(runs)} run(s), one line each (no bands: single runs; "
+                 f"dashed: federated evaluation)", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) - 1) // 3), 1, 1))
@@ -96,10 +103,10 @@ def _load(path: Path) -> tuple[list[dict], dict]:
     if not rec:
         raise ValueError(f"{path / 'rounds.jsonl'}: no round records (nothing to plot)")
     for i, r in enumerate(rec):
-        bad = [k for k in ("test_acc", "test_loss") if r.get(k) is not None and not _number(r[k])]
+        bad = [k for k in ("test_acc", "test_loss", "fed_acc", "fed_loss") if r.get(k) is not None and not _number(r[k])]
         if not (isinstance(r.get("round"), int) and not isinstance(r["round"], bool)) or bad:
             raise ValueError(f"{path / 'rounds.jsonl'}, record {i + 1}: not a round record (needs an integer "
-                             f"'round' and numbers or null as 'test_acc' and 'test_loss')")
+                             f"'round' and numbers or null as 'test_acc', 'test_loss', 'fed_acc' and 'fed_loss')")
     return rec, _config(path / "config.json")
 
 

@@ -194,6 +194,19 @@ class Run(Settings):
 
 
 @dataclass(frozen=True)
+class Evaluation(Settings):
+    """Federated evaluation (zofl.core.evaluation): the clients evaluate x_r on their own held-out data."""
+
+    federated_eval: bool = key(False, "true or false (single-level tasks)",
+        "every eval-every rounds (and the last) the clients evaluate x_r on their held-out data through Flower's "
+        "evaluate messages; the record's fed_loss and fed_acc weight their answers by examples (beside the "
+        "server's test_loss and test_acc). A simulated client's held-out data: its share of the test set", "ours")
+    eval_every: int = key(1, "an integer in [1, 100000]",
+        "rounds between two federated evaluations (the last round is always evaluated)", "ours",
+        lambda v: 1 <= v <= MAX_ROUNDS)
+
+
+@dataclass(frozen=True)
 class Data(Settings):
     """The federation's data: m clients, the Dirichlet split and the server's share."""
 
@@ -437,4 +450,4 @@ class NeumannSeries(Settings):
         "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", positive)
 
 
-ENGINE_GROUPS = (Run, Data, Clients, Faults, Robust, Policy, LocalSteps, Clock, Init, TaskSettings)
+ENGINE_GROUPS = (Run, Evaluation, Data, Clients, Faults, Robust, Policy, LocalSteps, Clock, Init, TaskSettings)

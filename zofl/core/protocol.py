@@ -10,7 +10,8 @@ How Flower carries them (Message API records, and the NumPyClient form inside th
 FitIns / FitRes) is ``zofl.strategies.wire``'s, and nobody else's.
 
 Message types: ``train`` carries work (``train.<action>`` is free for methods with several kinds of
-rounds); ``query.partition`` asks a node which partition (client id i) it holds, without any work.
+rounds); ``query.partition`` asks a node which partition (client id i) it holds, without any work;
+``evaluate`` asks a client to evaluate x_r on its held-out data (federated evaluation, ``zofl.core.evaluation``).
 
 Seed streams: every random draw comes from ``seed_sequence(seed, ..., stream)``
 (``zofl.algorithms.smoothing``); every stream is registered once in ``zofl.streams``.
@@ -38,6 +39,10 @@ DATA_FINGERPRINT, NUM_FEATURES_KEY, NUM_CLASSES_KEY = "data-fingerprint", "num-f
 DATA_ERROR = "data-error"
 MAX_FINGERPRINT = 128  # characters of a fingerprint a node reports or data.json keeps (array_fingerprint's: 16-64)
 MAX_DATA_ERROR = 2000  # characters of the reason a node gives
+MAX_EXAMPLES = 2**40  # a reported N_i (or held-out count) above this is no size a node can hold (4 GiB of rows)
+EVALUATE = "evaluate"  # federated evaluation (zofl.core.evaluation): x in "arrays", the round in "config"
+EVAL_LOSS = "eval_loss"  # an evaluate reply's metrics, beside NUM_EXAMPLES (the names of Flower's templates)
+EVAL_ACC = "eval_acc"
 
 
 @dataclass

@@ -57,6 +57,12 @@ class RoundRecord(TypedDict, total=False):
     client_wall_max_s: float  # the slowest used reply's wall time on its client
     local_steps: int  # the used replies' local steps, summed
     gamma_r: float  # ZO-HFL's server step (0 for the others)
+    # -- federated evaluation (zofl.core.evaluation; only the rounds the clients evaluated have them) -------
+    fed_loss: float  # the clients' mean loss of x_k on their held-out data, weighted by examples (null: none)
+    fed_acc: float  # the same for accuracy
+    fed_examples: int  # the held-out examples of the answers used
+    fed_clients: int  # the clients whose answers were used (with at least one example)
+    fed_refused: int  # the clients asked whose answer failed the checks, was an error or did not come
 
 
 # every record holds these (results.record_problem checks them on resume; the runner's CSV columns)

@@ -5,6 +5,7 @@
         plan = run.plan(r)                         # S_r, stragglers, each sampled client's Work
         ... an engine delivers plan.works and collects Replies / Failures ...
         run.complete(plan, replies, failures)      # checks, update, record, checkpoint, summary
+        run.complete_evaluation(answers)           # with federated-eval, when due: the record, after the clients'
 
 Engines differ only in how work reaches clients (Flower's Message API, its legacy API, or a
 process pool); this object does everything else, so every engine gives the same numbers. What it
@@ -20,11 +21,13 @@ import numpy as np
 
 from ..algorithms.outliers import far_replies
 from .checks import finite_or_kept, reply_problem
+from .evaluation import EvalAnswer, fed_eval_due, weighted_metrics
 from .method import Method, RoundPlan  # noqa: F401  (RoundPlan: the engines import it from here)
 from .policy import round_failed
 from .protocol import Failure, Reply
 from .record import failure_fields, reply_fields
 from .run import Run, progress_unit
+from .summary import fmt
 from .sampling import round_available, sample_round
 
 log = logging.getLogger("zofl")
@@ -37,6 +40,7 @@ class SyncRun(Run):
         super().__init__(cfg, method, writer)
         # simulated device time (``round_sim_s``); on resume the clock at the checkpoint
         self.sim_clock = float(self.resumed_extra.get("sim_clock", 0.0))
+        self.deferred: tuple[int, dict[str, Any]] | None = None  # (k, info) of a round waiting for its evaluation
 
     def round_of(self, server_round: int) -> int:
         """The papers' 0-based round index r of Flower's 1-based ``server_round`` (after a resume, counted on
@@ -127,7 +131,32 @@ class SyncRun(Run):
             "wall_s": time.perf_counter() - plan.t0, **reply_fields(used), "H": plan.H,
             "clock_s": self.sim_clock, "outliers": outliers, **fields,
         }
+        if self.evaluates(plan.r + 1):  # the record waits for the clients' evaluation (``complete_evaluation``)
+            self.deferred = (plan.r + 1, info)
+            return None
         return self._write_record(plan.r + 1, info)
+
+    def evaluates(self, k: int) -> bool:
+        """Whether round ``k`` ends with a federated evaluation (run-config keys federated-eval, eval-every)."""
+        return self.cfg.federated_eval and fed_eval_due(k, self.cfg.eval_every, self.total)
+
+    def complete_evaluation(self, answers: list[EvalAnswer], refused: int = 0) -> dict[str, Any] | None:
+        """Write the record ``complete`` kept for the clients' evaluation, with their weighted metrics
+        (``weighted_metrics``; ``answers``: the checked answers of the clients asked, ``refused``: those refused);
+        None when no round waits (no federated evaluation this round)."""
+        if self.deferred is None:
+            return None
+        (k, info), self.deferred = self.deferred, None
+        fed = weighted_metrics(answers, refused)
+        log.info("round %d: federated evaluation by %d clients (%d examples): loss %s, accuracy %s", k,
+                 fed["fed_clients"], fed["fed_examples"], fmt(fed["fed_loss"]), fmt(fed["fed_acc"]))
+        return self._write_record(k, {**info, **fed})
+
+    def latest_metrics(self) -> dict[str, Any]:
+        """The test metrics of the newest round, written or waiting for the clients' evaluation."""
+        if self.deferred is not None:
+            return self.method.metrics(self.state)
+        return self.writer.records[-1] if self.writer.records else {}
 
     @staticmethod
     def outliers(plan: RoundPlan, used: list[Reply]) -> list[int]:

@@ -30,7 +30,21 @@ def summarize(records: list[RoundRecord], **fields) -> dict[str, Any]:
         "failures_by_client": _by_client(records),
         "total_outlier_replies": sum(len(r.get("outliers") or []) for r in records),
         "outliers_by_client": _by_client(records, "outliers"),
+        **fed_summary(records),
     }
+
+
+def fed_summary(records: list[RoundRecord]) -> dict[str, Any]:
+    """The federated evaluation's figures (``zofl.core.evaluation``; none when the run had none): how many rounds
+    were evaluated by the clients, and the last one's round, accuracy, loss, examples and answering clients."""
+    evaluated = [r for r in records if "fed_examples" in r]
+    if not evaluated:
+        return {}
+    last = evaluated[-1]
+    return {"fed_evaluations": len(evaluated), "final_fed_round": last["round"], "final_fed_acc": last.get("fed_acc"),
+            "final_fed_loss": last.get("fed_loss"), "final_fed_examples": last["fed_examples"],
+            "final_fed_clients": last.get("fed_clients", 0), "total_fed_refused": sum(r.get("fed_refused") or 0
+                                                                                     for r in evaluated)}
 
 
 def add_pending(summary: dict[str, Any], failures: list) -> None:
@@ -155,6 +169,11 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
     return [f"{title} on {s['dataset']}: {setting}",
             f"  test accuracy {fmt(s['initial_test_acc'])} -> {fmt(s['final_test_acc'])} "
             f"(best {fmt(s['best_test_acc'])}), test loss {fmt(s['final_test_loss'])}",
+            *([f"  federated evaluation (the clients' held-out data, round {s['final_fed_round']}: "
+               f"{s['final_fed_clients']} clients, {s['final_fed_examples']} examples): accuracy "
+               f"{fmt(s['final_fed_acc'])}, loss {fmt(s['final_fed_loss'])}"
+               + (f"; {s['total_fed_refused']} answer(s) refused or missing" if s.get("total_fed_refused") else "")]
+              if s.get("fed_evaluations") else []),
             f"  {s['total_local_steps']} local steps, {s['total_client_compute_s']:.1f}s client "
             f"compute, {s['total_wall_s']:.1f}s wall",
             f"  clients: {s.get('total_sampled', 0)} sampled, {s.get('total_participants', 0)} replies used, "

@@ -68,6 +68,7 @@ class FlowerFedAvg(MessageFedAvg):
         return array_record({"x": self.run.x}), None
 
     configure_evaluate = MessageStrategy.configure_evaluate
+    aggregate_evaluate = MessageStrategy.aggregate_evaluate
     serve = MessageStrategy.serve
     recorded = MessageStrategy.recorded
 
@@ -83,6 +84,8 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
 
     initialize_parameters = LegacyStrategy.initialize_parameters
     evaluate = LegacyStrategy.evaluate
+    configure_evaluate = LegacyStrategy.configure_evaluate
+    aggregate_evaluate = LegacyStrategy.aggregate_evaluate
 
     def configure_fit(self, server_round, parameters, client_manager):
         r = self.run.round_of(server_round)

@@ -9,17 +9,17 @@ simulation (docs/benchmark-engines.md).
 """
 from __future__ import annotations
 
-from flwr.common import FitIns, Parameters, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import EvaluateIns, FitIns, Parameters, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import ServerConfig
 from flwr.server.client_manager import ClientManager
 from flwr.server.compat import start_grid
 from flwr.server.strategy import Strategy as LegacyAPIStrategy
 from flwr.serverapp import Grid
 
-from ..core.protocol import Failure
+from ..core.protocol import EVAL_ACC, Failure
 from ..core.rounds import RoundPlan, SyncRun
-from .message import recorded_metrics
-from .wire import error_kind, reply_from_numpy, work_to_numpy
+from .message import aggregate_answers, recorded_metrics
+from .wire import error_kind, eval_answer, reply_from_numpy, work_to_numpy
 
 
 def describe(failure) -> tuple[int | None, str]:
@@ -70,10 +70,23 @@ class LegacyStrategy(LegacyAPIStrategy):
         return ndarrays_to_parameters([self.run.x]), {}
 
     def configure_evaluate(self, server_round, parameters, client_manager):
-        return []  # evaluation is centralised (SyncRun.complete)
+        """Federated evaluation (run-config federated-eval, every eval-every rounds): x_r to every held partition's
+        client, in Flower's EvaluateIns; other rounds none (the server's own evaluation is in SyncRun.complete)."""
+        if self.run.deferred is None:
+            return []
+        clients = client_manager.all()
+        ins = EvaluateIns(ndarrays_to_parameters([self.run.x]), {"round": self.run.deferred[0]})
+        return [(clients[str(node)], ins) for _, node in sorted(self.fed.nodes.items()) if str(node) in clients]
 
     def aggregate_evaluate(self, server_round, results, failures):
-        return None, {}
+        """The clients' answers (EvaluateRes: loss, num_examples, eval_acc), checked and weighted by examples, into
+        the round's record; a client that failed (in ``failures``) counts as refused."""
+        replies = [(int(proxy.cid), res) for proxy, res in results]
+        metrics = aggregate_answers(self.run, self.fed, replies, lambda res, pid: eval_answer(
+            pid, res.num_examples, res.loss, res.metrics.get(EVAL_ACC)))
+        if metrics is None:
+            return None, {}
+        return metrics.get("fed_loss"), dict(metrics)
 
     def evaluate(self, server_round, parameters):
         """Flower's centralised evaluation: the test loss and accuracy the round's record already holds (the

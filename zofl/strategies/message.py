@@ -7,7 +7,10 @@ failures), and ``SyncRun.complete`` checks them, applies the method's ``update``
 writes the round record. Flower's own ``Strategy.start`` drives the loop and the round deadline
 (its ``timeout``), on a ``DeadlineGrid`` that keeps the messages unanswered at the deadline: the
 replies that come after are classified at the next round (queued behind other work, a slow client,
-or an error) and never used. Evaluation is centralised, so ``configure_evaluate`` sends nothing.
+or an error) and never used. The server evaluates x_r itself (``SyncRun.complete``); with run-config
+federated-eval, every eval-every rounds ``configure_evaluate`` also sends x_r to every client in Flower's
+``evaluate`` messages and ``aggregate_evaluate`` writes the round's record with their answers weighted by examples
+(``zofl.core.evaluation``).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from flwr.serverapp.strategy import Strategy
 
 from ..core.rounds import RoundPlan, SyncRun
 from .deadline import DeadlineGrid
-from .wire import array_record, decode_replies, decode_reply, work_messages
+from .wire import array_record, decode_eval, decode_replies, decode_reply, eval_messages, work_messages
 
 log = logging.getLogger("zofl")
 
@@ -52,10 +55,14 @@ class MessageStrategy(Strategy):
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
-        return []  # evaluation is centralised (SyncRun.complete)
+        """Federated evaluation (run-config federated-eval, every eval-every rounds): x_r to every held partition's
+        node; other rounds nothing (the server's own evaluation is in SyncRun.complete)."""
+        return evaluate_messages(self.run, self.fed)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        return None
+        """The clients' answers, checked and weighted by examples, into the round's record (which waited for them)."""
+        node_of = self.grid.node_of if self.grid is not None else (lambda m: m.metadata.src_node_id)
+        return aggregate_answers(self.run, self.fed, [(node_of(m), m) for m in replies], decode_eval)
 
     def recorded(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """Flower's server-side evaluation (``evaluate_fn`` of ``Strategy.start``): the test metrics the round's
@@ -75,7 +82,37 @@ class MessageStrategy(Strategy):
 
 
 def recorded_metrics(run) -> MetricRecord | None:
-    """The newest record's test accuracy and loss (those it has: a NaN is written as null)."""
-    rec = run.writer.records[-1] if run.writer.records else {}
-    metrics = {k: float(rec[k]) for k in ("test_acc", "test_loss") if rec.get(k) is not None}
+    """The newest round's test accuracy and loss (those it has: a NaN is written as null), written or waiting for
+    the clients' evaluation."""
+    rec = run.latest_metrics()
+    metrics = {k: float(rec[k]) for k in ("test_acc", "test_loss") if rec.get(k) is not None and rec[k] == rec[k]}
     return MetricRecord(metrics) if metrics else None
+
+
+def evaluate_messages(run, fed) -> list[Message]:
+    """The round's ``evaluate`` messages when its record waits for a federated evaluation (``SyncRun.deferred``)."""
+    return [] if run.deferred is None else eval_messages(run.x, run.deferred[0], fed.nodes)
+
+
+def aggregate_answers(run, fed, replies: list[tuple[int, object]], decode) -> MetricRecord | None:
+    """``replies`` [(node id, reply)] decoded by ``decode(reply, pid)`` (an EvalAnswer or why not): the answers of
+    the nodes that hold a partition, each once, the rest refused alone (logged); the round's record written with
+    their weighted metrics. Flower's MetricRecord of them, for its log and History."""
+    if run.deferred is None:
+        return None
+    k, answers, refused = run.deferred[0], {}, 0
+    holder = {int(node): pid for pid, node in fed.nodes.items()}  # node id -> the partition it holds now
+    for node, reply in replies:
+        pid = holder.get(int(node))
+        out = decode(reply, pid) if pid is not None else "not the holder of a partition of this run"
+        if isinstance(out, str) or pid in answers:
+            refused += 1
+            log.warning("round %d: federated evaluation: the answer of SuperNode %s is refused: %s", k, node,
+                        out if isinstance(out, str) else "a second answer")
+            continue
+        answers[pid] = out
+    # the held partitions' nodes without an answer (none in time; the legacy API's failures) count as refused
+    missing = max(0, len(fed.nodes) - len(replies))
+    record = run.complete_evaluation([answers[p] for p in sorted(answers)], refused + missing)
+    fed_metrics = {f: float(record[f]) for f in ("fed_loss", "fed_acc") if record and record.get(f) is not None}
+    return MetricRecord(fed_metrics) if fed_metrics else None

@@ -22,6 +22,7 @@ from ..core.protocol import (
     DATA_ERROR,
     DATA_FINGERPRINT,
     MAX_DATA_ERROR,
+    MAX_EXAMPLES,
     MAX_FINGERPRINT,
     METRICS,
     NUM_EXAMPLES,
@@ -33,7 +34,6 @@ from ..core.protocol import (
 log = logging.getLogger("zofl")
 NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
 NO_DATA = -2  # Federation.refused's "held by" of a node whose own data cannot be used (its reason in data_errors)
-MAX_EXAMPLES = 2**40  # a reported N_i above this is no size a node can hold (LOCAL_DATA_CAP: 4 GiB of rows)
 
 
 @dataclass(frozen=True)

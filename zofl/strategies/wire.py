@@ -11,6 +11,9 @@ and the server turns that back into the ``Reply``.
 * The legacy API (engine legacy): Flower's FitIns / FitRes carry the NumPyClient form, arrays in
   order with the config entry ``arrays`` naming them (``work_to_numpy`` ... ``reply_from_numpy``);
   Flower's legacy handler calls ``NumPyClient.fit`` with it.
+* Federated evaluation: an ``evaluate`` message carries x_k and the round; the answer is a MetricRecord
+  {eval_loss, eval_acc, num-examples} (Message API), or ``NumPyClient.evaluate``'s (loss, num_examples,
+  {eval_acc}) inside the legacy API's EvaluateRes.
 """
 from __future__ import annotations
 
@@ -20,9 +23,24 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.constant import ErrorCode
 
-from ..core.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, TRAIN, Failure, Reply, Scalar, Work
+from ..core.evaluation import EvalAnswer, eval_problem
+from ..core.protocol import (
+    ARRAYS,
+    CONFIG,
+    EVAL_ACC,
+    EVAL_LOSS,
+    EVALUATE,
+    METRICS,
+    NUM_EXAMPLES,
+    TRAIN,
+    Failure,
+    Reply,
+    Scalar,
+    Work,
+)
 
 LEGACY_FIT_KEY = "fitins.parameters"  # what the legacy API's FitIns becomes in a RecordDict
+LEGACY_EVALUATE_KEY = "evaluateins.parameters"  # and its EvaluateIns
 
 
 def array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
@@ -135,3 +153,44 @@ def reply_from_numpy(pid: int, arrays: list[np.ndarray], num_examples: int, metr
         names = [f"#{i}" for i in range(len(arrays))]
     rest = {k: v for k, v in metrics.items() if k not in (ARRAYS, "pid")}
     return Reply(pid, dict(zip(names, arrays)), int(num_examples), rest)
+
+
+# -- federated evaluation (``zofl.core.evaluation``): the model out, two numbers and a count back ---------------
+def eval_messages(x: np.ndarray, k: int, nodes: Mapping[int, int]) -> list[Message]:
+    """One ``evaluate`` message per held partition's node: x_k (one Array shared by every record, as
+    ``work_messages``) and the round, in Flower's convention ({"arrays", "config"})."""
+    shared = ArrayRecord({"x": Array(np.asarray(x))})
+    return [Message(RecordDict({ARRAYS: shared, CONFIG: ConfigRecord({"round": k})}), dst_node_id=node,
+                    message_type=EVALUATE) for _, node in sorted(nodes.items())]
+
+
+def eval_content(num_examples: int, loss: float, acc: float) -> RecordDict:
+    """A client's evaluation as a reply RecordDict: its metrics with num-examples (Flower's weighting key)."""
+    return RecordDict({METRICS: MetricRecord({EVAL_LOSS: float(loss), EVAL_ACC: float(acc),
+                                              NUM_EXAMPLES: int(num_examples)})})
+
+
+def decode_eval(msg: Message, pid: int) -> EvalAnswer | str:
+    """An evaluate reply as an ``EvalAnswer``, or why it cannot be used (an error reply, a malformed or
+    out-of-range answer: ``core.evaluation.eval_problem``)."""
+    if msg.has_error():
+        return f"error {msg.error.code}: {str(msg.error.reason)[:200]}"
+    try:
+        metrics = msg.content.metric_records[METRICS]
+        n, loss, acc = metrics[NUM_EXAMPLES], metrics[EVAL_LOSS], metrics[EVAL_ACC]
+    except (KeyError, TypeError) as exc:
+        return f"malformed evaluate reply ({type(exc).__name__}: {str(exc)[:200]})"
+    return eval_answer(pid, n, loss, acc)
+
+
+def eval_answer(pid: int, num_examples: Any, loss: Any, acc: Any) -> EvalAnswer | str:
+    """The checked answer of client ``pid`` (either API), or why it is refused."""
+    problem = eval_problem(num_examples, loss, acc)
+    if problem:
+        return problem
+    return EvalAnswer(pid, int(num_examples), float(loss), float(acc))
+
+
+def eval_to_numpy(num_examples: int, loss: float, acc: float) -> tuple[float, int, dict[str, Scalar]]:
+    """``NumPyClient.evaluate``'s return: (loss, num_examples, {"eval_acc": acc})."""
+    return float(loss), int(num_examples), {EVAL_ACC: float(acc)}

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..streams import TEST_SHARE
+
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")
 NUM_CLASSES = {"digits": 10, "covtype": 7, "mnist": 10, "fashion_mnist": 10, "cifar10": 10}
 # features per example as the tasks see them (images flattened): the model's shape before any file is read
@@ -589,6 +591,15 @@ class ArrayData:
 
     def __len__(self) -> int:
         return len(self.y)
+
+
+def held_out_rows(n: int, m: int, pid: int, seed: int) -> np.ndarray:
+    """The sorted rows of an ``n``-row test set that client ``pid`` of ``m`` holds out in simulation (federated
+    evaluation on the built-in data, whose clients hold no test rows of their own): the rows shuffled by the run's
+    seed and cut into m near-equal shares (``np.array_split``), so that the shares are disjoint, cover the test set,
+    and every client's answers weighted by examples are the server's test metrics."""
+    order = np.random.default_rng(np.random.SeedSequence([seed, TEST_SHARE])).permutation(n)
+    return np.sort(np.array_split(order, m)[pid])
 
 
 def take(pooled: Pooled, idx: np.ndarray) -> ArrayData:

@@ -46,6 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..safeio import JSON_CAP, FileRefused, GiB, check_size, open_regular, read_json, read_user_bytes
+from ..streams import TEST_SPLIT
 from .data import (
     KERAS_KEYS,
     TEST_FRACTION,
@@ -246,7 +247,7 @@ def split_test(data: LocalData, test_fraction: float = TEST_FRACTION, seed: int 
     if not 1 <= n_test <= n - 1:
         raise DataFileError(f"{data.source}: {n} examples cannot be split by test_fraction={test_fraction} "
                             f"({n_test} test examples); at least one is needed on each side")
-    order = np.random.default_rng(np.random.SeedSequence([seed, 0x7E57])).permutation(n)
+    order = np.random.default_rng(np.random.SeedSequence([seed, TEST_SPLIT])).permutation(n)
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     return dataclasses.replace(
         data, x=_frozen(data.x[train]), y=_frozen(data.y[train]), x_test=_frozen(data.x[test]),

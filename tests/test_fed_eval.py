@@ -1,0 +1,129 @@
+"""Issue 48, item 4: federated evaluation. Every eval-every rounds (and the last) the clients evaluate x_r on their
+own held-out data through Flower's evaluate messages, and the server weights their answers by examples into the
+round's record (fed_loss, fed_acc, fed_examples, fed_clients, fed_refused). On the in-process Grid: the same
+ServerApp, strategies and ClientApp as every engine (the Message API's and the legacy API's evaluate paths)."""
+import math
+
+import numpy as np
+import pytest
+
+from tests.test_local_data import nodes
+from zofl.config import ConfigError
+from zofl.core.evaluation import EvalAnswer, eval_problem, fed_eval_due, weighted_metrics
+from zofl.core.protocol import MAX_EXAMPLES
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.tasks.data import held_out_rows
+
+RUN = {"num-rounds": 4, "num-clients": 4, "beta": 0.5, "tau": 2.0}
+
+
+def test_answers_are_weighted_by_their_examples():
+    answers = [EvalAnswer(0, 10, 1.0, 0.5), EvalAnswer(1, 30, 2.0, 0.9), EvalAnswer(2, 0, 0.0, 0.0)]
+    got = weighted_metrics(answers, refused=2)
+    assert got["fed_loss"] == pytest.approx((10 * 1.0 + 30 * 2.0) / 40)  # not the plain mean 1.5
+    assert got["fed_acc"] == pytest.approx((10 * 0.5 + 30 * 0.9) / 40)
+    assert (got["fed_examples"], got["fed_clients"], got["fed_refused"]) == (40, 2, 2)  # the empty one is no client
+    assert weighted_metrics([])["fed_loss"] is None and weighted_metrics([])["fed_examples"] == 0
+
+
+def test_evaluation_rounds_are_every_k_and_the_last():
+    assert [k for k in range(0, 11) if fed_eval_due(k, 3, 10)] == [3, 6, 9, 10]
+    assert [k for k in range(0, 5) if fed_eval_due(k, 1, 4)] == [1, 2, 3, 4]  # never x_0 (round 0)
+    assert [k for k in range(0, 5) if fed_eval_due(k, 100, 4)] == [4]
+
+
+@pytest.mark.parametrize("n, loss, acc, words", [
+    (-1, 1.0, 0.5, "num-examples"), (MAX_EXAMPLES + 1, 1.0, 0.5, "num-examples"), (True, 1.0, 0.5, "num-examples"),
+    (2.5, 1.0, 0.5, "num-examples"), (10, math.nan, 0.5, "eval_loss"), (10, math.inf, 0.5, "eval_loss"),
+    (10, -0.1, 0.5, "eval_loss"), (10, 1.0, 1.5, "eval_acc"), (10, 1.0, -0.1, "eval_acc"), (10, 1.0, "x", "eval_acc"),
+    (10, 1.0, None, "eval_acc"),
+])
+def test_a_hostile_answer_is_named(n, loss, acc, words):
+    assert words in eval_problem(n, loss, acc)
+
+
+def test_the_clients_held_out_shares_are_disjoint_and_cover_the_test_set():
+    shares = [held_out_rows(181, 4, pid, seed=7) for pid in range(4)]
+    rows = np.concatenate(shares)
+    assert sorted(rows.tolist()) == list(range(181)) and [len(s) for s in shares] == [46, 45, 45, 45]
+    assert not np.array_equal(held_out_rows(181, 4, 0, seed=7), held_out_rows(181, 4, 0, seed=8))  # the run's seed
+
+
+@pytest.mark.parametrize("engine", ["sync", "legacy"])
+def test_every_client_evaluating_its_share_gives_the_servers_test_metrics_and_changes_no_training(tmp_path, engine):
+    """With every client's share of the test set answering, the weighted federated metrics are the server's own
+    (a check of the weighting and of the shares); the training numbers are those of the run without it."""
+    cfg = {**RUN, "engine": engine, "output-dir": str(tmp_path)}
+    d, x = run_inprocess({**cfg, "federated-eval": True, "eval-every": 3, "run-name": "fed"}, workers=0)
+    d0, x0 = run_inprocess({**cfg, "run-name": "plain"}, workers=0)
+    rec, plain = read_rounds(d), read_rounds(d0)
+    np.testing.assert_array_equal(x, x0)
+    assert [r["test_loss"] for r in rec] == [r["test_loss"] for r in plain]
+    assert [r["round"] for r in rec if "fed_loss" in r] == [3, 4]
+    for r in rec:
+        if "fed_loss" in r:
+            assert r["fed_loss"] == pytest.approx(r["test_loss"], rel=1e-12)
+            assert r["fed_acc"] == pytest.approx(r["test_acc"], rel=1e-12)
+            assert (r["fed_examples"], r["fed_clients"], r["fed_refused"]) == (180, 4, 0)  # digits: 180 test images
+
+
+def test_a_client_with_a_hostile_answer_is_refused_alone(tmp_path, monkeypatch):
+    from zofl.client_app import ZOFLClient
+
+    honest = ZOFLClient.evaluate_x
+
+    def evaluate_x(self, x):
+        n, loss, acc = honest(self, x)
+        return (n, loss, 7.0) if self.pid == 1 else (n, loss, acc)  # an accuracy of 700%
+
+    monkeypatch.setattr(ZOFLClient, "evaluate_x", evaluate_x)
+    d, _ = run_inprocess({**RUN, "num-rounds": 2, "federated-eval": True, "output-dir": str(tmp_path),
+                          "run-name": "r"}, workers=0)
+    last = read_rounds(d)[-1]
+    assert (last["fed_clients"], last["fed_refused"]) == (3, 1)
+    assert 0.0 <= last["fed_acc"] <= 1.0 and last["fed_examples"] == 180 - len(held_out_rows(180, 4, 1, 0))
+
+
+def test_nodes_with_data_of_their_own_evaluate_on_their_held_out_part(tmp_path):
+    """Three sites of 40, 60 and 100 examples (test-fraction 0.1 drawn by the run's seed): 4 + 6 + 10 held out."""
+    d, _ = run_inprocess({**RUN, "num-clients": 3, "num-rounds": 2, "federated-eval": True,
+                          "output-dir": str(tmp_path / "out"), "run-name": "own"}, workers=0,
+                         node_config=nodes(tmp_path, [40, 60, 100]))
+    last = read_rounds(d)[-1]
+    assert (last["fed_examples"], last["fed_clients"], last["fed_refused"]) == (20, 3, 0)
+    assert 0.0 <= last["fed_acc"] <= 1.0 and last["fed_loss"] > 0
+
+
+@pytest.mark.parametrize("keys, words", [
+    ({"strategy": "fednest", "task": "hyper-cleaning"}, "solves a bilevel problem"),
+    ({"strategy": "fedbuff", "engine": "async"}, "not on engine 'async' yet"),
+])
+def test_federated_evaluation_is_refused_where_it_does_not_apply(tmp_path, keys, words):
+    from zofl.setup import check_run
+
+    with pytest.raises(ConfigError, match=words):
+        check_run({**keys, "federated-eval": True, "output-dir": str(tmp_path)})
+
+
+def test_the_summary_the_runners_table_and_the_plot_say_which_evaluation(tmp_path):
+    import csv
+    import json
+
+    from zofl.compare import main
+    from zofl.core.summary import summary_lines
+    from zofl.plot import plot_runs
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\nfederated-eval = true\n[grid]\nseed = [0, 1]\n')
+    main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
+    rows = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
+    assert len(rows) == 2 and all(0 <= float(r["final_fed_acc"]) <= 1 and float(r["final_fed_loss"]) > 0 for r in rows)
+    run = next((tmp_path / "out").rglob("summary.json")).parent
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["fed_evaluations"], summary["final_fed_round"], summary["final_fed_examples"]) == (2, 2, 180)
+    lines = summary_lines("ZO-HFL", summary, "")
+    assert any(line.startswith("  federated evaluation (the clients' held-out data, round 2: 3 clients, 180 examples): "
+                               "accuracy ") for line in lines), lines
+    plot_runs([run], tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
