@@ -103,9 +103,6 @@ def _task(cfg: Config) -> Task:
         raise ConfigError(f"run-config key 'federated-eval': the clients evaluate a model of a single-level task "
                           f"(x on their held-out data); strategy={cfg.strategy!r} solves a bilevel problem, whose "
                           f"metrics the server computes; set federated-eval = false")
-    if cfg.federated_eval and cfg.engine == "async":
-        raise ConfigError("run-config key 'federated-eval': not on engine 'async' yet (engines 'sync' and 'legacy'; "
-                          "docs/status.md)")
     return task
 
 

@@ -46,7 +46,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -55,6 +55,7 @@ from ..faults import draw_fault
 from ..safeio import load_json
 from .checkpoint import array_problem, refuse, scalar
 from .checks import finite_or_kept, reply_problem
+from .evaluation import EvalAnswer
 from .method import Method
 from .policy import allowed_failures, async_windows, failure_message, round_failed
 from .protocol import Failure, Reply, Work
@@ -105,6 +106,8 @@ class AsyncRun(Run):
         self.windows_needed = async_windows(self.total, self.K, self.m)
         self.allowed_failed = allowed_failures(self.windows_needed, cfg.max_failed_rounds)
         self.window_results, self.window_usable = 0, 0
+        # federated evaluation (run-config federated-eval): x_v -> (checked answers, refused), from the engine
+        self.evaluate_clients: Callable[[np.ndarray, int], tuple[list[EvalAnswer], int]] | None = None
         self._reset_counts()
 
     @property
@@ -290,6 +293,10 @@ class AsyncRun(Run):
                 self.dispatch(other)
             if self.leave:
                 applied["away"] = sorted(self.away)
+            if self.evaluates(self.version) and self.evaluate_clients is not None:
+                # federated evaluation of this version: the server waits for the answers (the simulated clock
+                # does not move; on the wall clock the clients' work goes on meanwhile)
+                applied.update(self.fed_fields(self.version, *self.evaluate_clients(self.x, self.version)))
             self._write_record(self.version, applied)
         self.stop_if_policy_failed()
 

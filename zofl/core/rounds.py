@@ -21,13 +21,12 @@ import numpy as np
 
 from ..algorithms.outliers import far_replies
 from .checks import finite_or_kept, reply_problem
-from .evaluation import EvalAnswer, fed_eval_due, weighted_metrics
+from .evaluation import EvalAnswer
 from .method import Method, RoundPlan  # noqa: F401  (RoundPlan: the engines import it from here)
 from .policy import round_failed
 from .protocol import Failure, Reply
 from .record import failure_fields, reply_fields
 from .run import Run, progress_unit
-from .summary import fmt
 from .sampling import round_available, sample_round
 
 log = logging.getLogger("zofl")
@@ -136,10 +135,6 @@ class SyncRun(Run):
             return None
         return self._write_record(plan.r + 1, info)
 
-    def evaluates(self, k: int) -> bool:
-        """Whether round ``k`` ends with a federated evaluation (run-config keys federated-eval, eval-every)."""
-        return self.cfg.federated_eval and fed_eval_due(k, self.cfg.eval_every, self.total)
-
     def complete_evaluation(self, answers: list[EvalAnswer], refused: int = 0) -> dict[str, Any] | None:
         """Write the record ``complete`` kept for the clients' evaluation, with their weighted metrics
         (``weighted_metrics``; ``answers``: the checked answers of the clients asked, ``refused``: those refused);
@@ -147,10 +142,7 @@ class SyncRun(Run):
         if self.deferred is None:
             return None
         (k, info), self.deferred = self.deferred, None
-        fed = weighted_metrics(answers, refused)
-        log.info("round %d: federated evaluation by %d clients (%d examples): loss %s, accuracy %s", k,
-                 fed["fed_clients"], fed["fed_examples"], fmt(fed["fed_loss"]), fmt(fed["fed_acc"]))
-        return self._write_record(k, {**info, **fed})
+        return self._write_record(k, {**info, **self.fed_fields(k, answers, refused)})
 
     def latest_metrics(self) -> dict[str, Any]:
         """The test metrics of the newest round, written or waiting for the clients' evaluation."""

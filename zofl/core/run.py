@@ -20,6 +20,7 @@ from ..config import ConfigError
 from ..faults import speed_factor, straggler_ids, task_delays
 from ..results import RunFolderError
 from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
+from .evaluation import EvalAnswer, fed_eval_due, weighted_metrics
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, late_kind
 from .protocol import Failure, Reply, Work
@@ -129,6 +130,18 @@ class Run:
         """What ``zofl.strategies.nodes`` decided (before round 1, and again when a SuperNode joins):
         work goes only to held partitions; the summary reports refused and rejoined SuperNodes."""
         self.fed, self.unheld = fed, set(fed.unheld)
+
+    def evaluates(self, k: int) -> bool:
+        """Whether round (update) ``k`` ends with a federated evaluation (run-config federated-eval, eval-every)."""
+        return self.cfg.federated_eval and fed_eval_due(k, self.cfg.eval_every, self.total)
+
+    @staticmethod
+    def fed_fields(k: int, answers: list[EvalAnswer], refused: int) -> dict[str, Any]:
+        """The record's federated evaluation fields of round (update) ``k`` (``weighted_metrics``), logged."""
+        fed = weighted_metrics(answers, refused)
+        log.info("round %d: federated evaluation by %d clients (%d examples): loss %s, accuracy %s", k,
+                 fed["fed_clients"], fed["fed_examples"], fmt(fed["fed_loss"]), fmt(fed["fed_acc"]))
+        return fed
 
     def stamp(self, work: Work) -> Work:
         """The run's data fingerprint on a client's work: the client checks it against its own data."""

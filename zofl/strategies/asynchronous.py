@@ -5,7 +5,10 @@ Flower ships no asynchronous strategy (its issue #469 is open); this one uses th
 task to the client's node and collects replies as they arrive, and ``AsyncStrategy.start`` runs
 the Flower-free ``zofl.core.asynchronous.AsyncRun`` over it (the event loop, the clock, staleness,
 records and checkpoints live there). ``configure_train`` / ``aggregate_train`` express one task
-and one reply, for readers who know Flower's synchronous strategies.
+and one reply, for readers who know Flower's synchronous strategies. With run-config federated-eval, every
+eval-every versions the server sends x_v to every client in Flower's ``evaluate`` messages and waits for the
+answers (``evaluate_clients``, through ``configure_evaluate`` / ``aggregate_evaluate``'s checks) before the
+update's record is written.
 """
 from __future__ import annotations
 
@@ -18,8 +21,10 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ..core.asynchronous import AsyncRun
+from ..core.evaluation import EvalAnswer, weighted_metrics
 from ..core.protocol import Failure, Reply, Work
-from .wire import decode_reply, work_message
+from .message import checked_answers
+from .wire import array_record, decode_eval, decode_reply, eval_messages, work_message
 
 log = logging.getLogger("zofl")
 
@@ -70,10 +75,29 @@ class AsyncStrategy(Strategy):
         raise NotImplementedError("asynchronous: AsyncRun applies replies one buffer at a time (update_async)")
 
     def configure_evaluate(self, server_round, arrays, config, grid) -> Iterable[Message]:
-        return []
+        """Federated evaluation of version ``server_round``: x to every held partition's node."""
+        return eval_messages(arrays["x"].numpy(), server_round, self.nodes)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        return None
+        """The answers, checked and weighted by examples (``AsyncRun`` writes them into the update's record)."""
+        fields = weighted_metrics(*checked_answers(self.fed, server_round, [(m.metadata.src_node_id, m)
+                                                                            for m in replies], decode_eval))
+        metrics = {k: float(fields[k]) for k in ("fed_loss", "fed_acc") if fields[k] is not None}
+        return MetricRecord(metrics) if metrics else None
+
+    def evaluate_clients(self, grid: Grid, x, version: int) -> tuple[list[EvalAnswer], int]:
+        """The federated evaluation of version ``version`` (every eval-every versions, ``AsyncRun``): the evaluate
+        messages pushed, their answers pulled until every one is in or client-wait-s passes, then checked."""
+        messages = self.configure_evaluate(version, array_record({"x": x}), ConfigRecord(), grid)
+        ids = set(grid.push_messages(messages))
+        replies, end = [], time.monotonic() + self.cfg.client_wait_s
+        while ids and time.monotonic() < end:
+            got = list(grid.pull_messages(list(ids)))
+            ids -= {m.metadata.reply_to_message_id for m in got}
+            replies += got
+            if ids:
+                time.sleep(0.01)
+        return checked_answers(self.fed, version, [(m.metadata.src_node_id, m) for m in replies], decode_eval)
 
     def summary(self) -> None:
         log.info("AsyncStrategy: %s, buffer %d, clock %s", self.method.title, self.method.buffer_size(),
@@ -83,4 +107,6 @@ class AsyncStrategy(Strategy):
         self.summary()
         self.async_run = AsyncRun(self.cfg, self.method, self.writer, GridTransport(grid, self.nodes))
         self.async_run.set_federation(self.fed)
+        if self.cfg.federated_eval:
+            self.async_run.evaluate_clients = lambda x, version: self.evaluate_clients(grid, x, version)
         self.async_run.run()

@@ -21,6 +21,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from ..core.evaluation import EvalAnswer
 from ..core.rounds import RoundPlan, SyncRun
 from .deadline import DeadlineGrid
 from .wire import array_record, decode_eval, decode_replies, decode_reply, eval_messages, work_messages
@@ -94,13 +95,12 @@ def evaluate_messages(run, fed) -> list[Message]:
     return [] if run.deferred is None else eval_messages(run.x, run.deferred[0], fed.nodes)
 
 
-def aggregate_answers(run, fed, replies: list[tuple[int, object]], decode) -> MetricRecord | None:
-    """``replies`` [(node id, reply)] decoded by ``decode(reply, pid)`` (an EvalAnswer or why not): the answers of
-    the nodes that hold a partition, each once, the rest refused alone (logged); the round's record written with
-    their weighted metrics. Flower's MetricRecord of them, for its log and History."""
-    if run.deferred is None:
-        return None
-    k, answers, refused = run.deferred[0], {}, 0
+def checked_answers(fed, k: int, replies: list[tuple[int, object]], decode) -> tuple[list[EvalAnswer], int]:
+    """``replies`` [(node id, reply)] to round (version) ``k``'s evaluation, decoded by ``decode(reply, pid)`` (an
+    EvalAnswer or why not): the answers of the nodes that hold a partition, each once, sorted by client; and how
+    many of the held partitions' clients gave none usable (refused alone, logged; or no answer in time)."""
+    answers: dict[int, EvalAnswer] = {}
+    refused = 0
     holder = {int(node): pid for pid, node in fed.nodes.items()}  # node id -> the partition it holds now
     for node, reply in replies:
         pid = holder.get(int(node))
@@ -111,8 +111,15 @@ def aggregate_answers(run, fed, replies: list[tuple[int, object]], decode) -> Me
                         out if isinstance(out, str) else "a second answer")
             continue
         answers[pid] = out
-    # the held partitions' nodes without an answer (none in time; the legacy API's failures) count as refused
-    missing = max(0, len(fed.nodes) - len(replies))
-    record = run.complete_evaluation([answers[p] for p in sorted(answers)], refused + missing)
+    missing = max(0, len(fed.nodes) - len(replies))  # no answer in time (the legacy API: its failures too)
+    return [answers[p] for p in sorted(answers)], refused + missing
+
+
+def aggregate_answers(run, fed, replies: list[tuple[int, object]], decode) -> MetricRecord | None:
+    """The round's record, which waits for the clients' evaluation, written with their checked answers
+    (``checked_answers``) weighted by examples; Flower's MetricRecord of them, for its log and History."""
+    if run.deferred is None:
+        return None
+    record = run.complete_evaluation(*checked_answers(fed, run.deferred[0], replies, decode))
     fed_metrics = {f: float(record[f]) for f in ("fed_loss", "fed_acc") if record and record.get(f) is not None}
     return MetricRecord(fed_metrics) if fed_metrics else None
