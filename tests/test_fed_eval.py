@@ -128,3 +128,47 @@ def test_the_summary_the_runners_table_and_the_plot_say_which_evaluation(tmp_pat
                                "accuracy ") for line in lines), lines
     plot_runs([run], tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+# -- issue 48, item 2: the server's own data is optional (run-config server-data) ---------------------------------
+def test_a_server_without_data_reads_none_and_trains_as_the_server_with_data(tmp_path):
+    """server-data = none: the server reads no file (a dataset whose file does not exist is no error for it), every
+    N_i comes from the clients, the records have no server metrics and the clients evaluate; FedAvg's model is the
+    one of the server that holds the data (it never used them: x0 = zeros)."""
+    from zofl.setup import prepare_server
+
+    cfg, task, _ = prepare_server({"strategy": "fedavg", "x0": "zeros", "server-data": "none", "dataset": "mnist",
+                                   "data-dir": str(tmp_path / "no-such-folder")})
+    assert (len(task.test_data(None)), task.test_data(None).x.shape[1], task.fingerprint) == (0, 784, None)
+    keys = {**RUN, "strategy": "fedavg", "x0": "zeros", "federated-eval": True, "output-dir": str(tmp_path)}
+    d, x = run_inprocess({**keys, "server-data": "none", "run-name": "none"}, workers=0)
+    _, x_ref = run_inprocess({**keys, "run-name": "dataset"}, workers=0)
+    np.testing.assert_array_equal(x, x_ref)
+    rec = read_rounds(d)
+    assert all(r["test_acc"] is None and r["test_loss"] is None for r in rec)
+    assert all(r["fed_examples"] == 180 and 0 < r["fed_acc"] <= 1 for r in rec[1:])
+    assert not (d / "data.json").exists() or "fingerprint" not in (d / "data.json").read_text()
+
+
+def test_n_train_is_the_sum_the_clients_report_without_server_data():
+    """N_train of rho_i = N_i / N_train on a server without data: the sum of the sizes the clients reported."""
+    from zofl.methods import METHODS
+    from zofl.setup import prepare_server
+
+    cfg, task, spec = prepare_server({"strategy": "fedavg", "x0": "zeros", "server-data": "none"})
+    method = METHODS["fedavg"].server(cfg, task, spec)
+    method.reported_sizes = {0: 120, 1: 80, 2: 50}
+    assert method.n_train == 250
+
+
+@pytest.mark.parametrize("keys, words", [
+    ({}, "ZO-HFL's upper objective f1 is the loss on the server's data"),
+    ({"strategy": "f1-only"}, "is a server-side control"),
+    ({"strategy": "fedavg"}, "x0 = 'pretrained' trains x_0 on the server's data"),
+    ({"strategy": "fednest", "task": "hyper-cleaning", "x0": "zeros"}, "is bilevel"),
+])
+def test_what_needs_the_servers_data_refuses_server_data_none(tmp_path, keys, words):
+    from zofl.setup import check_run
+
+    with pytest.raises(ConfigError, match=words):
+        check_run({**keys, "server-data": "none", "output-dir": str(tmp_path)})

@@ -13,7 +13,8 @@ messages to it, converting each once (``zofl.strategies.wire``):
   EvaluateIns through Flower's legacy handler, which calls ``NumPyClient.evaluate``,
 * ``query.partition``: the node's partition-id, without loading the run's dataset (``strategies.nodes``); a node
   whose node config names data of its own (``data-path``: ``zofl.tasks.local``) reads and checks them then and
-  adds their size N_i, fingerprint and shape, or says why they cannot be used (the server refuses it alone).
+  adds their size N_i, fingerprint and shape, or says why they cannot be used (the server refuses it alone); with
+  run-config server-data = none a simulated client reports its partition's N_i and fingerprint the same way.
 
 The run-config is validated once per process (``prepared``), not per message: Flower builds a new
 client for every message, from the same run-config.
@@ -32,7 +33,19 @@ from flwr.client.message_handler.message_handler import handle_legacy_message_fr
 from flwr.clientapp import ClientApp
 
 from .config import ConfigError, defaults
-from .core.protocol import ARRAYS, CONFIG, DATA_ERROR, MAX_DATA_ERROR, METRICS, NUM_PARTITIONS, PARTITION_ID, Reply, Work
+from .core.protocol import (
+    ARRAYS,
+    CONFIG,
+    DATA_ERROR,
+    DATA_FINGERPRINT,
+    MAX_DATA_ERROR,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    Reply,
+    Work,
+)
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
 from .setup import DATA_FP, check_data, local_task, prepare, prepare_local
@@ -47,7 +60,7 @@ from .strategies.wire import (
     work_from_numpy,
 )
 from .tasks import evaluate
-from .tasks.data import ArrayData, file_stamp, held_out_rows
+from .tasks.data import ArrayData, array_fingerprint, file_stamp, held_out_rows
 from .tasks.local import LocalTask, NodeData, NodeDataError, summary
 
 STATE_KEY = "zofl"
@@ -222,6 +235,10 @@ def partition(msg: Message, context: Context) -> Message:
         if node is not None:  # its own data: read and checked now, before round 1; the server learns their summary
             _, task, _ = prepared_for(context)
             content[CONFIG] = ConfigRecord(summary(task.data))
+        elif context.run_config.get("server-data") == "none":  # a server without data learns N_i from the client
+            cfg, task, spec = prepared(context.run_config)
+            data = task.client_data(spec, pid)
+            content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data), DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
     except (NodeDataError, ConfigError) as exc:
         content[CONFIG] = ConfigRecord({DATA_ERROR: str(exc)[:MAX_DATA_ERROR]})
     return Message(content, reply_to=msg)

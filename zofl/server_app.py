@@ -23,7 +23,7 @@ from .core.rounds import SyncRun
 from .core.run import resume_point
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
-from .setup import data_identity, prepare
+from .setup import data_identity, prepare_server
 from .strategies import strategy_class
 from .strategies.legacy import serve_legacy
 from .strategies.nodes import learn_partitions
@@ -36,7 +36,7 @@ def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
     """Validate the run-config, open (lock) the results folder, check what a resume would continue,
     and build the method's server half; every refusal is a ``ConfigError`` raised before round 1.
     The caller closes the writer (``with writer: ...``) to release the folder's lock."""
-    cfg, task, spec = prepare(run_config)
+    cfg, task, spec = prepare_server(run_config)
     for warning in config_warnings(cfg):
         log.warning("%s", warning)
     run_name = cfg.run_name or default_run_name(cfg.strategy, cfg.dataset)

@@ -216,6 +216,10 @@ class Data(Settings):
         "Dirichlet concentration of the client split (large = iid)", "paper", positive)
     server_fraction: float = key(0.3, "a number in [0, 1)",
         "share of the training data held by the server", "paper", lambda v: 0 <= v < 1)
+    server_data: str = key("dataset", "'dataset' or 'none'",
+        "dataset: the server holds the run's test set and its server-fraction share (centralised evaluation, x_0 "
+        "pre-training, ZO-HFL's f1, the server-side controls); none: the server reads no data at all (every N_i "
+        "as the clients report it; evaluate with federated-eval)", "ours", choice("dataset", "none"))
     min_partition_size: int = key(10, "an integer >= 1",
         "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1)
 

@@ -5,12 +5,12 @@ import os
 from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
-from .core.method import BILEVEL, HYPERGRAD, MODEL
+from .core.method import BILEVEL, CONTROL, HYPERGRAD, MODEL
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.base import data_shape
 from .tasks.data import DataFileError, SplitError, file_stamp
-from .tasks.local import DATA_PATH, LocalTask, NodeData, read_node_data
+from .tasks.local import DATA_PATH, LocalTask, NodeData, ServerWithoutData, read_node_data
 
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
 NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a task, and its words for the error
@@ -40,7 +40,35 @@ def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     task = _task(cfg)
     spec = data_spec(cfg)
     METHODS[cfg.strategy].server.check(cfg, task, spec)
+    if cfg.server_data == "none":
+        _check_without_server_data(cfg, task)
     return cfg, task, spec
+
+
+def _check_without_server_data(cfg: Config, task: Task) -> None:
+    """What needs the server's data refuses server-data = none, naming the key to change (a ConfigError)."""
+    from .methods import METHODS
+
+    server = METHODS[cfg.strategy].server
+    why = ("ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)" if cfg.strategy == "zohfl"
+           else f"strategy {cfg.strategy!r} is a server-side control: it trains on the server's data"
+           if server.kind == CONTROL else
+           f"task {cfg.task!r} is bilevel: its upper level is evaluated on the server's data" if server.needs != MODEL
+           else "x0 = 'pretrained' trains x_0 on the server's data (set x0 = 'zeros')" if cfg.x0 == "pretrained"
+           else None)
+    if why:
+        raise ConfigError(f"run-config key 'server-data' = 'none': {why}; the server reads no data with it "
+                          f"(docs/data.md: which methods need server data and why)")
+
+
+def prepare_server(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
+    """``prepare`` for the ServerApp: with server-data = none the run-config is checked and the task configured
+    without reading any data (``tasks.local.ServerWithoutData``: the declared features and classes, no examples)."""
+    cfg, task, spec = check_run(run_config)
+    if cfg.server_data != "none":
+        return prepare(run_config)
+    _configure(cfg, task, spec)
+    return cfg, ServerWithoutData(task, *data_shape(task, spec)), spec
 
 
 def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:

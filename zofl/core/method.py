@@ -156,6 +156,8 @@ class Method:
         """N_train of rho_i = N_i / N_train: the server's examples plus every client's, each client's as its node
         reported it when it holds data of its own, else its partition's size in the run's split (the paper's known
         N: with data that stay on the nodes, the sum of what they report stands in for it)."""
+        if self.cfg.server_data == "none":  # no split on the server: the clients' reports are all it knows
+            return sum(self.reported_sizes.values())
         if not self.reported_sizes:
             return self.split_n_train
         return self.split_n_train + sum(n - len(self.task.client_data(self.spec, i))

@@ -168,7 +168,8 @@ def _kinds(s: dict[str, Any]) -> str:
 def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
     return [f"{title} on {s['dataset']}: {setting}",
             f"  test accuracy {fmt(s['initial_test_acc'])} -> {fmt(s['final_test_acc'])} "
-            f"(best {fmt(s['best_test_acc'])}), test loss {fmt(s['final_test_loss'])}",
+            f"(best {fmt(s['best_test_acc'])}), test loss {fmt(s['final_test_loss'])}" if s.get("server_test", True)
+            else "  no test set on the server (server-data = none): see the federated evaluation",
             *([f"  federated evaluation (the clients' held-out data, round {s['final_fed_round']}: "
                f"{s['final_fed_clients']} clients, {s['final_fed_examples']} examples): accuracy "
                f"{fmt(s['final_fed_acc'])}, loss {fmt(s['final_fed_loss'])}"

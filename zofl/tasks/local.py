@@ -166,3 +166,30 @@ class LocalTask:
 
     def fingerprint(self, spec) -> tuple[str, str]:
         return self.data.fingerprint, "this node's own data"
+
+
+class ServerWithoutData:
+    """``task`` on a server that reads no data (run-config server-data = none): no server share, an empty test set
+    of the declared shape (so x_0 has its size and the server's metrics are null), no examples of its own (every
+    N_i is a client's report), no fingerprint to send; every model method is the task's."""
+
+    fingerprint = None  # the clients have nothing of the server's to check their data against
+
+    def __init__(self, task: Any, num_features: int, num_classes: int):
+        self.task = task
+        self.empty = ArrayData(np.zeros((0, num_features), np.float32), np.zeros(0, np.int64), num_classes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.task, name)
+
+    def check(self, spec) -> None:
+        """Nothing to check: the server reads no data."""
+
+    def server_data(self, spec) -> ArrayData:
+        return self.empty
+
+    def test_data(self, spec) -> ArrayData:
+        return self.empty
+
+    def num_train(self, spec) -> int:
+        return 0
