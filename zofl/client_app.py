@@ -22,7 +22,6 @@ client for every message, from the same run-config.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from typing import Any, Mapping
 
@@ -32,7 +31,7 @@ from flwr.client import NumPyClient
 from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
 from flwr.clientapp import ClientApp
 
-from .config import ConfigError, defaults
+from .config import ConfigError, parse_config
 from .core.protocol import (
     ARRAYS,
     CONFIG,
@@ -48,7 +47,7 @@ from .core.protocol import (
 )
 from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
 from .methods import METHODS
-from .setup import DATA_FP, check_data, local_task, prepare, prepare_local
+from .setup import DATA_FP, check_data, data_stamp, local_task, prepare, prepare_local
 from .strategies.wire import (
     LEGACY_EVALUATE_KEY,
     LEGACY_FIT_KEY,
@@ -60,7 +59,7 @@ from .strategies.wire import (
     work_from_numpy,
 )
 from .tasks import evaluate
-from .tasks.data import ArrayData, array_fingerprint, file_stamp, held_out_rows
+from .tasks.data import ArrayData, array_fingerprint, held_out_rows
 from .tasks.local import LocalTask, NodeData, NodeDataError, summary
 
 STATE_KEY = "zofl"
@@ -86,10 +85,9 @@ def node_partition(context: Context, num_clients: int | None = None) -> tuple[in
 def prepared(run_config: Mapping[str, Any]):
     """(cfg, task, spec) of a run-config, validated and its data checked once per process, run-config and
     version of the data file (a file replaced in place is checked again, as every per-process cache)."""
-    given = {**defaults(), **run_config}
     try:
-        stamp = file_stamp(str(given["dataset"]), os.path.expanduser(str(given["data-dir"])))
-    except (OSError, ValueError, TypeError):
+        stamp = data_stamp(parse_config(run_config))
+    except ConfigError:
         stamp = ()  # an impossible value: prepare's checks name it
     return _prepared(tuple(sorted(run_config.items())), stamp)
 

@@ -33,6 +33,8 @@ MAX_RUN_NAME = 200  # run-name: one folder's name, well under the 255 bytes file
 # task costs at most ~100 events, and a streak of 5000 misses has probability 0.99**5000 < 1e-21.
 MIN_AVAILABILITY = 0.01
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
+# the simulation's split schemes (zofl.tasks.sources.partition reads this tuple)
+PARTITIONERS = ("iid", "dirichlet", "pathological", "shards", "natural", "grouped-natural")
 TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 
 
@@ -216,6 +218,38 @@ class Data(Settings):
         "Dirichlet concentration of the client split (large = iid)", "paper", positive)
     server_fraction: float = key(0.3, "a number in [0, 1)",
         "share of the training data held by the server", "paper", lambda v: 0 <= v < 1)
+    data_path: str = key("", "empty, or a .npz / .parquet / .csv file, a datasets save_to_disk folder (absolute paths, "
+        "~ allowed) or a module:function loader",
+        "the run's data instead of `dataset` (simulation: split over the clients by `partitioner`; docs/data.md). Read "
+        "with label-column, feature-columns (tables), x-key, y-key (.npz) and client-column", "ours",
+        lambda v: not v.strip() or ":" in v and not v.startswith(("/", "~")) or Path(v).expanduser().is_absolute())
+    label_column: str = key("label", "a column name", "data-path's label column (tables and folders)", "ours",
+        lambda v: bool(v.strip()))
+    feature_columns: str = key("", "a comma list of column names (empty: every other numeric column)",
+        "data-path's feature columns (tables and folders)", "ours")
+    x_key: str = key("x", "an array name", "data-path's features in a .npz (a Keras-style x_train/x_test file is "
+        "recognised by its keys)", "ours", lambda v: bool(v.strip()))
+    y_key: str = key("y", "an array name", "data-path's labels in a .npz", "ours", lambda v: bool(v.strip()))
+    client_column: str = key("", "a column (or .npz array) name, empty for none",
+        "data-path's client id per example (never a feature): what partitioner 'natural' and 'grouped-natural' "
+        "split by", "ours")
+    partitioner: str = key("dirichlet", f"one of {PARTITIONERS}",
+        "how the clients' data are split in simulation (flwr-datasets' partitioners): dirichlet over labels (alpha, "
+        "min-partition-size; the papers'), iid, pathological (classes-per-client), shards (shards-per-client), "
+        "natural (one client per distinct client-column value: num-clients must be their number), grouped-natural "
+        "(group-size of them per client)", "ours", choice(*PARTITIONERS))
+    classes_per_client: int = key(2, "an integer >= 1", "partitioner 'pathological': classes per client", "ours",
+        lambda v: v >= 1)
+    shards_per_client: int = key(2, "an integer >= 1", "partitioner 'shards': label-sorted shards per client", "ours",
+        lambda v: v >= 1)
+    group_size: int = key(2, "an integer >= 1", "partitioner 'grouped-natural': distinct client ids per client",
+        "ours", lambda v: v >= 1)
+    num_features: int = key(0, "an integer >= 0 (0: the data's)",
+        "features per example, declared: every client's data are checked against it (needed where the server reads "
+        "no data of a kind it can tell the shape of: server-data = none with data of the nodes' own)", "ours",
+        lambda v: v >= 0)
+    num_classes: int = key(0, "an integer >= 0 (0: the data's)", "classes, declared (as num-features)", "ours",
+        lambda v: v >= 0)
     server_data: str = key("dataset", "'dataset' or 'none'",
         "dataset: the server holds the run's test set and its server-fraction share (centralised evaluation, x_0 "
         "pre-training, ZO-HFL's f1, the server-side controls); none: the server reads no data at all (every N_i "

@@ -9,7 +9,7 @@ from .core.method import BILEVEL, CONTROL, HYPERGRAD, MODEL
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.base import data_shape
-from .tasks.data import DataFileError, SplitError, file_stamp
+from .tasks.data import DataFileError, SplitError, file_stamp, path_stamp
 from .tasks.local import DATA_PATH, LocalTask, NodeData, ServerWithoutData, read_node_data
 
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
@@ -23,10 +23,28 @@ NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a tas
 
 
 def data_spec(cfg: Config) -> DataSpec:
+    path = cfg.data_path.strip()
+    read = (("label_column", cfg.label_column.strip()), ("feature_columns", cfg.feature_columns.strip() or None),
+            ("x_key", cfg.x_key.strip()), ("y_key", cfg.y_key.strip()), ("id_column", cfg.client_column.strip() or None))
+    params = (("classes_per_client", cfg.classes_per_client), ("shards_per_client", cfg.shards_per_client),
+              ("group_size", cfg.group_size))
     return DataSpec(dataset=cfg.dataset, data_dir=os.path.expanduser(cfg.data_dir),
                     download=cfg.download, num_clients=cfg.num_clients, alpha=cfg.alpha,
                     server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size,
-                    standardize=cfg.standardize, stamp=file_stamp(cfg.dataset, os.path.expanduser(cfg.data_dir)))
+                    standardize=cfg.standardize, stamp=data_stamp(cfg), path=path, read=read if path else (),
+                    scheme=cfg.partitioner, params=params, num_features=cfg.num_features, num_classes=cfg.num_classes)
+
+
+def data_stamp(cfg) -> tuple:
+    """The version of the run's data file (the caches' key: a file replaced in place is read and checked again):
+    data-path's, or the built-in dataset's; () for a loader or a path that cannot be read (its check names it)."""
+    path = cfg.data_path.strip()
+    try:
+        if not path:
+            return file_stamp(cfg.dataset, os.path.expanduser(cfg.data_dir))
+        return () if ":" in path and not path.startswith(("/", "~")) else path_stamp(os.path.expanduser(path))
+    except (OSError, ValueError):
+        return ()
 
 
 def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
@@ -79,10 +97,14 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     try:
         task.check(spec)
     except DataFileError as exc:  # the file itself: its message starts with the path
-        raise ConfigError(f"run-config key 'data-dir' (dataset {cfg.dataset!r}): {exc}") from exc
+        where = "'data-path'" if spec.path else f"'data-dir' (dataset {cfg.dataset!r})"
+        raise ConfigError(f"run-config key {where}: {exc}") from exc
     except SplitError as exc:  # the file is fine; the split asked of it cannot be made
-        raise ConfigError(f"run-config keys 'num-clients'/'alpha'/'min-partition-size': {exc}") from exc
-    except (DataError, ValueError) as exc:  # no such dataset, or its file is missing
+        raise ConfigError(f"run-config keys 'num-clients'/'partitioner'/'alpha'/'min-partition-size': {exc}") from exc
+    except (DataError, ValueError) as exc:  # no such dataset, or its file is missing or unreadable
+        if spec.path:
+            raise ConfigError(f"run-config key 'data-path' (read with label-column, feature-columns, x-key, y-key, "
+                              f"client-column): {exc}") from exc
         raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
     _configure(cfg, task, spec)
     return cfg, task, spec
@@ -142,7 +164,7 @@ def data_identity(task: Task, spec: DataSpec) -> dict[str, str] | None:
     if not callable(fingerprint):
         return None
     fp, source = fingerprint(spec)
-    return {"fingerprint": fp, "source": source, "dataset": spec.dataset}
+    return {"fingerprint": fp, "source": source, "dataset": spec.name}
 
 
 def check_data(expected: str | None, task: Task, spec: DataSpec, pid: int) -> None:

@@ -211,7 +211,7 @@ class Run:
         policy stopped the run (``fail``)."""
         cfg, spec = self.cfg, self.method.spec
         recs = self.writer.records
-        summary = summarize(recs, strategy=self.method.name, dataset=spec.dataset, rounds=cfg.num_rounds,
+        summary = summarize(recs, strategy=self.method.name, dataset=spec.name, rounds=cfg.num_rounds,
                             engine=cfg.engine, **({"server_test": False} if cfg.server_data == "none" else {}))
         add_pending(summary, self.pending_failures())
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,

@@ -13,6 +13,7 @@ implement ``server_data``/``client_data``/``test_data`` yourself.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -23,12 +24,14 @@ from .data import (
     NUM_FEATURES,
     ArrayData,
     DataError,
+    Pooled,
     SplitError,
     check_available,
     load_pooled,
     make_splits,
     take,
 )
+from .sources import PartitionParams, read_local, split_rows
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,19 @@ class DataSpec:
     min_partition_size: int = 10
     standardize: bool = False  # features scaled to zero mean, unit variance over the training rows
     stamp: tuple[int, ...] = ()  # the data file's version (``data.file_stamp``): keys the caches below
+    # a file of the user's instead of ``dataset`` (run-config data-path; zofl.tasks.sources.read_local) and how to
+    # read it; the split scheme (run-config partitioner, zofl.tasks.sources.partition) and the declared shape
+    path: str = ""
+    read: tuple[tuple[str, str], ...] = ()  # read_local's keyword arguments (label_column, x_key, ...)
+    scheme: str = "dirichlet"
+    params: tuple[tuple[str, int], ...] = ()  # PartitionParams' fields other than alpha and min_size
+    num_features: int = 0  # 0: the data's
+    num_classes: int = 0
+
+    @property
+    def name(self) -> str:
+        """What the data are called in a summary: the built-in dataset's name, or the file's."""
+        return os.path.basename(self.path.rstrip("/")) or self.path if self.path else self.dataset
 
 
 @runtime_checkable
@@ -80,22 +96,54 @@ class Task(Protocol):
 
 
 def data_shape(task, spec: DataSpec) -> tuple[int, int]:
-    """(num_features, num_classes) of the task's test data, as ``init_params`` gets them: for a
-    ``SplitTask`` that keeps the built-in data methods, from the dataset's name (no file is read:
-    the runner checks every cell with it before any runs); otherwise from ``test_data(spec)``."""
-    if isinstance(task, SplitTask) and type(task).test_data is SplitTask.test_data:
+    """(num_features, num_classes) of the task's test data, as ``init_params`` gets them: as declared (run-config
+    num-features, num-classes) where both are; for a ``SplitTask`` that keeps the built-in data methods, from the
+    dataset's name (no file is read: the runner checks every cell with it before any runs); otherwise from
+    ``test_data(spec)`` (a file of the user's is read)."""
+    if spec.num_features and spec.num_classes:
+        return spec.num_features, spec.num_classes
+    if isinstance(task, SplitTask) and type(task).test_data is SplitTask.test_data and not spec.path:
         return NUM_FEATURES[spec.dataset], NUM_CLASSES[spec.dataset]
     test = task.test_data(spec)
     return test.x.shape[1], test.num_classes
 
 
 def pooled_of(spec: DataSpec):
+    if spec.path:
+        return _file_pooled(spec.path, spec.read, spec.num_features, spec.num_classes, spec.stamp)[0]
     return load_pooled(spec.dataset, spec.data_dir, spec.download)
 
 
+@functools.lru_cache(maxsize=4)
+def _file_pooled(path: str, read: tuple, num_features: int, num_classes: int, stamp: tuple) -> tuple:
+    """(Pooled: the training rows then the file's own test part if it has one, the client ids of the training rows
+    or None, the test part's size) of a file of the user's, read and checked once per process and version."""
+    data = read_local(os.path.expanduser(path), num_classes=num_classes or None, num_features=num_features or None,
+                      **dict(read))
+    x, y = data.x, data.y
+    if data.x_test is not None:
+        x, y = np.concatenate([data.x, data.x_test]), np.concatenate([data.y, data.y_test])
+    k = max(int(y.max()) + 1 if len(y) else 0, num_classes)
+    pooled = Pooled(np.ascontiguousarray(x, dtype=np.float32), y.astype(np.int64), k, data.fingerprint, data.source)
+    return pooled, data.ids, 0 if data.x_test is None else len(data.y_test)
+
+
 def splits_of(spec: DataSpec):
-    return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
-                       spec.data_dir, spec.download, spec.min_partition_size)
+    if not spec.path and spec.scheme == "dirichlet":  # the papers' split of a built-in dataset, as always
+        return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
+                           spec.data_dir, spec.download, spec.min_partition_size)
+    return _scheme_splits(spec)
+
+
+@functools.lru_cache(maxsize=8)
+def _scheme_splits(spec: DataSpec):
+    """A file's split, or a built-in dataset's by another scheme than Dirichlet (``sources.split_rows``)."""
+    if spec.path:
+        pooled, ids, n_test = _file_pooled(spec.path, spec.read, spec.num_features, spec.num_classes, spec.stamp)
+    else:
+        pooled, ids, n_test = pooled_of(spec), None, 0
+    params = PartitionParams(alpha=spec.alpha, min_size=spec.min_partition_size, **dict(spec.params))
+    return split_rows(pooled.y, ids, n_test, spec.scheme, spec.num_clients, params, spec.server_fraction, spec.seed)
 
 
 @functools.lru_cache(maxsize=8)
@@ -128,12 +176,16 @@ class SplitTask:
     """Data methods from the paper's splits of ``spec.dataset`` (see ``zofl.tasks.data``)."""
 
     def check(self, spec: DataSpec) -> None:
-        check_available(spec.dataset, spec.data_dir, spec.download)
+        if not spec.path:
+            check_available(spec.dataset, spec.data_dir, spec.download)
         try:
             splits_of(spec)  # cached: the split is made once per process anyway
         except DataError:
             raise
         except ValueError as exc:  # the Dirichlet draw gave up
+            if spec.scheme != "dirichlet" or spec.path:
+                raise SplitError(f"cannot split {spec.name!r} over num-clients={spec.num_clients} by partitioner "
+                                 f"{spec.scheme!r}: {exc}") from exc
             raise SplitError(
                 f"cannot split {spec.dataset!r} over num-clients={spec.num_clients} with alpha={spec.alpha} so that "
                 f"every client holds min-partition-size={spec.min_partition_size} examples ({exc}); lower "

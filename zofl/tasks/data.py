@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..streams import SPLIT as SPLIT_STREAM
 from ..streams import TEST_SHARE
 
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")
@@ -569,7 +570,7 @@ def _make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: 
                  download: bool, min_partition_size: int, stamp: tuple[int, ...]) -> Splits:
     pooled = load_pooled(name, data_dir, download)
     n = len(pooled.y)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5E1]))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, SPLIT_STREAM]))
     order = rng.permutation(n)
     n_test = int(round(TEST_FRACTION * n))
     test, train = order[:n_test], order[n_test:]

@@ -46,13 +46,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..safeio import JSON_CAP, FileRefused, GiB, check_size, open_regular, read_json, read_user_bytes
+from ..settings import PARTITIONERS
 from ..streams import TEST_SPLIT
 from .data import (
     KERAS_KEYS,
+    SPLIT_STREAM,
     TEST_FRACTION,
     DataError,
     DataFileError,
     SplitError,
+    Splits,
     array_fingerprint,
     check_arrays,
     read_npz,
@@ -627,7 +630,7 @@ def _loader_parts(spec: str, cap: int) -> tuple[dict[str, tuple[np.ndarray, np.n
 
 # -- partitioning one dataset for simulation ------------------------------------------------------------------
 
-SCHEMES = ("iid", "dirichlet", "pathological", "shards", "natural", "grouped-natural")
+SCHEMES = PARTITIONERS  # the run-config key 'partitioner' takes these (declared in zofl.settings)
 CLASS_ASSIGNMENTS = ("random", "deterministic", "first-deterministic")  # flwr-datasets' PathologicalPartitioner's
 
 
@@ -760,3 +763,30 @@ def partition(labels: np.ndarray, ids: np.ndarray | None, scheme: str, m: int,
             return _positions(part, m)
     except ValueError as exc:  # flwr-datasets' refusals: the Dirichlet draw failing 10 times, a class too rare
         raise SplitError(f"scheme {scheme!r} over {m} clients of {n} examples: {_one_line(exc, 300)}") from None
+
+
+# -- a run's data split over simulated clients (run-config data-path, partitioner) ------------------------------
+
+def split_rows(labels: np.ndarray, ids: np.ndarray | None, n_test_given: int, scheme: str, m: int,
+               params: PartitionParams, server_fraction: float, seed: int) -> Splits:
+    """The run's split of N training rows (``labels``, client ``ids`` or None) followed by ``n_test_given`` rows of a
+    test part of the data's own: that test part is the test set, else TEST_FRACTION of the rows drawn by the seed
+    (the built-in datasets' protocol: ``zofl.tasks.data.make_splits``); then server-fraction of the training rows
+    for the server, and the rest split over the ``m`` clients by ``scheme`` (``partition``, with the rest's labels
+    and ids). A pure function of its arguments; index arrays into the N + n_test_given rows."""
+    n = len(labels) - n_test_given
+    rng = np.random.default_rng(np.random.SeedSequence([seed, SPLIT_STREAM]))
+    if n_test_given:
+        test, train = np.arange(n, n + n_test_given), rng.permutation(n)
+    else:
+        order = rng.permutation(n)
+        n_test = int(round(TEST_FRACTION * n))
+        test, train = order[:n_test], order[n_test:]
+    n_server = int(round(server_fraction * len(train)))
+    server, rest = train[:n_server], train[n_server:]
+    if len(rest) < m:
+        raise SplitError(f"num-clients={m} exceeds the {len(rest)} examples left to the clients")
+    if scheme == "dirichlet":  # min-partition-size at most what m clients can each have, as make_splits
+        params = dataclasses.replace(params, min_size=min(params.min_size, len(rest) // m))
+    parts = partition(labels[rest], None if ids is None else ids[rest], scheme, m, params, seed)
+    return Splits(np.sort(test), np.sort(server), tuple(rest[p] for p in parts))
