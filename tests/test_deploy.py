@@ -41,14 +41,59 @@ def test_certificates_name_the_host_and_chain_to_the_ca(tmp_path):
     assert oct(paths["key"].stat().st_mode & 0o777) == "0o600"
 
 
+class OpenFiles:
+    """Samples, every 20 ms until stopped, the files the deployment's ServerApp processes (``flwr-serverapp`` with
+    this FLWR_HOME) hold open, and the words of their command lines and environments: what the server was given."""
+
+    def __init__(self, home: str):
+        import threading
+
+        self.home, self.paths, self.given, self.done = home, set(), set(), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        from zofl.launch import processes_with_env
+
+        while not self.done.wait(0.02):
+            for pid in processes_with_env("FLWR_HOME", self.home):
+                proc = Path(f"/proc/{pid}")
+                try:
+                    if b"flwr-serverapp" not in (proc / "cmdline").read_bytes():
+                        continue
+                    self.given.add((proc / "cmdline").read_bytes() + (proc / "environ").read_bytes())
+                    for fd in (proc / "fd").iterdir():
+                        self.paths.add(os.readlink(fd))
+                except OSError:  # it ended meanwhile
+                    continue
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+
 @pytest.mark.flower
 def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path):
+    """Issue 48's deployment: each SuperNode trains on a file of its own, in a folder of its own (40, 60 and 100
+    digits-shaped examples, 10% held out), named in its node config; the ServerApp's process is given none of their
+    paths and (sampled every 20 ms) never holds one open. ZO-HFL (the server's own data: its f1 and test set)
+    and FedAvg with server-data = none both finish with the clients' federated evaluation on their held-out parts,
+    and N_train (ZO-HFL's rho_i = N_i / N_train) from the sizes the nodes reported."""
+    from tests.test_local_data import site_file
+
     out = tmp_path / "results"
-    with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True) as dep:
+    sites = {i: tmp_path / f"site-{i}" for i in range(3)}
+    files = {i: site_file(sites[i].mkdir() or sites[i] / "train.npz", n, i) for i, n in enumerate((40, 60, 100))}
+    fed_keys = {"num-clients": 3, "beta": 1.0, "tau": 2.0, "federated-eval": True, "output-dir": str(out)}
+    with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True,
+                          node_config={i: {"data-path": str(f)} for i, f in files.items()}) as dep:
         assert dep.auth  # TLS deployments authenticate SuperNodes by default
+        watch = OpenFiles(dep.env["FLWR_HOME"])
         # one round: every message starts a ClientApp process on its SuperNode (10-20 s a round at load 8)
-        res = dep.run({"num-rounds": 1, "num-clients": 3, "beta": 1.0, "tau": 2.0,
-                       "output-dir": str(out), "run-name": "tls"})
+        res = dep.run({**fed_keys, "num-rounds": 1, "run-name": "tls"})
+        alone = dep.run({**fed_keys, "num-rounds": 2, "strategy": "fedavg", "server-data": "none", "x0": "zeros",
+                         "run-name": "no-server-data"})
+        watch.stop()
         # a SuperNode whose key was never registered (it has the CA, and a well-formed key) is refused
         keys = make_supernode_keys(tmp_path / "intruder-keys", "intruder")
         intruder = dep.start_supernode(0, 3, keys["private"], "intruder.log")
@@ -75,7 +120,24 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
     rec = read_rounds(out / "tls")
     assert [r["round"] for r in rec] == [0, 1]
     assert all(r["participants"] == 3 and r["failures"] == 0 for r in rec[1:])
-    assert json.loads((out / "tls" / "summary.json").read_text())["final_test_acc"] == rec[-1]["test_acc"]
+    summary = json.loads((out / "tls" / "summary.json").read_text())
+    assert summary["final_test_acc"] == rec[-1]["test_acc"]
+    held_out = 4 + 6 + 10  # test-fraction 0.1 of each site's 40, 60 and 100
+    assert summary["reported_sizes"] == {"0": 36, "1": 54, "2": 90} and summary["n_train"] > 36 + 54 + 90
+    assert (rec[-1]["fed_examples"], rec[-1]["fed_clients"], rec[-1]["fed_refused"]) == (held_out, 3, 0)
+    assert alone.returncode == 0, (alone.stdout + alone.stderr)[-4000:]
+    rec = read_rounds(out / "no-server-data")
+    assert all(r["test_acc"] is None for r in rec) and all(r["fed_examples"] == held_out for r in rec[1:])
+    summary = json.loads((out / "no-server-data" / "summary.json").read_text())
+    assert summary["n_train"] == 36 + 54 + 90 and summary["final_fed_examples"] == held_out
+    # what the server had: no path of a site's in its command lines, environments, open files or results
+    assert watch.given and watch.paths, "the ServerApp's processes were never seen"
+    site_words = [str(d).encode() for d in sites.values()]
+    assert not [g for g in watch.given if any(w in g for w in site_words)]
+    assert not [f for f in watch.paths if any(f.startswith(str(d)) for d in sites.values())]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert not any(w in f.read_bytes() for w in site_words), f
     assert all(p.poll() is not None for p in procs)
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"

@@ -104,17 +104,23 @@ def ray_cluster():
 
 def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_scaffold_state(ray_cluster, tmp_path,
                                                                                                monkeypatch):
-    """The legacy API (flwr.server.strategy.Strategy + start_grid), SCAFFOLD: simulated clients are rebuilt
-    every round, on whichever node's actor is free, so each client's c_i must come back from context.state;
-    the Flower run then matches the in-process run number for number, and the Message-API engine's too.
+    """The legacy API (flwr.server.strategy.Strategy + start_grid), SCAFFOLD, on natural partitions of a Parquet
+    file (a client per site): simulated clients are rebuilt every round, on whichever node's actor is free, so
+    each client's c_i must come back from context.state; the Flower run then matches the in-process run number
+    for number, and the Message-API engine's too.
     (The legacy engine's one run through Flower: the other engines' are in tests/test_flower_e2e.py.)"""
+    from tests.test_partitioning import sites_parquet
+
     address, temp_dir = ray_cluster
     monkeypatch.setenv("RAY_ADDRESS", address)  # the SuperLink, and the simulation it starts, inherit it
+    # the data: natural partitions of a Parquet file of four sites (issue 48: client i holds one site's rows)
+    sites_parquet(tmp_path / "sites.parquet", sites=("a", "b", "c", "d"), n=800)
     # client-wait-s: the server asks each SuperNode its partition, which needs the ClientApp actors up; on
     # a loaded 2-core machine two raylets starting 4 actors have taken more than the default 60 s (the
     # run then fails, and `flwr run` still exits 0). The run goes on as soon as they answer.
     cfg = {"strategy": "scaffold", "engine": "legacy", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
-           "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "cluster", "client-wait-s": 600.0}
+           "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "cluster", "client-wait-s": 600.0,
+           "data-path": str(tmp_path / "sites.parquet"), "client-column": "site", "partitioner": "natural"}
     raylets_with_actors: set[int] = set()
     with local_superlink(tmp_path / "sl") as sl:
         proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 "

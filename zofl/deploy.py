@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .core.protocol import NUM_PARTITIONS, PARTITION_ID
 from .fleet_proxy import DEFAULT_MAX_BODY_MB
 from .launch import (
     PROJECT_DIR,
@@ -51,6 +52,7 @@ from .launch import (
     flwr_run_command,
     free_port,
     kill_descendants_by_env,
+    run_config_arg,
     stop_process,
     wait_for_port,
 )
@@ -234,9 +236,10 @@ class Deployment:
             raise RuntimeError(f"flwr supernode register {public_key} failed: {(res.stdout + res.stderr)[-2000:]}")
 
     def start_supernode(self, partition_id: int, num_partitions: int, private_key: Path | None = None,
-                        log_name: str | None = None) -> subprocess.Popen:
-        """A SuperNode holding one partition (with ``private_key``: authenticated with it)."""
-        node_config = f"partition-id={partition_id} num-partitions={num_partitions}"
+                        log_name: str | None = None, extra: Mapping[str, Any] | None = None) -> subprocess.Popen:
+        """A SuperNode holding one partition (with ``private_key``: authenticated with it; ``extra``: more of its
+        node config, e.g. ``data-path`` naming data of its own, zofl.tasks.local)."""
+        node_config = run_config_arg({PARTITION_ID: partition_id, NUM_PARTITIONS: num_partitions, **(extra or {})})
         auth = ["--auth-supernode-private-key", str(private_key)] if private_key else []
         return self._start([_bin("flower-supernode"), *self.node_flags, *auth, "--superlink",
                             f"127.0.0.1:{self.fleet_port or self.port}",
@@ -250,7 +253,8 @@ class Deployment:
 
 @contextlib.contextmanager
 def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool = True, auth: bool | None = None,
-                     fleet_proxy: bool | None = None, startup_timeout: float = 60.0) -> Iterator[Deployment]:
+                     fleet_proxy: bool | None = None, startup_timeout: float = 60.0,
+                     node_config: Mapping[int, Mapping[str, Any]] | None = None) -> Iterator[Deployment]:
     """A SuperLink and ``num_supernodes`` SuperNodes as separate processes on 127.0.0.1.
 
     With ``tls`` the SuperLink serves certificates made by ``make_certificates`` and the SuperNodes
@@ -260,7 +264,8 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
     ``flwr supernode register`` and it starts with its private key. With ``fleet_proxy`` (default:
     = tls) the SuperNodes reach the SuperLink through ``zofl.fleet_proxy`` on a port of its own, as
     docs/deploy.md's recipe does on a public address, so the Control API is served only to this
-    machine. Certificates and keys are made fresh each time (``force``: a folder used before keeps
+    machine. ``node_config``: more node config of SuperNode i (e.g. its own ``data-path``). Certificates and keys
+    are made fresh each time (``force``: a folder used before keeps
     working; no link in it is followed). Key and state folders are
     owner-only. Every process is stopped when the block ends, also on SIGTERM or SIGHUP; if this
     process is SIGKILLed, the SuperLink and SuperNodes die with it (Linux: ``die_with_parent``)."""
@@ -312,7 +317,7 @@ def local_deployment(workdir: str | os.PathLike, num_supernodes: int, tls: bool 
                     keys = make_supernode_keys(work / "keys", f"supernode-{i}", force=True)
                     dep.register(keys["public"])
                     key = keys["private"]
-                dep.start_supernode(i, num_supernodes, key)
+                dep.start_supernode(i, num_supernodes, key, extra=(node_config or {}).get(i))
             yield dep
         finally:
             for proc in reversed(dep.procs):  # SuperNodes first, then the SuperLink

@@ -42,10 +42,13 @@ QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
 }
-# Ray's defaults that a loaded machine breaks, set unless the user set them: a Ray worker (a ClientApp actor) that has
-# not registered with its raylet 60 s after it started is killed and started again, and at load 12 on 2 cores a
-# worker's imports (ray, flwr, numpy, the task) take longer than that, so no actor ever came up (docs/testing.md)
-RAY_ENV_DEFAULTS = {"RAY_worker_register_timeout_seconds": "600"}
+# Ray's defaults that a shared machine breaks, set unless the user set them (docs/testing.md, "Under load"):
+# - Ray starts its workers (the ClientApp actors: every client's work) at nice 15, below everything else on the
+#   machine: beside 10 busy processes at nice 0 a worker got about 3% of what each of those got, and a 3-round run
+#   on a two-node Ray cluster did not finish its first round in 6 minutes. At 0 they take their fair share;
+# - a worker that has not registered with its raylet 60 s after it started is killed and started again, and at
+#   load 12 on 2 cores a worker's imports (ray, flwr, numpy, the task) take longer than that.
+RAY_ENV_DEFAULTS = {"RAY_worker_niceness": "0", "RAY_worker_register_timeout_seconds": "600"}
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 2.5  # between SIGTERM and SIGKILL when we stop our processes (SIGTERM must end a run within 5 s)
 WATCH_INTERVAL_S = 1.0  # how often the watchdog notes our descendants

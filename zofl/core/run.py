@@ -221,6 +221,8 @@ class Run:
                                       for n, p, h in (self.fed.refused if self.fed else [])],
                        rejoined_nodes=[{"node": n, "partition": p, "replaced": h} for n, p, h in
                                        (self.fed.rejoined if self.fed else [])],
+                       **({"reported_sizes": {str(p): n for p, n in sorted(self.fed.sizes.items())},
+                           "n_train": self.method.n_train} if self.fed and self.fed.sizes else {}),
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
                        **outlier_fields(recs, cfg, self.method.name), **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
