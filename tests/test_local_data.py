@@ -131,3 +131,22 @@ def test_a_resume_refuses_a_node_whose_data_changed_since_the_run_began(tmp_path
     assert summary_["unheld_partitions"] == [2] and np.isfinite(x).all()
     assert all(r["participants"] == 2 for r in read_rounds(d)[3:])
     assert json.loads((d / "data.json").read_text())["clients"] == stored  # the run's own, kept
+
+
+def test_a_node_rejoining_mid_run_with_other_data_is_refused_alone(tmp_path):
+    """Partition 1's node dies in round 2 and a new node claims partition 1 from round 4: with the same file it
+    takes the partition over (as any restarted SuperNode); with another file it is refused, named, and partition
+    1 stays unheld (each round that samples it counts a failure) while the others go on."""
+    cfgs = nodes(tmp_path, [40, 60, 100])
+    keys = {"num-rounds": 6, "num-clients": 3, "beta": 1.0, "tau": 1.0, "round-deadline-s": 2.0,
+            "max-failed-rounds": 1.0, "output-dir": str(tmp_path / "out")}
+    same, _ = run_inprocess({**keys, "run-name": "same"}, workers=0, node_config=cfgs, restart={1: (2, 4)})
+    other = {**cfgs[1], "data-path": str(site_file(tmp_path / "other.npz", 60, 7))}
+    changed, _ = run_inprocess({**keys, "run-name": "other"}, workers=0, node_config=cfgs, restart={1: (2, 4, other)})
+    s_same = json.loads((same / "summary.json").read_text())
+    assert [r["partition"] for r in s_same["rejoined_nodes"]] == [1] and not s_same["refused_nodes"]
+    s_other = json.loads((changed / "summary.json").read_text())
+    assert s_other["status"] == "ok" and not s_other["rejoined_nodes"]
+    (refused,) = s_other["refused_nodes"]
+    assert refused["claims"] == 1 and "a node rejoining mid-run must hold the same data" in refused["reason"]
+    assert [1 in r["failed_clients"] for r in read_rounds(changed)[1:]] == [False, False, True, True, True, True]

@@ -49,7 +49,7 @@ class InProcessGrid(Grid):
 
     def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
                  node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset(),
-                 restart: Mapping[int, tuple[int, int]] | None = None, gone: frozenset[int] = frozenset()):
+                 restart: Mapping[int, tuple] | None = None, gone: frozenset[int] = frozenset()):
         self._run = Run.create_empty(RUN_ID)
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
@@ -77,11 +77,11 @@ class InProcessGrid(Grid):
         # id, as a restarted SuperNode gets) holding the same partition joins from round r_back
         self.restart = {}
         self.rounds_sent = -1
-        for i, (r_dead, r_back) in (restart or {}).items():
+        for i, (r_dead, r_back, *config) in (restart or {}).items():  # config: the new node's, else the old one's
             new = int(rng.integers(2**53))
             self.restart[i] = (ids[i], new, r_dead, r_back)
             self.contexts[new] = Context(run_id=RUN_ID, node_id=new, state=RecordDict(), run_config=dict(run_config),
-                                         node_config=dict(self.contexts[ids[i]].node_config))
+                                         node_config=dict(config[0] if config else self.contexts[ids[i]].node_config))
 
     # -- Grid ---------------------------------------------------------------------------------
     def set_run(self, run: Run) -> None:
@@ -194,7 +194,7 @@ class InProcessGrid(Grid):
 def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method: str = "fork",
                   node_config: Mapping[int, dict] | None = None,
                   silent: frozenset[int] = frozenset(),
-                  restart: Mapping[int, tuple[int, int]] | None = None,
+                  restart: Mapping[int, tuple] | None = None,
                   gone: frozenset[int] = frozenset()) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
@@ -203,7 +203,8 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     ``node_config`` replaces the node config of some nodes (tests of misconfigured SuperNodes);
     the nodes of the partitions in ``silent`` never answer work (tests of a dead SuperNode);
     ``restart`` {partition: (r_dead, r_back)} kills a partition's node at round r_dead and starts a new
-    one for it at round r_back (tests of a restarted SuperNode); the SuperLink answers every train
+    one for it at round r_back (tests of a restarted SuperNode; a third element: the new node's node config);
+    the SuperLink answers every train
     message to a node in ``gone`` at once with NODE_UNAVAILABLE (a SuperNode deleted after missed heartbeats).
 
     Returns (results directory, final global model).

@@ -218,7 +218,19 @@ class Federation:
             if node not in online:
                 del self.pending[node]
             elif holder is None or holder not in online:
-                self.hold(pid, node, self.answers.get(node))
+                answer, was = self.answers.get(node), self.fingerprints.get(pid)
+                if was is not None and (answer is None or answer.fingerprint != was):
+                    # a node of data of its own takes a partition over only with the same data (else its N_i and
+                    # its updates would not be the run's partition's): refused alone, named, the partition unheld
+                    del self.pending[node]
+                    self.refused = [r for r in self.refused if r[0] != node]
+                    now = "no data of its own" if answer is None or answer.fingerprint is None \
+                        else f"fingerprint {answer.fingerprint}"
+                    self.refuse_data(node, Answer(pid, 0, error=(
+                        f"it claims partition {pid}, whose data had fingerprint {was}, with {now}: a node rejoining "
+                        f"mid-run must hold the same data")))
+                    continue
+                self.hold(pid, node, answer)
                 del self.pending[node]
                 self.refused = [r for r in self.refused if r[0] != node]  # refused while its holder was there
                 self.rejoined.append((node, pid, holder if holder is not None else -1))
