@@ -116,14 +116,18 @@ def test_the_summary_the_runners_table_and_the_plot_say_which_evaluation(tmp_pat
     from zofl.plot import plot_runs
 
     grid = tmp_path / "g.toml"
-    grid.write_text('[fixed]\nnum-rounds = 2\nnum-clients = 3\nfederated-eval = true\n[grid]\nseed = [0, 1]\n')
+    grid.write_text('[fixed]\nstrategy = "fedavg"\nx0 = "zeros"\nnum-rounds = 2\nnum-clients = 3\n'
+                    'federated-eval = true\n[grid]\nserver-data = ["dataset", "none"]\n')
     main([str(grid), "--out", str(tmp_path / "out"), "--via", "inprocess", "--parallel", "1"])
     rows = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
     assert len(rows) == 2 and all(0 <= float(r["final_fed_acc"]) <= 1 and float(r["final_fed_loss"]) > 0 for r in rows)
-    run = next((tmp_path / "out").rglob("summary.json")).parent
+    assert sorted(r["final_test_acc"] == "" for r in rows) == [False, True]  # the run without a server test set
+    assert "1 run(s) had no test set on the server (server-data = none)" in (tmp_path / "out" / "table.md").read_text()
+    run = next(p.parent for p in (tmp_path / "out").rglob("summary.json")
+               if json.loads(p.read_text()).get("final_test_acc") is not None)
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["fed_evaluations"], summary["final_fed_round"], summary["final_fed_examples"]) == (2, 2, 180)
-    lines = summary_lines("ZO-HFL", summary, "")
+    lines = summary_lines("FedAvg", summary, "")
     assert any(line.startswith("  federated evaluation (the clients' held-out data, round 2: 3 clients, 180 examples): "
                                "accuracy ") for line in lines), lines
     plot_runs([run], tmp_path / "p.png")

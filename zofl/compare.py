@@ -338,7 +338,7 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
                     "final_test_loss", "final_f1", "wall_s", "local_steps", "final_fed_acc", "final_fed_loss"])
         for cell, d, s, rec in finished:
             full = _full(cell)
-            fig = run_figures([r["test_acc"] for r in rec])
+            fig = run_figures(accuracies(rec))
             w.writerow([d.name, *[full[k] for k in keys], s["rounds"], rec[0]["test_acc"], s["final_test_acc"],
                         s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
                         round(s["total_wall_s"], 2), s["total_local_steps"],  # federated evaluation: empty if none
@@ -364,6 +364,19 @@ def _row_label(cell: dict[str, Any], row_keys: list[str]) -> str:
     return ", ".join([f"strategy={_full(cell)['strategy']}", *[f"{k}={cell[k]}" for k in row_keys[1:] if k in cell]])
 
 
+def federated_only(rec: list[dict[str, Any]]) -> bool:
+    """Whether a run had no test set on the server (server-data = none): its accuracy is the clients' (federated)."""
+    return bool(rec) and rec[0].get("test_acc") is None and any(r.get("fed_acc") is not None for r in rec)
+
+
+def accuracies(rec: list[dict[str, Any]]) -> list[float]:
+    """A run's test accuracy per record: on the server's test set, or for a run without one the federated
+    evaluation's (the rounds the clients evaluated)."""
+    if federated_only(rec):
+        return [r["fed_acc"] for r in rec if r.get("fed_acc") is not None]
+    return [r["test_acc"] for r in rec]
+
+
 FIGURES = (("final", "final round"), ("last10", "mean of the last 10% of rounds"), ("best", "best round"))
 
 
@@ -372,15 +385,21 @@ def _table(out: Path, finished, row_keys: list[str], col_keys: list[str],
     rows: dict[str, dict[str, list[dict[str, float]]]] = {}
     start: dict[str, list[float]] = {}
     cols: list[str] = []
+    federated = 0
     for cell, _, _, rec in finished:
         full = _full(cell)
         col = _group_label(full, col_keys)
         row = _row_label(cell, row_keys)
         cols.append(col) if col not in cols else None
-        rows.setdefault(row, {}).setdefault(col, []).append(run_figures([100 * r["test_acc"] for r in rec]))
-        start.setdefault(col, []).append(100 * rec[0]["test_acc"])
+        rows.setdefault(row, {}).setdefault(col, []).append(run_figures([100 * a for a in accuracies(rec)]))
+        if federated_only(rec):
+            federated += 1
+        else:
+            start.setdefault(col, []).append(100 * rec[0]["test_acc"])
     lines = ["Test accuracy (%): mean +- the half-width of the 95% t interval over seeds (n = number of seeds; "
              "n = 1: no interval). Per run: the final round, the mean of the last 10% of rounds, the best round.",
+             *([f"{federated} run(s) had no test set on the server (server-data = none): theirs are the federated "
+                f"evaluation's (the clients' held-out data, the rounds they evaluated)."] if federated else []),
              ""]
     for key, title in FIGURES:
         lines += [f"### {title}", "", "| strategy | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
@@ -390,7 +409,7 @@ def _table(out: Path, finished, row_keys: list[str], col_keys: list[str],
         lines.append("")
     lines += ["### round 0 (x_0, the start of every run of the column)", "",
               "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols),
-              "| x_0 | " + " | ".join(fmt_interval(interval(start[c])) for c in cols) + " |"]
+              "| x_0 | " + " | ".join(fmt_interval(interval(start.get(c, []))) for c in cols) + " |"]
     if failed:
         lines += ["", "### failed runs (stopped by the failure policy; not in the table)", "",
                   *[f"- {name}: {why}" for name, why in failed]]
@@ -429,7 +448,7 @@ def _paired(out: Path, finished, items: list[str], varying: list[str], per_strat
                 continue
             g = _group_label(full, [k for k in varying if k not in ignore])
             groups.setdefault(g, {}).setdefault(full[key], {})[full["seed"]] = \
-                run_figures([100 * r["test_acc"] for r in rec])
+                run_figures([100 * a for a in accuracies(rec)])
         lines += [f"### {key}: {a} - {b}", "",
                   "| setting | " + " | ".join(f"A - B, {t}" for _, t in FIGURES) + " |", "|---|---|---|---|"]
         for g, by in groups.items():
