@@ -78,14 +78,17 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
     digits-shaped examples, 10% held out), named in its node config; the ServerApp's process is given none of their
     paths and (sampled every 20 ms) never holds one open. ZO-HFL (the server's own data: its f1 and test set)
     and FedAvg with server-data = none both finish with the clients' federated evaluation on their held-out parts,
-    and N_train (ZO-HFL's rho_i = N_i / N_train) from the sizes the nodes reported."""
+    and N_train (ZO-HFL's rho_i = N_i / N_train) from the sizes the nodes reported. A fourth SuperNode's file has
+    30 features, not 64: it is refused alone, named with what was wrong, and both runs go on with the three others
+    (partition 3 unheld: a failure in each round that samples it)."""
     from tests.test_local_data import site_file
 
     out = tmp_path / "results"
-    sites = {i: tmp_path / f"site-{i}" for i in range(3)}
-    files = {i: site_file(sites[i].mkdir() or sites[i] / "train.npz", n, i) for i, n in enumerate((40, 60, 100))}
-    fed_keys = {"num-clients": 3, "beta": 1.0, "tau": 2.0, "federated-eval": True, "output-dir": str(out)}
-    with local_deployment(tmp_path / "deploy", num_supernodes=3, tls=True,
+    sites = {i: tmp_path / f"site-{i}" for i in range(4)}
+    files = {i: site_file(sites[i].mkdir() or sites[i] / "train.npz", n, i, width=30 if i == 3 else 64)
+             for i, n in enumerate((40, 60, 100, 50))}
+    fed_keys = {"num-clients": 4, "beta": 1.0, "tau": 2.0, "federated-eval": True, "output-dir": str(out)}
+    with local_deployment(tmp_path / "deploy", num_supernodes=4, tls=True,
                           node_config={i: {"data-path": str(f)} for i, f in files.items()}) as dep:
         assert dep.auth  # TLS deployments authenticate SuperNodes by default
         watch = OpenFiles(dep.env["FLWR_HOME"])
@@ -96,7 +99,7 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
         watch.stop()
         # a SuperNode whose key was never registered (it has the CA, and a well-formed key) is refused
         keys = make_supernode_keys(tmp_path / "intruder-keys", "intruder")
-        intruder = dep.start_supernode(0, 3, keys["private"], "intruder.log")
+        intruder = dep.start_supernode(0, 4, keys["private"], "intruder.log")
         assert intruder.wait(120) != 0
         assert "Failed to activate SuperNode" in (tmp_path / "deploy" / "intruder.log").read_text()
         listed = dep.flwr("supernode", "ls", "--format", "json")
@@ -111,7 +114,7 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
         procs = list(dep.procs)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert "https://127.0.0.1" in log  # the SuperLink serves TLS only
-    assert listed.returncode == 0 and listed.stdout.count('"online"') == 3, listed.stdout[-2000:]
+    assert listed.returncode == 0 and listed.stdout.count('"online"') == 4, listed.stdout[-2000:]
     assert local_ls.returncode == 0, local_ls.stdout[-2000:]
     assert public_ls.returncode != 0 and "403" in public_ls.stdout + public_ls.stderr, public_ls.stdout[-2000:]
     for key in (tmp_path / "deploy" / "keys").glob("supernode-*"):  # private keys: owner-only from the start
@@ -119,8 +122,11 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
     assert oct((tmp_path / "deploy" / "keys").stat().st_mode & 0o777) == "0o700"
     rec = read_rounds(out / "tls")
     assert [r["round"] for r in rec] == [0, 1]
-    assert all(r["participants"] == 3 and r["failures"] == 0 for r in rec[1:])
+    assert all(r["participants"] == 3 and r["failed_clients"] == [3] for r in rec[1:])
     summary = json.loads((out / "tls" / "summary.json").read_text())
+    (refused,) = summary["refused_nodes"]  # the fourth site, alone, with what was wrong
+    assert refused["claims"] == 3 and refused["held_by"] == -2 and "30" in refused["reason"] and "64" in refused["reason"]
+    assert summary["unheld_partitions"] == [3]
     assert summary["final_test_acc"] == rec[-1]["test_acc"]
     held_out = 4 + 6 + 10  # test-fraction 0.1 of each site's 40, 60 and 100
     assert summary["reported_sizes"] == {"0": 36, "1": 54, "2": 90} and summary["n_train"] > 36 + 54 + 90

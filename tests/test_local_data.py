@@ -150,3 +150,16 @@ def test_a_node_rejoining_mid_run_with_other_data_is_refused_alone(tmp_path):
     (refused,) = s_other["refused_nodes"]
     assert refused["claims"] == 1 and "a node rejoining mid-run must hold the same data" in refused["reason"]
     assert [1 in r["failed_clients"] for r in read_rounds(changed)[1:]] == [False, False, True, True, True, True]
+
+
+def test_why_a_nodes_data_are_refused_reaches_the_server_without_their_path(tmp_path):
+    """The reason a node gives the server names the node-config key, never where the file lives."""
+    bad = site_file(tmp_path / "hidden-site" / "w.npz" if (tmp_path / "hidden-site").mkdir() is None else None, 30, 0,
+                    width=30)
+    cfgs = nodes(tmp_path, [40, 60])
+    cfgs[1]["data-path"] = str(bad)
+    d, _ = run_inprocess({"num-rounds": 1, "num-clients": 2, "beta": 1.0, "output-dir": str(tmp_path / "out"),
+                          "run-name": "r"}, workers=0, node_config=cfgs)
+    (refused,) = json.loads((d / "summary.json").read_text())["refused_nodes"]
+    assert "<data-path>: 30 features per example" in refused["reason"] and "hidden-site" not in refused["reason"]
+    assert not any("hidden-site" in f.read_text() for f in d.iterdir() if f.suffix in (".json", ".jsonl", ".log"))

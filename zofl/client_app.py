@@ -22,6 +22,7 @@ client for every message, from the same run-config.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import Any, Mapping
 
@@ -214,6 +215,19 @@ def train(msg: Message, context: Context) -> Message:
     return Message(reply_content(reply), reply_to=msg)
 
 
+def without_paths(reason: str, node_config: Mapping[str, Any]) -> str:
+    """``reason`` with the node's own file paths (data-path, test-path, as given and resolved) replaced by the
+    node-config key: why a node's data cannot be used reaches the server, where they live must not."""
+    for key in ("data-path", "test-path"):
+        given = node_config.get(key)
+        if isinstance(given, str) and given.strip():
+            raw = given.strip()
+            for form in sorted({raw, os.path.expanduser(raw), os.path.realpath(os.path.expanduser(raw)),
+                                os.path.abspath(os.path.expanduser(raw))}, key=len, reverse=True):
+                reason = reason.replace(form, f"<{key}>")
+    return reason
+
+
 @app.evaluate()
 def evaluate_model(msg: Message, context: Context) -> Message:
     """Federated evaluation: x_r on this client's held-out data (``ZOFLClient.evaluate_x``)."""
@@ -238,5 +252,5 @@ def partition(msg: Message, context: Context) -> Message:
             data = task.client_data(spec, pid)
             content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data), DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
     except (NodeDataError, ConfigError) as exc:
-        content[CONFIG] = ConfigRecord({DATA_ERROR: str(exc)[:MAX_DATA_ERROR]})
+        content[CONFIG] = ConfigRecord({DATA_ERROR: without_paths(str(exc), context.node_config)[:MAX_DATA_ERROR]})
     return Message(content, reply_to=msg)
