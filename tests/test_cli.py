@@ -628,9 +628,10 @@ sys.exit(main(["run", "--quiet", "--set", f'output-dir="{sys.argv[1]}"', 'run-na
 
 
 def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path):
-    """``kill`` of ``zofl run``: exit 143 within seconds (5 s idle), its real SuperLink and the run's process
-    stopped, the run folder's locks free. ``flwr run`` is a stand-in (no Ray); the run through Flower is
-    killed with SIGKILL and Ctrl-C in test_flower_e2e.py, and SIGKILL of the parent in test_launch.py."""
+    """``kill`` of ``zofl run``: exit 143 within seconds (5 s idle; 30 s allowed for a loaded machine), its real
+    SuperLink and the run's process stopped, the run folder's locks free. ``flwr run`` is a stand-in (no Ray); the
+    run through Flower is killed with SIGKILL and Ctrl-C in test_flower_e2e.py, and SIGKILL of the parent in
+    test_launch.py."""
     import signal
     import subprocess
     import sys
@@ -650,7 +651,7 @@ def test_sigterm_of_zofl_run_stops_its_superlink_and_run_within_seconds(tmp_path
     _, err = proc.communicate(timeout=120)
     took = time.monotonic() - t0
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
-    assert took < 15, f"SIGTERM took {took:.1f} s (the margin is for load)"
+    assert took < 30, f"SIGTERM took {took:.1f} s (the margin is for load: 15.5 s once at load 16)"
     end = time.monotonic() + 30
     while still_alive(started) and time.monotonic() < end:
         time.sleep(0.2)

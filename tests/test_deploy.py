@@ -125,7 +125,8 @@ def test_zohfl_on_an_authenticated_tls_superlink_with_three_supernodes(tmp_path)
     assert all(r["participants"] == 3 and r["failed_clients"] == [3] for r in rec[1:])
     summary = json.loads((out / "tls" / "summary.json").read_text())
     (refused,) = summary["refused_nodes"]  # the fourth site, alone, with what was wrong
-    assert refused["claims"] == 3 and refused["held_by"] == -2 and "30" in refused["reason"] and "64" in refused["reason"]
+    assert refused["claims"] == 3 and refused["held_by"] == -2
+    assert "<data-path>: 30 features per example, but the task declares num_features=64" in refused["reason"]
     assert summary["unheld_partitions"] == [3]
     assert summary["final_test_acc"] == rec[-1]["test_acc"]
     held_out = 4 + 6 + 10  # test-fraction 0.1 of each site's 40, 60 and 100

@@ -84,7 +84,10 @@ def _check_all(call, cases: list[tuple[str, list[str]]], kind: str) -> None:
 # -- run-config values (zofl run --set KEY=VALUE) ----------------------------------------------------
 
 GARBAGE_CHARS = "abcxyz019 !#$%&()*+/;<>?@^|~.-_:,'" + "\u00e9\u4e2d\U0001f600"
-FREE_TEXT = {"task", "data-dir", "output-dir", "run-name"}  # strings a garbage word may pass the type check of
+# strings a garbage word may pass the type check of (a column or array name may be any text; a data-path with ':'
+# reads as a module:function loader, refused only when read)
+FREE_TEXT = {"task", "data-dir", "output-dir", "run-name", "data-path", "label-column", "feature-columns", "x-key",
+             "y-key", "client-column"}
 LISTS = {"availability", "local-work", "neumann-steps", "local-sets", "slow-clients", "hostile-clients"}
 
 

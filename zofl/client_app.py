@@ -250,7 +250,8 @@ def partition(msg: Message, context: Context) -> Message:
         elif context.run_config.get("server-data") == "none":  # a server without data learns N_i from the client
             cfg, task, spec = prepared(context.run_config)
             data = task.client_data(spec, pid)
-            content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data), DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
+            content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data),
+                                            DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
     except (NodeDataError, ConfigError) as exc:
         content[CONFIG] = ConfigRecord({DATA_ERROR: without_paths(str(exc), context.node_config)[:MAX_DATA_ERROR]})
     return Message(content, reply_to=msg)

@@ -103,7 +103,8 @@ def _load(path: Path) -> tuple[list[dict], dict]:
     if not rec:
         raise ValueError(f"{path / 'rounds.jsonl'}: no round records (nothing to plot)")
     for i, r in enumerate(rec):
-        bad = [k for k in ("test_acc", "test_loss", "fed_acc", "fed_loss") if r.get(k) is not None and not _number(r[k])]
+        bad = [k for k in ("test_acc", "test_loss", "fed_acc", "fed_loss")
+               if r.get(k) is not None and not _number(r[k])]
         if not (isinstance(r.get("round"), int) and not isinstance(r["round"], bool)) or bad:
             raise ValueError(f"{path / 'rounds.jsonl'}, record {i + 1}: not a round record (needs an integer "
                              f"'round' and numbers or null as 'test_acc', 'test_loss', 'fed_acc' and 'fed_loss')")

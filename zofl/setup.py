@@ -25,7 +25,8 @@ NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a tas
 def data_spec(cfg: Config) -> DataSpec:
     path = cfg.data_path.strip()
     read = (("label_column", cfg.label_column.strip()), ("feature_columns", cfg.feature_columns.strip() or None),
-            ("x_key", cfg.x_key.strip()), ("y_key", cfg.y_key.strip()), ("id_column", cfg.client_column.strip() or None))
+            ("x_key", cfg.x_key.strip()), ("y_key", cfg.y_key.strip()),
+            ("id_column", cfg.client_column.strip() or None))
     params = (("classes_per_client", cfg.classes_per_client), ("shards_per_client", cfg.shards_per_client),
               ("group_size", cfg.group_size))
     return DataSpec(dataset=cfg.dataset, data_dir=os.path.expanduser(cfg.data_dir),
@@ -68,7 +69,8 @@ def _check_without_server_data(cfg: Config, task: Task) -> None:
     from .methods import METHODS
 
     server = METHODS[cfg.strategy].server
-    why = ("ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)" if cfg.strategy == "zohfl"
+    why = ("ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)"
+           if cfg.strategy == "zohfl"
            else f"strategy {cfg.strategy!r} is a server-side control: it trains on the server's data"
            if server.kind == CONTROL else
            f"task {cfg.task!r} is bilevel: its upper level is evaluated on the server's data" if server.needs != MODEL

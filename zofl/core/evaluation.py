@@ -64,5 +64,5 @@ def weighted_metrics(answers: list[EvalAnswer], refused: int = 0) -> dict[str, A
     n = sum(a.num_examples for a in answers)
     loss = sum(a.num_examples * a.loss for a in answers) / n if n else None
     acc = sum(a.num_examples * a.acc for a in answers) / n if n else None
-    return {"fed_loss": loss, "fed_acc": acc, "fed_examples": n, "fed_clients": sum(a.num_examples > 0 for a in answers),
-            "fed_refused": refused}
+    return {"fed_loss": loss, "fed_acc": acc, "fed_examples": n,
+            "fed_clients": sum(a.num_examples > 0 for a in answers), "fed_refused": refused}
