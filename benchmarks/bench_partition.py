@@ -1,6 +1,7 @@
 """Benchmark: reading one Parquet file of local data and partitioning it over many simulated clients (issue 48).
 
     python benchmarks/bench_partition.py [--rows 100000] [--clients 1000] [--features 20] [--out FILE.json]
+                                         [--md FILE.md]
 
 Writes a Parquet file of ``--rows`` rows (``--features`` float features, a label of 10 classes, a writer-id column
 with ``--clients`` distinct values, every one used), then times, each next to its physical floor:
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--features", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=1, help="time each step this many times, report the best")
     ap.add_argument("--out", help="write the figures to this JSON file")
+    ap.add_argument("--md", help="write them as a Markdown page (docs/benchmark-partition.md), the command included")
     args = ap.parse_args(argv)
     if not 1 <= args.clients <= args.rows:
         ap.error(f"--clients must lie in 1..--rows ({args.rows}), got {args.clients}")
@@ -114,7 +116,27 @@ def main(argv: list[str] | None = None) -> dict:
               "steps": {k: {"seconds": t, "floor_seconds": f, "floor": w} for k, (t, f, w) in steps.items()}}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if args.md:
+        command = " ".join(["python benchmarks/bench_partition.py", *(argv if argv is not None else sys.argv[1:])])
+        Path(args.md).write_text(markdown(result, command))
     return result
+
+
+def markdown(result: dict, command: str) -> str:
+    """The benchmark's page: what was timed, each step's seconds beside its physical floor, and the command."""
+    rows = [f"| {name} | {v['seconds']:.3f} | {v['floor_seconds']:.3f} | {v['floor']} |"
+            for name, v in result["steps"].items()]
+    natural = result["steps"]["natural"]["seconds"]
+    return "\n".join([
+        "# Partitioning a local file over simulated clients (issue 48)", "",
+        f"A Parquet file of {result['rows']:,} rows x {result['features']} features with a writer-id column of "
+        f"{result['clients']:,} distinct values ({result['parquet_bytes'] / 2**20:.1f} MiB), read with "
+        "`zofl.tasks.sources.read_local` and split over the clients by `zofl.tasks.sources.partition` "
+        "(flwr-datasets' partitioners), each step next to its physical floor (numpy or pyarrow alone). The best of "
+        f"{result['repeat']} repeats; {result['cpus']} CPUs, load average {result['load_average']:.1f} at the end.",
+        "", "| step | seconds | floor (s) | floor |", "|---|---|---|---|", *rows, "",
+        f"The target, the natural partition of {result['rows']:,} rows for {result['clients']:,} clients under 10 s: "
+        f"{natural:.2f} s. Made with (the figures: benchmark-partition.json):", "", "```bash", command, "```", ""])
 
 
 if __name__ == "__main__":

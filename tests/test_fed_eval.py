@@ -176,3 +176,13 @@ def test_what_needs_the_servers_data_refuses_server_data_none(tmp_path, keys, wo
 
     with pytest.raises(ConfigError, match=words):
         check_run({**keys, "server-data": "none", "output-dir": str(tmp_path)})
+
+
+def test_a_server_without_data_needs_a_files_shape_declared(tmp_path):
+    from zofl.setup import prepare_server
+
+    keys = {"strategy": "fedavg", "x0": "zeros", "server-data": "none", "data-path": str(tmp_path / "never-read.csv")}
+    with pytest.raises(ConfigError, match="'num-features'/'num-classes': with server-data = 'none'"):
+        prepare_server(keys)
+    _, task, _ = prepare_server({**keys, "num-features": 7, "num-classes": 3})  # the file does not exist: not read
+    assert task.test_data(None).x.shape == (0, 7) and task.test_data(None).num_classes == 3

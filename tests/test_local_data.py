@@ -152,8 +152,9 @@ def test_a_node_rejoining_mid_run_with_other_data_is_refused_alone(tmp_path):
     assert [1 in r["failed_clients"] for r in read_rounds(changed)[1:]] == [False, False, True, True, True, True]
 
 
-def test_why_a_nodes_data_are_refused_reaches_the_server_without_their_path(tmp_path):
-    """The reason a node gives the server names the node-config key, never where the file lives."""
+def test_why_a_nodes_data_are_refused_reaches_the_server_without_their_path(tmp_path, caplog):
+    """The reason a node gives the server names the node-config key, never where the file lives; the node's own
+    log names the file."""
     bad = site_file(tmp_path / "hidden-site" / "w.npz" if (tmp_path / "hidden-site").mkdir() is None else None, 30, 0,
                     width=30)
     cfgs = nodes(tmp_path, [40, 60])
@@ -163,3 +164,4 @@ def test_why_a_nodes_data_are_refused_reaches_the_server_without_their_path(tmp_
     (refused,) = json.loads((d / "summary.json").read_text())["refused_nodes"]
     assert "<data-path>: 30 features per example" in refused["reason"] and "hidden-site" not in refused["reason"]
     assert not any("hidden-site" in f.read_text() for f in d.iterdir() if f.suffix in (".json", ".jsonl", ".log"))
+    assert any("this SuperNode's data cannot be used" in m and str(bad) in m for m in caplog.messages)

@@ -387,10 +387,25 @@ def test_benchmark_smallest_setting_runs_without_flower(tmp_path):
     code = ("import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__'); "
             "assert not [m for m in sys.modules if m == 'flwr' or m.startswith('flwr.')], 'Flower imported'")
     res = subprocess.run([sys.executable, "-c", code, str(ROOT / "benchmarks" / "bench_partition.py"), "--rows", "400",
-                          "--clients", "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          "--clients", "4", "--out", str(out), "--md", str(tmp_path / "page.md")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert f"--rows 400 --clients 4 --out {out}" in (tmp_path / "page.md").read_text()
     result = json.loads(out.read_text())
     assert (result["rows"], result["clients"]) == (400, 4)
     assert set(result["steps"]) == {"read", "natural", "dirichlet", "iid"}
     assert all(s["seconds"] >= 0 and s["floor_seconds"] >= 0 for s in result["steps"].values())
     assert "natural" in res.stdout and "floor" in res.stdout
+
+
+def test_the_partition_benchmarks_page_is_its_json_rendered():
+    """docs/benchmark-partition.md is bench_partition.py's page of docs/benchmark-partition.json, nothing typed."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("bench_partition", ROOT / "benchmarks" / "bench_partition.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    page = (ROOT / "docs" / "benchmark-partition.md").read_text()
+    command = re.search(r"```bash\n(.*)\n```", page).group(1)
+    assert page == bench.markdown(json.loads((ROOT / "docs" / "benchmark-partition.json").read_text()), command)

@@ -22,6 +22,7 @@ client for every message, from the same run-config.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from typing import Any, Mapping
@@ -252,6 +253,7 @@ def partition(msg: Message, context: Context) -> Message:
             data = task.client_data(spec, pid)
             content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data),
                                             DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
-    except (NodeDataError, ConfigError) as exc:
+    except (NodeDataError, ConfigError) as exc:  # the file named here, on the node; the server gets the key only
+        logging.getLogger("zofl").error("this SuperNode's data cannot be used, the server refuses it: %s", exc)
         content[CONFIG] = ConfigRecord({DATA_ERROR: without_paths(str(exc), context.node_config)[:MAX_DATA_ERROR]})
     return Message(content, reply_to=msg)

@@ -87,6 +87,9 @@ def prepare_server(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpe
     cfg, task, spec = check_run(run_config)
     if cfg.server_data != "none":
         return prepare(run_config)
+    if spec.path and not (spec.num_features and spec.num_classes):
+        raise ConfigError("run-config keys 'num-features'/'num-classes': with server-data = 'none' the server reads no "
+                          "file, so the shape of data-path's data must be declared (both > 0)")
     _configure(cfg, task, spec)
     return cfg, ServerWithoutData(task, *data_shape(task, spec)), spec
 

@@ -19,8 +19,6 @@ import numpy as np
 from ..tasks import evaluate
 from .protocol import MAX_EXAMPLES
 
-FED_FIELDS = ("fed_loss", "fed_acc", "fed_examples", "fed_clients", "fed_refused")
-
 
 def model_metrics(task, x: np.ndarray, test_data, server_data) -> dict[str, Any]:
     test_loss, test_acc = evaluate(task, x, test_data)

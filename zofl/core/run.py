@@ -213,6 +213,8 @@ class Run:
         recs = self.writer.records
         summary = summarize(recs, strategy=self.method.name, dataset=spec.name, rounds=cfg.num_rounds,
                             engine=cfg.engine, **({"server_test": False} if cfg.server_data == "none" else {}))
+        if cfg.server_data == "none":  # no server test set: no accuracy of its own to be best at
+            summary["best_test_acc"] = None
         add_pending(summary, self.pending_failures())
         summary.update(status=status, failure=failure, failed_rounds=self.failed_rounds,
                        unheld_partitions=sorted(self.unheld),

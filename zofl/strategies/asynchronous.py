@@ -21,7 +21,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ..core.asynchronous import AsyncRun
-from ..core.evaluation import EvalAnswer, weighted_metrics
+from ..core.evaluation import EvalAnswer
 from ..core.protocol import Failure, Reply, Work
 from .message import checked_answers
 from .wire import array_record, decode_eval, decode_reply, eval_messages, work_message
@@ -79,11 +79,8 @@ class AsyncStrategy(Strategy):
         return eval_messages(arrays["x"].numpy(), server_round, self.nodes)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """The answers, checked and weighted by examples (``AsyncRun`` writes them into the update's record)."""
-        fields = weighted_metrics(*checked_answers(self.fed, server_round, [(m.metadata.src_node_id, m)
-                                                                            for m in replies], decode_eval))
-        metrics = {k: float(fields[k]) for k in ("fed_loss", "fed_acc") if fields[k] is not None}
-        return MetricRecord(metrics) if metrics else None
+        """Not called: ``evaluate_clients`` checks the answers and ``AsyncRun`` writes them into the update's record."""
+        return None
 
     def evaluate_clients(self, grid: Grid, x, version: int) -> tuple[list[EvalAnswer], int]:
         """The federated evaluation of version ``version`` (every eval-every versions, ``AsyncRun``): the evaluate
