@@ -186,3 +186,24 @@ def test_a_server_without_data_needs_a_files_shape_declared(tmp_path):
         prepare_server(keys)
     _, task, _ = prepare_server({**keys, "num-features": 7, "num-classes": 3})  # the file does not exist: not read
     assert task.test_data(None).x.shape == (0, 7) and task.test_data(None).num_classes == 3
+
+
+def _runs_without_server_data():
+    """Every registered method that needs no data on the server (docs/data.md's table: not ZO-HFL, no control,
+    a single-level task): the registry's, so that a new method is covered without a list to edit."""
+    from zofl.core.method import CONTROL, MODEL
+    from zofl.methods import METHODS
+
+    return sorted(n for n, e in METHODS.items() if n != "zohfl" and e.server.kind != CONTROL and e.server.needs == MODEL)
+
+
+@pytest.mark.parametrize("strategy", _runs_without_server_data())
+def test_every_method_that_needs_no_server_data_runs_without_it(tmp_path, strategy):
+    from zofl.methods import METHODS
+
+    engine = "async" if METHODS[strategy].server.kind == "async" else "sync"
+    d, x = run_inprocess({"strategy": strategy, "engine": engine, "num-rounds": 2, "num-clients": 3, "beta": 1.0,
+                          "server-data": "none", "x0": "zeros", "federated-eval": True, "output-dir": str(tmp_path),
+                          "run-name": strategy}, workers=0)
+    rec = read_rounds(d)
+    assert np.isfinite(x).all() and rec[-1]["fed_examples"] == 180 and rec[-1]["test_acc"] is None
