@@ -101,3 +101,15 @@ def test_a_file_or_split_that_cannot_be_used_is_refused_naming_the_key(tmp_path,
 def test_a_missing_data_path_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"run-config key 'data-path'.*no-such\.parquet"):
         prepare({**RUN, "data-path": str(tmp_path / "no-such.parquet")})
+
+
+def test_a_declared_shape_the_data_do_not_have_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"run-config key 'num-features' = 20, but the run's data \(digits\) have 64"):
+        prepare({**RUN, "num-features": 20})
+    sites_parquet(tmp_path / "s.parquet")
+    with pytest.raises(ConfigError, match=r"'data-path'.*s.parquet: 12 features per example, but the task declares "
+                                          r"num_features=13"):
+        prepare({**RUN, "data-path": str(tmp_path / "s.parquet"), "client-column": "site", "num-features": 13,
+                 "num-classes": 4})
+    prepare({**RUN, "data-path": str(tmp_path / "s.parquet"), "client-column": "site", "num-features": 12,
+             "num-classes": 4})

@@ -111,8 +111,20 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
             raise ConfigError(f"run-config key 'data-path' (read with label-column, feature-columns, x-key, y-key, "
                               f"client-column): {exc}") from exc
         raise ConfigError(f"run-config keys 'dataset'/'data-dir': {exc}") from exc
+    _check_declared(spec, task)
     _configure(cfg, task, spec)
     return cfg, task, spec
+
+
+def _check_declared(spec: DataSpec, task: Task) -> None:
+    """The run's data have the shape run-config num-features / num-classes declare, where they declare one."""
+    if not (spec.num_features or spec.num_classes):
+        return
+    test = task.test_data(spec)
+    for key, declared, actual in (("num-features", spec.num_features, test.x.shape[1]),
+                                  ("num-classes", spec.num_classes, test.num_classes)):
+        if declared and declared != actual:
+            raise ConfigError(f"run-config key '{key}' = {declared}, but the run's data ({spec.name}) have {actual}")
 
 
 def _configure(cfg: Config, task: Task, spec: DataSpec) -> None:
