@@ -565,17 +565,26 @@ def make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: i
                         file_stamp(name, data_dir))
 
 
+def cut_rows(n: int, n_test_given: int, server_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
+    """(test, server, rest) row indices of n training rows followed by ``n_test_given`` rows of a test part of the
+    data's own: that part is the test set, else TEST_FRACTION of the n rows drawn by the seed (the papers' protocol);
+    then server-fraction of the training rows for the server; the rest (unsorted) go to the clients."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, SPLIT_STREAM]))
+    if n_test_given:
+        test, train = np.arange(n, n + n_test_given), rng.permutation(n)
+    else:
+        order = rng.permutation(n)
+        n_test = int(round(TEST_FRACTION * n))
+        test, train = order[:n_test], order[n_test:]
+    n_server = int(round(server_fraction * len(train)))
+    return test, train[:n_server], train[n_server:]
+
+
 @functools.lru_cache(maxsize=8)
 def _make_splits(name: str, m: int, alpha: float, server_fraction: float, seed: int, data_dir: str,
                  download: bool, min_partition_size: int, stamp: tuple[int, ...]) -> Splits:
     pooled = load_pooled(name, data_dir, download)
-    n = len(pooled.y)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, SPLIT_STREAM]))
-    order = rng.permutation(n)
-    n_test = int(round(TEST_FRACTION * n))
-    test, train = order[:n_test], order[n_test:]
-    n_server = int(round(server_fraction * len(train)))
-    server, rest = train[:n_server], train[n_server:]
+    test, server, rest = cut_rows(len(pooled.y), 0, server_fraction, seed)
     if len(rest) < m:
         raise DataError(f"num-clients={m} exceeds the {len(rest)} client examples of {name!r}")
     parts = dirichlet_partition(pooled.y[rest], m, alpha, seed, min(min_partition_size, len(rest) // m))

@@ -50,7 +50,6 @@ from ..settings import PARTITIONERS
 from ..streams import TEST_SPLIT
 from .data import (
     KERAS_KEYS,
-    SPLIT_STREAM,
     TEST_FRACTION,
     DataError,
     DataFileError,
@@ -58,6 +57,7 @@ from .data import (
     Splits,
     array_fingerprint,
     check_arrays,
+    cut_rows,
     read_npz,
 )
 
@@ -774,16 +774,7 @@ def split_rows(labels: np.ndarray, ids: np.ndarray | None, n_test_given: int, sc
     (the built-in datasets' protocol: ``zofl.tasks.data.make_splits``); then server-fraction of the training rows
     for the server, and the rest split over the ``m`` clients by ``scheme`` (``partition``, with the rest's labels
     and ids). A pure function of its arguments; index arrays into the N + n_test_given rows."""
-    n = len(labels) - n_test_given
-    rng = np.random.default_rng(np.random.SeedSequence([seed, SPLIT_STREAM]))
-    if n_test_given:
-        test, train = np.arange(n, n + n_test_given), rng.permutation(n)
-    else:
-        order = rng.permutation(n)
-        n_test = int(round(TEST_FRACTION * n))
-        test, train = order[:n_test], order[n_test:]
-    n_server = int(round(server_fraction * len(train)))
-    server, rest = train[:n_server], train[n_server:]
+    test, server, rest = cut_rows(len(labels) - n_test_given, n_test_given, server_fraction, seed)
     if len(rest) < m:
         raise SplitError(f"num-clients={m} exceeds the {len(rest)} examples left to the clients")
     if scheme == "dirichlet":  # min-partition-size at most what m clients can each have, as make_splits
