@@ -9,8 +9,8 @@ from .core.method import BILEVEL, CONTROL, HYPERGRAD, MODEL
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.base import data_shape
-from .tasks.data import DataFileError, SplitError, file_stamp, path_stamp
-from .tasks.local import DATA_PATH, LocalTask, NodeData, ServerWithoutData, read_node_data
+from .tasks.data import DataFileError, SplitError, file_stamp
+from .tasks.local import DATA_PATH, LocalTask, NodeData, ServerWithoutData, read_node_data, source_stamp
 
 DATA_FP = "data-fp"  # the work config entry carrying the server's data fingerprint to every client
 NEEDS = {  # a method's needs (zofl.core.method.Method.needs): the test of a task, and its words for the error
@@ -43,7 +43,7 @@ def data_stamp(cfg) -> tuple:
     try:
         if not path:
             return file_stamp(cfg.dataset, os.path.expanduser(cfg.data_dir))
-        return () if ":" in path and not path.startswith(("/", "~")) else path_stamp(os.path.expanduser(path))
+        return source_stamp(path)
     except (OSError, ValueError):
         return ()
 

@@ -93,9 +93,9 @@ class NodeData:
         return cls(**fields)
 
 
-def _stamp(path: str) -> tuple:
+def source_stamp(path: str) -> tuple:
     """(mtime ns, size) of a file or folder path, () for a loader or a missing path: keys the cache below, so a file
-    replaced in place is read (and checked) again."""
+    replaced in place is read (and checked) again (a node's data-path, and a run's)."""
     if ":" in path and not os.path.exists(path):
         return ()
     return path_stamp(os.path.expanduser(path))
@@ -105,7 +105,8 @@ def read_node_data(nd: NodeData, num_features: int, num_classes: int, seed: int)
     """The node's data, read and checked (``sources.read_local``: bounded, regular files, finite numbers, integer
     labels in [0, num_classes), ``num_features`` features), with its held-out part; cached per process and version
     of its files. Every refusal is one line naming the node config key and the file."""
-    return _read(nd, _stamp(nd.path), _stamp(nd.test_path) if nd.test_path else (), num_features, num_classes, seed)
+    test_stamp = source_stamp(nd.test_path) if nd.test_path else ()
+    return _read(nd, source_stamp(nd.path), test_stamp, num_features, num_classes, seed)
 
 
 @functools.lru_cache(maxsize=4)
