@@ -10,6 +10,7 @@ engine for tests, and the pure-compute reference of the benchmarks.
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 import time
@@ -30,13 +31,15 @@ from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 from .launch import die_with_parent
 
 RUN_ID = 1
+CLIENT_APP = "zofl.client_app:app"  # the ClientApp a grid runs unless told another (a user's App: tests)
 LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
 
 
-def _handle(message: Message, context: Context) -> tuple[Message, Context]:
-    """Run the ClientApp on one message (in a worker); the node's Context comes back with the reply."""
-    from .client_app import app
-
+def _handle(message: Message, context: Context, client_app: str = CLIENT_APP) -> tuple[Message, Context]:
+    """Run the ClientApp ``client_app`` ("module:attribute", imported in the worker) on one message; the node's
+    Context comes back with the reply."""
+    module, _, attr = client_app.partition(":")
+    app = getattr(importlib.import_module(module), attr)
     try:
         reply = app(message, context)
     except Exception as exc:  # as Flower's simulation: an exception becomes an error reply
@@ -49,8 +52,10 @@ class InProcessGrid(Grid):
 
     def __init__(self, run_config: Mapping[str, Any], num_nodes: int, workers: int = 1, start_method: str = "fork",
                  node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset(),
-                 restart: Mapping[int, tuple] | None = None, gone: frozenset[int] = frozenset()):
+                 restart: Mapping[int, tuple] | None = None, gone: frozenset[int] = frozenset(),
+                 client_app: str = CLIENT_APP):
         self._run = Run.create_empty(RUN_ID)
+        self.client_app = client_app
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
         rng = np.random.default_rng(12345)  # node ids as arbitrary as Flower's: nothing may assume id == partition
@@ -141,7 +146,7 @@ class InProcessGrid(Grid):
             elif self._dead(node, msg):
                 self.pending[mid] = (Future(), node, msg)  # never done
             else:
-                self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node]), node, msg)
+                self.pending[mid] = (self.pool.submit(_handle, msg, self.contexts[node], self.client_app), node, msg)
             ids.append(mid)
         return ids
 

@@ -468,6 +468,43 @@ class ResultsWriter:
         self._atomic_write("summary.json", {k: _clean(v) for k, v in summary.items()})
 
 
+class MemoryWriter:
+    """A run's records kept in memory, no folder (a user's App that gave no results folder: ``zofl.strategies.
+    app``); the same interface as ``ResultsWriter``, whose records it holds as they would have been written."""
+
+    dir = None  # no folder: no checkpoint (checkpoint-every = 0), no resume
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = dict(config)
+        self.records: list[dict[str, Any]] = []
+        self.summary: dict[str, Any] = {}
+        self.resume_from = None
+        self.stored_config: dict[str, Any] = {}
+
+    def accept(self) -> None:
+        """Nothing to write."""
+
+    def truncate(self, last_round: int) -> None:
+        self.records = [r for r in self.records if r["round"] <= last_round]
+
+    def write_round(self, record: Mapping[str, Any]) -> None:
+        rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}
+        rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
+        self.records.append(rec)
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        self.summary = {k: _clean(v) for k, v in summary.items()}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> "MemoryWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 # -- reading records back ----------------------------------------------------------------------
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)

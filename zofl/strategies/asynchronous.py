@@ -32,12 +32,16 @@ log = logging.getLogger("zofl")
 class GridTransport:
     """Tasks as messages on a Flower Grid; replies in arrival order."""
 
-    def __init__(self, grid: Grid, nodes: dict[int, int], poll_s: float = 0.005):
+    def __init__(self, grid: Grid, nodes: dict[int, int], poll_s: float = 0.005, address=None):
         self.grid, self.nodes, self.poll_s = grid, nodes, poll_s
         self.pid_of: dict[str, int] = {}  # message id -> client id
+        self.address = address  # address(msg, pid): a user's App's entries on each message (strategies.app)
 
     def submit(self, work: Work) -> str:
-        (mid,) = self.grid.push_messages([work_message(work, self.nodes[work.pid])])
+        msg = work_message(work, self.nodes[work.pid])
+        if self.address is not None:
+            self.address(msg, work.pid)
+        (mid,) = self.grid.push_messages([msg])
         self.pid_of[mid] = work.pid
         return mid
 

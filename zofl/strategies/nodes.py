@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
-from flwr.app import Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from ..config import ConfigError
 from ..core.protocol import (
+    ARRAYS,
     CONFIG,
     DATA_ERROR,
     DATA_FINGERPRINT,
@@ -29,11 +30,28 @@ from ..core.protocol import (
     NUM_PARTITIONS,
     PARTITION_ID,
     QUERY_PARTITION,
+    TRAIN,
 )
+from .wire import APP_QUERY
 
 log = logging.getLogger("zofl")
 NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
 NO_DATA = -2  # Federation.refused's "held by" of a node whose own data cannot be used (its reason in data_errors)
+
+
+def partition_query(node: int) -> Message:
+    """zofl's ClientApp is asked its partition with a message of its own type (``query.partition``)."""
+    return Message(RecordDict(), dst_node_id=node, message_type=QUERY_PARTITION)
+
+
+def app_query(model: ArrayRecord) -> Callable[[int], Message]:
+    """A user's ClientApp answers train and evaluate only: it is asked with a ``train`` message that asks only its
+    client id (``zofl.client.train`` answers it without training); the message holds the model, as every train
+    message does (the ClientApp may load it before it calls zofl.client.train)."""
+    def query(node: int) -> Message:
+        return Message(RecordDict({ARRAYS: model, CONFIG: ConfigRecord({APP_QUERY: "partition"})}),
+                       dst_node_id=node, message_type=TRAIN)
+    return query
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,7 @@ class Federation:
     fingerprints: dict[int, str] = field(default_factory=dict)  # partition -> the fingerprint its node reported
     data_errors: dict[int, str] = field(default_factory=dict)  # node id -> why its own data cannot be used
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
+    query: Callable[[int], Message] = partition_query  # how a node is asked its partition (``app_query``)
 
     def refuse_changed(self, changed: Mapping[int, str]) -> None:
         """The nodes holding the partitions in ``changed`` ({partition: why}: their data are not the run's) lose
@@ -196,7 +215,7 @@ class Federation:
         new = sorted(online - self.asked)
         if new:
             self.asked |= set(new)
-            msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
+            msgs = [self.query(n) for n in new]
             for msg in sorted(grid.send_and_receive(msgs, timeout=timeout), key=lambda r: r.metadata.src_node_id):
                 node = msg.metadata.src_node_id
                 if msg.has_error():
@@ -311,3 +330,48 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
                     "(give every SuperNode its own partition-id)", node, pid, fed.nodes[pid])
         return
     fed.hold(pid, node, answer)
+
+
+def learn_app_nodes(grid: Grid, min_nodes: int, wait_s: float, model: ArrayRecord) -> tuple[Federation, int]:
+    """The federation of a user's App (``zofl.strategies.app``) and its number of clients m, once ``min_nodes``
+    SuperNodes have connected (a ConfigError after ``wait_s`` with fewer). Every node is asked with ``app_query``
+    (holding ``model``, x_0)
+    (its answer: the partition-id and num-partitions of its node config, -1 and 0 when it has none, and its N_i and
+    data fingerprint). When every node names a partition of one num-partitions N, no two the same, the client ids are
+    the partition ids and m = N (the Ray simulation: a run then draws what ``zofl run`` draws for the same
+    partitions); otherwise (deployed SuperNodes without them) the ids are 0..m-1 in the order of the node ids,
+    m = the nodes that answered. A node whose answer cannot be used is refused alone, named."""
+    deadline = time.monotonic() + wait_s
+    while len(list(grid.get_node_ids())) < min_nodes:
+        if time.monotonic() > deadline:
+            raise ConfigError(f"min_available_nodes={min_nodes}, but {len(list(grid.get_node_ids()))} SuperNode(s) "
+                              f"connected within {wait_s:.0f}s: start more SuperNodes (or num-supernodes in the "
+                              f"simulation), or lower min_available_nodes")
+        time.sleep(0.2)
+    nodes = sorted(grid.get_node_ids())
+    fed = Federation({}, query=app_query(model))
+    fed.asked |= set(nodes)
+    answers: dict[int, Answer] = {}
+    for msg in grid.send_and_receive([fed.query(n) for n in nodes], timeout=max(1.0, deadline - time.monotonic())):
+        node = msg.metadata.src_node_id
+        answer = read_answer(msg) if not msg.has_error() else Answer(NO_PARTITION, 0, error=str(msg.error.reason)[:200])
+        if answer.error is not None:
+            fed.refuse_data(node, answer)
+        else:
+            answers[node] = answer
+    if not answers:
+        raise ConfigError(f"none of the {len(nodes)} SuperNode(s) gave a usable answer: is zofl.client.train their "
+                          f"ClientApp's @app.train()?")
+    parts = {a.parts for a in answers.values()}
+    pids = [a.pid for a in answers.values()]
+    (m,) = parts if len(parts) == 1 else (0,)
+    if not (m > 0 and len(set(pids)) == len(pids) and all(0 <= p < m for p in pids)):
+        m = len(answers)
+        answers = {node: Answer(i, m, a.num_examples, a.fingerprint)
+                   for i, (node, a) in enumerate(sorted(answers.items()))}
+        log.info("the SuperNodes name no partitions of one federation: client ids 0..%d in the order of their node ids",
+                 m - 1)
+    for node, answer in sorted(answers.items()):
+        fed.hold(answer.pid, node, answer)
+    fed.unheld = sorted(set(range(m)) - set(fed.nodes))
+    return fed, m

@@ -14,6 +14,14 @@ and the server turns that back into the ``Reply``.
 * Federated evaluation: an ``evaluate`` message carries x_k and the round; the answer is a MetricRecord
   {eval_loss, eval_acc, num-examples} (Message API), or ``NumPyClient.evaluate``'s (loss, num_examples,
   {eval_acc}) inside the legacy API's EvaluateRes.
+* A user's own App (``zofl.strategies.app``, ``zofl.client``): Flower holds the model as the user's ArrayRecord
+  (e.g. ``ArrayRecord(model.state_dict())``); the methods see it as one flat float64 vector x (``flat_model``,
+  in the record's order) and give it back in the record's names and shapes, float64 (``model_record``). Work to
+  a user's ClientApp is in Flower's convention too: "arrays" is the model in the user's names (the ClientApp may
+  ``load_state_dict`` it), the method's other arrays are in "zofl.arrays" (``app_work_content``,
+  ``decode_app_work``); it also carries the client id the server gives it and the run's settings (``APP_CLIENT_ID``,
+  ``APP_SETTINGS``); the server learns who holds which client id with a ``train`` message that asks only that
+  (``APP_QUERY``), since a user's ClientApp answers ``train`` and ``evaluate`` only.
 """
 from __future__ import annotations
 
@@ -41,10 +49,41 @@ from ..core.protocol import (
 
 LEGACY_FIT_KEY = "fitins.parameters"  # what the legacy API's FitIns becomes in a RecordDict
 LEGACY_EVALUATE_KEY = "evaluateins.parameters"  # and its EvaluateIns
+APP_QUERY = "zofl.query"  # config entry of a user ClientApp's train message that asks its client id only
+APP_CLIENT_ID = "zofl.client-id"  # config entry: the client id i the server gives a user ClientApp's node
+APP_SETTINGS = "zofl.settings"  # config entry: the run's settings that differ from the defaults, as JSON
+APP_ARRAYS = "zofl.arrays"  # a user ClientApp's work: the method's arrays besides x (x is "arrays", the model)
+Layout = tuple[tuple[str, tuple[int, ...], str], ...]  # a model record's (name, shape, dtype) in order
 
 
 def array_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
     return ArrayRecord({k: Array(np.asarray(v)) for k, v in arrays.items()})
+
+
+def flat_model(record: ArrayRecord) -> tuple[np.ndarray, Layout]:
+    """A user's model record as the methods' x (one flat float64 vector, the arrays in the record's order), and
+    its layout for ``model_record``. Refuses (ValueError, naming the array) an array that is not real numbers."""
+    parts, layout = [], []
+    for name, arr in record.items():
+        a = arr.numpy()
+        if a.dtype.kind not in "fiu" or a.dtype.kind == "b":
+            raise ValueError(f"model array {name!r} has dtype {a.dtype}: the methods need real numbers")
+        parts.append(a.astype(np.float64).ravel())
+        layout.append((name, tuple(a.shape), str(a.dtype)))
+    return (np.concatenate(parts) if parts else np.zeros(0)), tuple(layout)
+
+
+def model_record(x: np.ndarray, layout: Layout) -> ArrayRecord:
+    """x in the names and shapes of ``layout``, float64 (the methods' precision: Flower then holds x exactly)."""
+    size = sum(int(np.prod(shape, dtype=np.int64)) for _, shape, _ in layout)
+    if x.size != size:
+        raise ValueError(f"x has {x.size} entries, the model {size}")
+    out, i = {}, 0
+    for name, shape, _ in layout:
+        n = int(np.prod(shape, dtype=np.int64))
+        out[name] = Array(np.ascontiguousarray(x[i:i + n]).reshape(shape))
+        i += n
+    return ArrayRecord(out)
 
 
 # -- the Message API: server -> client -----------------------------------------------------------
@@ -75,6 +114,22 @@ def decode_work(content: RecordDict, pid: int) -> Work:
     arrays = {k: a.numpy() for k, a in content.array_records[ARRAYS].items()}
     extra = {k: v for k, v in config.items() if k not in ("round", "H")}
     return Work(pid, int(config["round"]), int(config["H"]), arrays, extra)
+
+
+def app_work_content(content: RecordDict, model: ArrayRecord) -> None:
+    """A work message's content for a user's ClientApp, in place: x as ``model`` (the user's names) under "arrays",
+    the method's other arrays under ``APP_ARRAYS``."""
+    arrays = content.array_records[ARRAYS]
+    content[APP_ARRAYS] = ArrayRecord({k: a for k, a in arrays.items() if k != "x"})
+    content[ARRAYS] = model
+
+
+def decode_app_work(content: RecordDict, pid: int) -> Work:
+    """The client's side of ``app_work_content``: the Work the method's client half takes (x flat)."""
+    work = decode_work(RecordDict({CONFIG: content.config_records[CONFIG],
+                                   ARRAYS: content.array_records.get(APP_ARRAYS, ArrayRecord())}), pid)
+    work.arrays = {"x": flat_model(content.array_records[ARRAYS])[0], **work.arrays}
+    return work
 
 
 # -- the Message API: client -> server -----------------------------------------------------------

@@ -1,0 +1,150 @@
+"""A user's own Flower App (tests/user_app: laid out as Flower's PyTorch template, its own CNN and DataLoader, no
+zofl harness) switched from Flower's FedAvg to zofl's ZO-HFL, SCAFFOLD and FedBuff by its strategy line and one call
+in its train; its numbers equal the same method through zofl's harness on the same data."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict  # noqa: E402
+
+from zofl.config import ConfigError  # noqa: E402
+from zofl.inprocess import InProcessGrid, run_inprocess  # noqa: E402
+from zofl.strategies import APP_STRATEGIES, FedBuffStrategy, ScaffoldStrategy, ZOHFLStrategy  # noqa: E402
+from zofl.strategies.wire import flat_model, model_record  # noqa: E402
+
+APP = Path(__file__).parent / "user_app"
+sys.path.insert(0, str(APP))
+
+from userapp import server_app  # noqa: E402
+
+ROUNDS = 3
+USER = {"num-server-rounds": ROUNDS, "fraction-train": 1.0, "local-epochs": 1, "lr": 0.05}
+# the same settings as userapp.server_app.make_strategy gives each strategy, as zofl run-config keys
+HARNESS = {
+    "zohfl": {"strategy": "zohfl", "eta": 0.05, "gamma": 0.05},
+    "scaffold": {"strategy": "scaffold", "local-lr": 0.05},
+    "fedbuff": {"strategy": "fedbuff", "engine": "async", "buffer-size": 2, "clock": "simulated"},
+}
+
+
+def user_run(strategy: str, out: Path, node_config=None) -> dict[str, dict]:
+    """The user's ServerApp on an in-process Grid whose nodes run the user's ClientApp; {strategy: its output}."""
+    rc = {**USER, "strategy": strategy, "out": str(out)}
+    torch.set_num_threads(1)
+    grid = InProcessGrid(rc, 3, workers=0, client_app="userapp.client_app:app", node_config=node_config)
+    try:
+        server_app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=rc))
+    finally:
+        grid.close()
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in strategy.split(",")}
+
+
+def harness_x(name: str, tmp_path: Path) -> np.ndarray:
+    """The final x of the same method through zofl's harness (``run_inprocess``: ``zofl run``'s numbers)."""
+    rc = {**HARNESS[name], "task": "harness_task:TASK", "num-clients": 3, "num-rounds": ROUNDS, "local-steps": 2, "beta": 1.0,
+          "output-dir": str(tmp_path / "harness"),
+          "run-name": name}
+    return run_inprocess(rc, workers=0)[1]
+
+
+def flat(out: dict) -> np.ndarray:
+    return np.concatenate([np.asarray(v, np.float64) for v in out["model"].values()])
+
+
+def test_the_users_app_runs_flowers_fedavg_and_three_zofl_strategies(tmp_path):
+    outs = {**user_run("flower-fedavg", tmp_path), **user_run("zohfl,scaffold,fedbuff", tmp_path)}
+    assert set(outs) == {"flower-fedavg", "zohfl", "scaffold", "fedbuff"}
+    for name, out in outs.items():
+        assert np.all(np.isfinite(flat(out))), name
+    for name in ("flower-fedavg", "zohfl", "scaffold"):  # Flower's evaluation of the user's own evaluate
+        assert len(outs[name]["evaluate"]) == ROUNDS
+    assert all(rec["participants"] == 3 for rec in outs["zohfl"]["train"].values())
+
+
+@pytest.mark.parametrize("name", ["zohfl", "scaffold", "fedbuff"])
+def test_the_users_app_gives_the_harness_numbers_bit_for_bit(name, tmp_path):
+    user = flat(user_run(name, tmp_path)[name])
+    harness = harness_x(name, tmp_path)
+    assert user.shape == harness.shape and np.array_equal(user, harness)
+
+
+def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():
+    """Deployed SuperNodes without partition-id: the client ids are 0..m-1 in node-id order, m = the nodes."""
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app", node_config={i: {} for i in range(3)})
+    try:
+        strategy = ZOHFLStrategy(run_config={"local-steps": 1})
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}), num_rounds=2)
+    finally:
+        grid.close()
+    assert strategy.fed.nodes == dict(enumerate(sorted(grid.contexts)))
+    assert strategy.run.cfg.num_clients == 3 and len(strategy.records) == 3  # round 0 and two rounds
+    assert all(rec["participants"] == 3 for rec in strategy.records[1:])
+    assert result.arrays["w"].numpy().shape == (2, 3) and np.any(result.arrays["w"].numpy() != 0)
+
+
+def test_the_flat_model_is_the_records_arrays_in_order_and_comes_back_in_their_names():
+    rec = ArrayRecord({"a.weight": Array(np.arange(6, dtype=np.float32).reshape(2, 3)),
+                       "a.bias": Array(np.array([7.0, 8.0]))})
+    x, layout = flat_model(rec)
+    assert x.dtype == np.float64 and x.tolist() == [0, 1, 2, 3, 4, 5, 7, 8]
+    back = model_record(x, layout)
+    assert list(back) == ["a.weight", "a.bias"] and back["a.weight"].numpy().shape == (2, 3)
+    assert back["a.weight"].numpy().dtype == np.float64
+    with pytest.raises(ValueError, match="'s' has dtype"):
+        flat_model(ArrayRecord({"s": Array(np.array(["x"]))}))
+    with pytest.raises(ValueError, match="x has 3 entries, the model 8"):
+        model_record(np.zeros(3), layout)
+
+
+def test_a_strategy_is_made_with_its_methods_typed_params_checked_at_once():
+    assert ZOHFLStrategy(mu=0.5).params.mu == 0.5
+    assert ScaffoldStrategy(local_lr=0.2).params.local_lr == 0.2
+    with pytest.raises(ConfigError, match="'mu' must be a number > 0, got -1.0"):
+        ZOHFLStrategy(mu=-1)
+    with pytest.raises(TypeError, match="ZO-HFL has no parameter.s. mux; its parameters are .*mu"):
+        ZOHFLStrategy(mux=1)
+    with pytest.raises(TypeError, match="params must be a ZOHFLParams"):
+        ZOHFLStrategy(params=ScaffoldStrategy().params)
+    with pytest.raises(ConfigError, match="'crash-prob' cannot be set for a user's App"):
+        FedBuffStrategy(run_config={"crash-prob": 0.1})
+    with pytest.raises(ConfigError, match="'buffer-size'"):
+        FedBuffStrategy(run_config={"buffer-size": 0})
+    for cls in APP_STRATEGIES:  # every one is made with its defaults, and names its method's Params
+        strategy = cls()
+        assert isinstance(strategy.params, cls.method.Params)
+
+
+def _work(strategy_settings: str, x: np.ndarray) -> Message:
+    rec = RecordDict({"arrays": ArrayRecord({"w": Array(x)}),
+                      "config": ConfigRecord({"round": 0, "H": 1, "zofl.client-id": 0,
+                                              "zofl.settings": strategy_settings})})
+    return Message(rec, dst_node_id=1, message_type="train")
+
+
+def test_the_client_half_refuses_what_it_cannot_use():
+    from zofl.client import train as zofl_train
+
+    ctx = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    data = (np.zeros((4, 3), np.float32), np.array([0, 1, 0, 1]))
+    bn = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    settings = json.dumps({"strategy": "fedavg", "local-steps": 1})
+    with pytest.raises(ValueError, match="holds buffers .*running_mean"):
+        zofl_train(_work(settings, np.zeros(8)), ctx, bn, data)
+    lin = torch.nn.Linear(3, 2)
+    with pytest.raises(ValueError, match="the server's model has 5 parameters, this ClientApp's 8"):
+        zofl_train(_work(settings, np.zeros(5)), ctx, lin, data)
+    with pytest.raises(ValueError, match="is not the JSON of at most"):
+        zofl_train(_work("x" * 70_000, np.zeros(8)), ctx, lin, data)
+    with pytest.raises(ConfigError, match="'local-lr' must be a number > 0"):
+        zofl_train(_work(json.dumps({"strategy": "fedavg", "local-lr": -1}), np.zeros(8)), ctx, lin, data)
+    with pytest.raises(ValueError, match="one integer label per input"):
+        zofl_train(_work(settings, np.zeros(8)), ctx, lin, (np.zeros((4, 3)), np.zeros(4)))
+    reply = zofl_train(_work(settings, np.zeros(8)), ctx, lin, data)  # and what it can: FedAvg's y, N_i = 4
+    assert reply.content["metrics"]["num-examples"] == 4 and reply.content["arrays"]["x"].numpy().shape == (8,)

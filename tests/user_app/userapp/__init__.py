@@ -1,0 +1,1 @@
+"""userapp: A Flower / PyTorch app."""
