@@ -48,9 +48,8 @@ def user_run(strategy: str, out: Path, node_config=None) -> dict[str, dict]:
 
 def harness_x(name: str, tmp_path: Path) -> np.ndarray:
     """The final x of the same method through zofl's harness (``run_inprocess``: ``zofl run``'s numbers)."""
-    rc = {**HARNESS[name], "task": "harness_task:TASK", "num-clients": 3, "num-rounds": ROUNDS, "local-steps": 2, "beta": 1.0,
-          "output-dir": str(tmp_path / "harness"),
-          "run-name": name}
+    rc = {**HARNESS[name], "task": "harness_task:TASK", "num-clients": 3, "num-rounds": ROUNDS, "local-steps": 2,
+          "beta": 1.0, "output-dir": str(tmp_path / "harness"), "run-name": name}
     return run_inprocess(rc, workers=0)[1]
 
 
@@ -148,3 +147,20 @@ def test_the_client_half_refuses_what_it_cannot_use():
         zofl_train(_work(settings, np.zeros(8)), ctx, lin, (np.zeros((4, 3)), np.zeros(4)))
     reply = zofl_train(_work(settings, np.zeros(8)), ctx, lin, data)  # and what it can: FedAvg's y, N_i = 4
     assert reply.content["metrics"]["num-examples"] == 4 and reply.content["arrays"]["x"].numpy().shape == (8,)
+
+
+@pytest.mark.flower
+def test_the_users_app_through_flwr_run_on_the_ray_simulation_gives_the_harness_numbers(tmp_path):
+    """The real thing: ``flwr run`` of the user's App on a SuperLink with the Ray simulation (three SuperNodes, the
+    ServerApp running ZO-HFL, SCAFFOLD and FedBuff in turn); each final model equals the harness's bit for bit."""
+    from zofl.launch import local_superlink
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with local_superlink(tmp_path / "link") as link:
+        res = link.run({**USER, "strategy": "zohfl,scaffold,fedbuff", "out": str(out)}, num_supernodes=3,
+                       app_dir=APP, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    for name in ("zohfl", "scaffold", "fedbuff"):
+        user = flat(json.loads((out / f"{name}.json").read_text()))
+        assert np.array_equal(user, harness_x(name, tmp_path)), name
