@@ -162,11 +162,11 @@ def test_state_dict_round_trip_and_the_stored_bookkeeping():
 
 
 def test_unread_keys_change_nothing(tmp_path):
-    from tests.test_config import OTHER_VALUE
+    from tests.test_config import other_values
     from zofl.methods import reads
 
     cfg = {**GLOBAL, "buffer-size": 3, "num-rounds": 16, "output-dir": str(tmp_path)}
-    unread = {k: v for k, v in OTHER_VALUE.items() if not reads("afbo-global", k) and k not in cfg}
+    unread = {k: v for k, v in other_values().items() if not reads("afbo-global", k) and k not in cfg}
     assert set(unread) >= {"max-outer-delay", "staleness-exponent", "eta"}
     cfg.pop("aphe")
     d0, x0 = run_inprocess({**cfg, "run-name": "a"}, workers=0)

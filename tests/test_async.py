@@ -13,7 +13,7 @@ import pytest
 from zofl.config import ConfigError
 from zofl.core.policy import RunFailed
 from zofl.inprocess import run_inprocess
-from zofl.methods.fedbuff import buffered_step, staleness_weight
+from zofl.methods.fedbuff import buffered_delta, staleness_weight
 from zofl.results import read_rounds
 
 ASYNC = {"strategy": "fedbuff", "engine": "async", "num-clients": 4, "local-steps": 2, "num-rounds": 12,
@@ -25,9 +25,10 @@ def run(tmp_path, name, **cfg):
 
 
 def test_buffered_step_weights_stale_replies_down():
-    x = np.zeros(3)
     deltas = [np.ones(3), np.ones(3)]
-    np.testing.assert_allclose(buffered_step(x, deltas, [0, 3], 1.0, 0.5), (1 + 0.5) / 2 * np.ones(3))
+    delta, count = buffered_delta(deltas, [0, 3], 0.5)
+    np.testing.assert_allclose(delta / count, (1 + 0.5) / 2 * np.ones(3))
+    assert count == 2 and buffered_delta(deltas, [0, 3], 0.5, lambda vs: vs[1])[1] == 1
     assert staleness_weight(0, 0.5) == 1.0 and staleness_weight(8, 1.0) == pytest.approx(1 / 9)
     assert staleness_weight(5, 0.0) == 1.0
 

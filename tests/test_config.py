@@ -1,4 +1,5 @@
 """Run-config validation: every bad input is refused before any work, naming the key."""
+import re
 import tomllib
 from pathlib import Path
 
@@ -12,8 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_pyproject_config_matches_the_key_table():
     app_cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
-    assert app_cfg == defaults()
+    assert app_cfg == defaults(), "regenerate it: zofl keys --write ."
     assert parse_config(app_cfg) == defaults()
+    from zofl.config import with_app_config
+
+    text = (ROOT / "pyproject.toml").read_text()
+    assert with_app_config(text) == text  # the table as `zofl keys --write` writes it, in the registry's order
     assert all(k.doc and k.allowed for k in KEYS)
 
 
@@ -182,44 +187,79 @@ def test_runs_that_cannot_work_are_refused_before_they_start():
 SMALL_RUN = {"num-rounds": 3, "num-clients": 5, "beta": 0.6, "tau": 3.0, "checkpoint-every": 0}
 TOY_BILEVEL = {"task": "zofl.tasks.hypergrad:QuadraticHypergrad", "num-clients": 4, "local-steps": 1,
                "beta": 1.0, "num-rounds": 6, "checkpoint-every": 0}
-RUNS = {  # one small run of every strategy (and of each FedRZO_bl task)
-    **{s: {**SMALL_RUN, "strategy": s} for s in ("zohfl", "fedavg", "fedprox", "scaffold", "scaffnew", "fedmspp",
-                                                  "x0-only", "f1-only", "server-sgd", "centralised")},
+# what a small run of a method needs beyond the defaults of its kind (a method with none is run with SMALL_RUN, or
+# TOY_BILEVEL for a hypergradient method, and engine async if it is asynchronous: a new method needs no line here)
+SMALL_SETTINGS = {
     # Flower's own FedAvg samples clients with an unseeded generator: every client, every round
-    "flwr-fedavg": {**SMALL_RUN, "strategy": "flwr-fedavg", "beta": 1.0},
-    "fedbuff": {**SMALL_RUN, "strategy": "fedbuff", "engine": "async", "num-rounds": 6},
-    "fedrzo-nn": {**SMALL_RUN, "strategy": "fedrzo-nn", "task": "relu-net", "local-steps": 3, "zo-lr": 0.001},
-    "fedrzo-bl-hyper": {**SMALL_RUN, "num-rounds": 2, "strategy": "fedrzo-bl", "task": "hyper-logistic",
-                        "local-steps": 2, "lower-rounds": 1, "zo-lr": 0.01, "eta": 0.01},
-    "fedrzo-bl-fair": {**SMALL_RUN, "num-rounds": 2, "strategy": "fedrzo-bl", "task": "fair-relu", "local-steps": 2,
-                       "lower-rounds": 1, "zo-lr": 0.001},
-    "afbo": {**TOY_BILEVEL, "strategy": "afbo", "engine": "async", "buffer-size": 3},
-    "fednest": {**TOY_BILEVEL, "strategy": "fednest", "num-rounds": 2},
-    "afbo-global": {**TOY_BILEVEL, "strategy": "afbo-global", "engine": "async", "buffer-size": 3},
-    "adbo": {**TOY_BILEVEL, "strategy": "adbo", "engine": "async", "buffer-size": 3},
-    "sdbo": {**TOY_BILEVEL, "strategy": "sdbo", "num-rounds": 3},
+    "flwr-fedavg": {"beta": 1.0},
+    "fedbuff": {"num-rounds": 6},
+    "fedrzo-nn": {"task": "relu-net", "local-steps": 3, "zo-lr": 0.001},
+    "fedrzo-bl": {"num-rounds": 2, "task": "hyper-logistic", "local-steps": 2, "lower-rounds": 1, "zo-lr": 0.01,
+                  "eta": 0.01},
+    "fednest": {"num-rounds": 2},
+    "sdbo": {"num-rounds": 3},
 }
-OTHER_VALUE = {  # a valid value other than the default, for every key in READ_BY
-    "local-lr": 0.2, "local-lr-schedule": "constant", "server-lr": 0.7, "prox-mu": 0.2, "comm-prob": 0.3,
-    "mspp-lr": 0.5, "eta": 0.05, "gamma": 0.02,
-    "server-batch-size": 16, "client-lr": 0.2, "client-lr-gamma": 2.0, "lambda": 5.0, "mu": 2.0, "directions": 2,
-    "orthogonal-directions": True, "estimator": "envelope", "uplink": "vectors", "weighting": "rho",
-    "ball-radius": 5.0, "crn": False, "zo-lr": 2e-3, "local-sets": "box", "loss-scale": "sum", "box-bound": 2.0,
-    "set-radius": 5.0, "lower-rounds": 3, "lower-rounds-growth": 0.2, "lower-local-steps": 5,
-    "lower-warm-start": False, "upper-set": "none", "lower-lr": 0.03, "inner-rounds": 3, "outer-lr": 0.05,
-    "neumann-steps": "3", "lipschitz-g": 5.0, "inner-lr": 0.3, "aphe": "sum", "stored-average": "all",
-    "max-outer-delay": 3, "staleness-exponent": 1.0,
-    "delay-bound": 2, "cut-every": 2, "cut-steps": 2, "cut-penalty": 0.5, "cut-dual-init": 0.2, "max-cuts": 3,
-    "drop-inactive-cuts": False, "cut-warm-start": True, "dual-lr": 0.05, "dual-reg": 0.01,
-    "cut-gradient": "code", "cut-start-gradient": True, "cut-normalize": True,
-}
+
+
+def small_run(name: str) -> dict:
+    """One small run-config of registered method ``name`` (SMALL_SETTINGS on top of its kind's defaults)."""
+    from zofl.core.method import ASYNC, HYPERGRAD
+    from zofl.methods import METHODS
+
+    method = METHODS[name].server
+    base = TOY_BILEVEL if method.needs == HYPERGRAD else SMALL_RUN
+    engine = {"engine": "async", "buffer-size": 3} if method.kind == ASYNC else {}
+    if name == "fedbuff":
+        engine = {"engine": "async"}
+    return {**base, **engine, "strategy": name, **SMALL_SETTINGS.get(name, {})}
+
+
+def _runs() -> dict:
+    from zofl.methods import STRATEGIES
+
+    return {**{name: small_run(name) for name in STRATEGIES},
+            "fedrzo-bl-fair": {**{k: v for k, v in small_run("fedrzo-bl").items() if k != "eta"}, "task": "fair-relu",
+                               "zo-lr": 0.001}}
+
+
+RUNS = _runs()  # one small run of every registered strategy (and of FedRZO_bl's second task)
+
+
+def other_value(k):
+    """A valid value of key ``k`` other than its default: its declared ``example``, or the first that passes its
+    check among the options its ``allowed`` names (strings), its negation (booleans), or a few numbers near its
+    default; None when there is none (a new key then declares an ``example``)."""
+    if k.example is not None:
+        return k.example
+    if k.type is bool:
+        return not k.default
+    cands = re.findall(r"'([^']*)'", k.allowed) if k.type is str else \
+        [k.default + 1, k.default * 2, 2, 3, 1] if k.type is int else \
+        [k.default / 2, k.default * 2, k.default + 0.5, 0.5, 0.25, 2.0, 0.1]
+    for v in cands:
+        if v != k.default and isinstance(v, k.type) and not isinstance(v, bool) and k.check(v):
+            try:
+                if parse_config({k.name: v})[k.name] == v:
+                    return v
+            except ConfigError:
+                continue
+    return None
+
+
+def other_values() -> dict:
+    """A valid value other than the default for every method key (READ_BY), from the registry: no list to edit."""
+    from zofl.config import KEY_BY_NAME
+    from zofl.methods import READ_BY
+
+    return {name: other_value(KEY_BY_NAME[name]) for name in READ_BY}
 
 
 def test_other_values_cover_the_method_keys():
     from zofl.config import KEY_BY_NAME
     from zofl.methods import READ_BY
-    assert set(OTHER_VALUE) == set(READ_BY)
-    for k, v in OTHER_VALUE.items():
+    values = other_values()
+    assert set(values) == set(READ_BY) and None not in values.values(), [k for k, v in values.items() if v is None]
+    for k, v in values.items():
         assert v != KEY_BY_NAME[k].default and parse_config({k: v})[k] == v
 
 
@@ -232,7 +272,7 @@ def test_a_strategy_gives_the_same_numbers_whatever_the_keys_it_does_not_read(tm
     from zofl.results import read_rounds
 
     cfg = RUNS[name]
-    unread = {k: v for k, v in OTHER_VALUE.items() if not reads(cfg["strategy"], k) and k not in cfg}
+    unread = {k: v for k, v in other_values().items() if not reads(cfg["strategy"], k) and k not in cfg}
     assert unread  # every strategy leaves some method keys alone
     d0, x0 = run_inprocess({**cfg, "output-dir": str(tmp_path), "run-name": "a"}, workers=0)
     d1, x1 = run_inprocess({**cfg, **unread, "output-dir": str(tmp_path), "run-name": "b"}, workers=0)

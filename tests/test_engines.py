@@ -92,3 +92,23 @@ with tempfile.TemporaryDirectory() as d:
                          capture_output=True, text=True, check=True)
     lines = [ln for ln in res.stdout.splitlines() if ln.endswith((" True", " False"))]
     assert len(lines) == len(REFERENCE) - 1 and all(ln.endswith(" True") for ln in lines), res.stdout
+
+
+def _unfrozen_synchronous() -> list[str]:
+    from zofl.core.method import ASYNC
+    from zofl.methods import METHODS
+
+    return [n for n, e in METHODS.items() if e.server.kind != ASYNC and n not in REFERENCE]
+
+
+@pytest.mark.parametrize("name", _unfrozen_synchronous())
+def test_every_other_registered_synchronous_method_is_the_same_in_both_engines(tmp_path, name):
+    """The registry's synchronous methods with no frozen reference (a new method, the phased ones, the controls):
+    the Message-API and legacy engines give each other's records and final model bit for bit."""
+    from tests.test_config import small_run
+
+    cfg = {**small_run(name), "output-dir": str(tmp_path)}
+    d_sync, x_sync = run_inprocess({**cfg, "engine": "sync", "run-name": "sync"}, workers=0)
+    d_legacy, x_legacy = run_inprocess({**cfg, "engine": "legacy", "run-name": "legacy"}, workers=0)
+    assert figures(d_legacy) == figures(d_sync) and len(figures(d_sync)) > 1
+    np.testing.assert_array_equal(x_legacy, x_sync)

@@ -120,6 +120,18 @@ def test_a_strategy_is_made_with_its_methods_typed_params_checked_at_once():
         assert isinstance(strategy.params, cls.method.Params)
 
 
+def test_every_registered_model_method_has_a_strategy_for_a_users_app():
+    """From the registry: a method of a supervised model (not a control, not Flower's own FedAvg) has its class."""
+    from zofl.core.method import CONTROL, MODEL
+    from zofl.methods import METHODS
+
+    model = {e.server for e in METHODS.values() if e.server.needs == MODEL and e.server.kind != CONTROL
+             and not e.server.flower_fedavg}
+    assert {cls.method for cls in APP_STRATEGIES} == model
+    for cls in APP_STRATEGIES:
+        assert cls.__module__ == f"zofl.strategies.{cls.method.__module__.rsplit('.', 1)[1]}", cls
+
+
 def _work(strategy_settings: str, x: np.ndarray) -> Message:
     rec = RecordDict({"arrays": ArrayRecord({"w": Array(x)}),
                       "config": ConfigRecord({"round": 0, "H": 1, "zofl.client-id": 0,

@@ -393,10 +393,19 @@ def _error_lines(text: list[str]) -> list[str]:
 
 # -- zofl plot -------------------------------------------------------------------------------------
 def cmd_keys(args) -> int:
-    """Every run-config key (docs/keys.md is this output)."""
+    """Every run-config key (docs/keys.md is this output); with --write DIR, DIR/docs/keys.md and DIR/pyproject.toml's
+    [tool.flwr.app.config] table regenerated from the registry (after adding a method or a key)."""
+    from .config import with_app_config
     from .methods import key_table
 
-    sys.stdout.write(key_table())
+    if args.write is None:
+        sys.stdout.write(key_table())
+        return 0
+    root = Path(args.write)
+    (root / "docs" / "keys.md").write_text(key_table())
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(with_app_config(pyproject.read_text()))
+    print(f"wrote {root / 'docs' / 'keys.md'} and the [tool.flwr.app.config] table of {pyproject}")
     return 0
 
 
@@ -507,7 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "step-time-s, every client is its own device only when both are >= num-clients "
                           "(docs/results/afbo_wallclock)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    sub.add_parser("keys", help="every run-config key: default, allowed values, which methods read it (markdown)")
+    keys_p = sub.add_parser("keys", help="every run-config key: default, allowed values, which methods read it "
+                                         "(markdown)")
+    keys_p.add_argument("--write", metavar="PROJECT_DIR", default=None,
+                        help="write PROJECT_DIR/docs/keys.md and the [tool.flwr.app.config] table of its "
+                             "pyproject.toml instead (after adding a method or a key)")
     sub.add_parser("compare", help="a grid of runs (python -m zofl.compare)", add_help=False)
     sub.add_parser("deploy", help="deployment helpers (python -m zofl.deploy)", add_help=False)
     plot = sub.add_parser("plot", help="test accuracy and loss of one or several runs, one PNG")

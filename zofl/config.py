@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Mapping
 
+from .launch import toml_value
 from .settings import (  # noqa: F401  (re-exported: the names the rest of zofl and its users import from here)
     DATASETS,
     ENGINE_GROUPS,
@@ -75,6 +76,25 @@ class Config(dict):
 
 def defaults() -> dict[str, Any]:
     return {k.name: k.default for k in keys()}
+
+
+APP_CONFIG_HEADER = "[tool.flwr.app.config]"
+
+
+def app_config_table() -> str:
+    """pyproject.toml's ``[tool.flwr.app.config]``: every key and its default (Flower refuses a run-config key its
+    App does not declare), in ``keys()`` order; ``zofl keys --write`` puts it in the project's pyproject.toml."""
+    return "\n".join([APP_CONFIG_HEADER, *(f"{k.name} = {toml_value(k.default)}" for k in keys())]) + "\n"
+
+
+def with_app_config(pyproject: str) -> str:
+    """``pyproject`` (a pyproject.toml's text) with its ``[tool.flwr.app.config]`` table (up to the next blank line
+    or table) replaced by ``app_config_table()``."""
+    lines = pyproject.splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == APP_CONFIG_HEADER)
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip() or lines[i].startswith("[")),
+               len(lines))
+    return "".join(lines[:start]) + app_config_table() + "".join(lines[end:])
 
 
 def _show(value: Any, limit: int = 80) -> str:

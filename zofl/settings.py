@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .algorithms.server_opt import OPTIMIZERS
+
 ENGINES = ("sync", "legacy", "async")
 MAX_ROUNDS = 100_000  # a bound that stops typos (1e9 rounds) before they start
 INT64_MAX = 2**63 - 1  # Flower's run-config carries integers as sint64 (flwr.common.serde): 2**63 fails in flwr run
@@ -55,14 +57,16 @@ class Key:
     check: Callable[[Any], bool] = lambda v: True
     group: str = ""  # the settings class that declares it
     field: str = ""  # its field name there
+    example: Any = None  # a valid value other than the default, where none can be read off ``allowed`` (tests)
 
 
 def key(default: Any, allowed: str, doc: str, source: str = "ours", check: Callable[[Any], bool] | None = None,
-        name: str | None = None) -> Any:
+        name: str | None = None, example: Any = None) -> Any:
     """A settings field that is a run-config key (``name``: the flat key when it is not the field's name
-    with '_' -> '-')."""
+    with '_' -> '-'; ``example``: a valid other value, for a key whose ``allowed`` names none)."""
     return dataclasses.field(default=default, metadata={
-        "allowed": allowed, "doc": doc, "source": source, "check": check or (lambda v: True), "name": name})
+        "allowed": allowed, "doc": doc, "source": source, "check": check or (lambda v: True), "name": name,
+        "example": example})
 
 
 class Settings:
@@ -96,7 +100,7 @@ def _keys(cls: type) -> tuple[Key, ...]:
         m = f.metadata
         typ = f.type if isinstance(f.type, type) else TYPES[f.type]  # a string under postponed annotations
         out.append(Key(m["name"] or f.name.replace("_", "-"), typ, f.default, m["allowed"], m["doc"], m["source"],
-                       m["check"], owner.__qualname__, f.name))
+                       m["check"], owner.__qualname__, f.name, m["example"]))
     return tuple(out)
 
 
@@ -433,6 +437,33 @@ class TaskSettings(Settings):
 
 # --- groups several methods share (each method's own class lists the ones it reads) ----------------
 @dataclass(frozen=True)
+class ServerMomentum(Settings):
+    """FedAvgM's server momentum (``zofl.algorithms.server_opt``; the method fedavgm, and server-optimizer momentum)."""
+
+    server_momentum: float = key(0.9, "a number in [0, 1)",
+        "server momentum beta of FedAvgM (strategy fedavgm, or server-optimizer = momentum; Flower's "
+        "server_momentum)", "ours", lambda v: 0 <= v < 1)
+
+
+@dataclass(frozen=True)
+class ServerOptimizer(ServerMomentum):
+    """A server optimizer on a method's (pseudo-)gradient server step (``zofl.algorithms.server_opt``, Flower's
+    FedAvgM / FedAdagrad / FedAdam / FedYogi formulas), with the method's own step size as its eta."""
+
+    server_optimizer: str = key("sgd", "'sgd', 'momentum', 'adagrad', 'adam' or 'yogi'",
+        "the server step x + lr delta (FedAvg, FedProx, SCAFFOLD, FedBuff: lr = server-lr; ZO-HFL: gamma_r, delta = "
+        "-(grad f1 + estimate)) as it is (sgd, the papers'), or through FedAvgM's momentum or FedAdagrad / FedAdam / "
+        "FedYogi (Reddi et al. 2021) with lr as eta: adaptive ones want a smaller lr (docs/user-app.md)",
+        "ours", choice(*OPTIMIZERS))
+    server_beta1: float = key(0.9, "a number in [0, 1)",
+        "server-optimizer = adam or yogi: beta_1 (Flower's default)", "ours", lambda v: 0 <= v < 1)
+    server_beta2: float = key(0.99, "a number in [0, 1)",
+        "server-optimizer = adam or yogi: beta_2 (Flower's default)", "ours", lambda v: 0 <= v < 1)
+    server_tau: float = key(1e-3, "a number > 0",
+        "server-optimizer = adagrad, adam or yogi: tau, the adaptivity (Flower's default)", "ours", positive)
+
+
+@dataclass(frozen=True)
 class Smoothing(Settings):
     """The two-point zeroth-order estimate's radius (ZO-HFL, FedRZO_nn, FedRZO_bl)."""
 
@@ -483,7 +514,7 @@ class NeumannSeries(Settings):
     neumann_steps: str = key("5", "a comma list of integers >= 1",
         "N_i: Neumann terms of client i's inverse-Hessian estimate (entry i mod k; FedNest: the first; "
         "afbo-global: the first, Neumann server steps per outer round)",
-        "ours", lambda v: floats(v, lambda n: n >= 1 and float(n).is_integer()))
+        "ours", lambda v: floats(v, lambda n: n >= 1 and float(n).is_integer()), example="3")
     lipschitz_g: float = key(10.0, "a number > 0",
         "l_{g,1}: the Neumann series' scale, at least the largest eigenvalue of grad^2_yy g", "ours", positive)
 

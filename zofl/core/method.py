@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .. import streams
 from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
+from ..algorithms.server_opt import OPT_STATE, init_state, server_step
 from ..algorithms.smoothing import seed_sequence
 from ..config import ConfigError
-from ..settings import NoParams, Robust, Settings, TaskSettings
+from ..settings import NoParams, Robust, ServerOptimizer, Settings, TaskSettings
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 from .sampling import round_size
@@ -164,14 +165,37 @@ class Method:
                                         for i, n in self.reported_sizes.items())
 
     # -- aggregation ----------------------------------------------------------------------
-    def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
-        """The run-config's ``aggregation`` of client vectors (``zofl.algorithms.robust``)."""
-        return combine_with(Robust.of(self.cfg), vectors)
+    @property
+    def robust(self) -> Callable[[list[np.ndarray]], np.ndarray] | None:
+        """The one idiom of robust aggregation: the run-config's robust rule (``aggregation`` median, trimmed-mean or
+        krum: ``zofl.algorithms.robust``) as a function of the client vectors, or None for the papers' mean, which
+        each method computes as its paper does (weighted, stored, ...): ``mean(...) if self.robust is None else
+        self.robust(vectors)``."""
+        if self.cfg.aggregation == "mean":
+            return None
+        rule = Robust.of(self.cfg)
+        return lambda vectors: combine_with(rule, vectors)
+
+    def server_step(self, state: State, delta: np.ndarray, lr: float, t: int, count: int = 1) -> State:
+        """The state after the server step x + lr delta / count (the method's own step: ``server-optimizer`` sgd) or
+        that step through the run's server optimizer (FedAvgM, FedAdagrad, FedAdam, FedYogi:
+        ``zofl.algorithms.server_opt``), with its moments; ``t`` the 1-based step. A method whose server step is a
+        (pseudo-)gradient step calls it, and lists ``ServerOptimizer`` among its Params' groups."""
+        hp = self.hp
+        moments = {k: state[k] for k in OPT_STATE if k in state}
+        if isinstance(hp, ServerOptimizer):
+            x, opt = server_step(self.server_optimizer, state["x"], delta, lr, t, moments, hp.server_momentum,
+                                 hp.server_beta1, hp.server_beta2, hp.server_tau, count)
+        else:  # a method with a fixed optimizer (fedavgm: ServerMomentum only)
+            x, opt = server_step(self.server_optimizer, state["x"], delta, lr, t, moments,
+                                 getattr(hp, "server_momentum", 0.0), count=count)
+        return {**state, "x": x, **opt}
 
     @property
-    def robust(self):
-        """``combine`` when a robust rule is chosen, None for the papers' mean (each method's own code)."""
-        return None if self.cfg.aggregation == "mean" else self.combine
+    def server_optimizer(self) -> str:
+        """The optimizer of ``server_step``: the run-config's server-optimizer where the method reads it, else the
+        method's own (a class attribute: FedAvgM's "momentum"), else "sgd"."""
+        return self.hp.server_optimizer if isinstance(self.hp, ServerOptimizer) else "sgd"
 
     # -- state ----------------------------------------------------------------------------
     def init(self) -> State:
@@ -181,7 +205,7 @@ class Method:
         if self.cfg.x0 == "pretrained" and len(self.server_data):
             x0 = pretrain(self.task, x0, self.server_data, self.cfg.x0_epochs, self.cfg.x0_lr,
                           self.cfg.batch_size, self.cfg.seed)
-        return {"x": x0}
+        return {"x": x0, **init_state(self.server_optimizer, x0.size)}  # a server optimizer's moments (server_step)
 
     def state_dict(self, state: State) -> dict[str, np.ndarray]:
         """What a checkpoint stores (arrays only)."""

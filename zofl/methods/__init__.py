@@ -22,6 +22,7 @@ from .afbo import AFBO
 from .afbo_global import AFBOGlobal
 from .controls import Centralised, F1Only, ServerSGD, X0Only
 from .fedavg import FedAvg, FlowerFedAvgRun
+from .fedavgm import FedAvgM
 from .fedbuff import FedBuff
 from .fedmspp import FedMSPP
 from .fednest import FedNest
@@ -32,8 +33,8 @@ from .scaffnew import Scaffnew
 from .scaffold import Scaffold
 from .zohfl import ZOHFL
 
-REGISTERED = (ZOHFL, FedAvg, FedProx, Scaffold, Scaffnew, FedMSPP, FlowerFedAvgRun, FedRZOnn, FedRZObl, FedBuff,
-              AFBO, AFBOGlobal, FedNest, ADBO, SDBO, X0Only, F1Only, ServerSGD, Centralised)
+REGISTERED = (ZOHFL, FedAvg, FedAvgM, FedProx, Scaffold, Scaffnew, FedMSPP, FlowerFedAvgRun, FedRZOnn, FedRZObl,
+              FedBuff, AFBO, AFBOGlobal, FedNest, ADBO, SDBO, X0Only, F1Only, ServerSGD, Centralised)
 
 
 @dataclass(frozen=True)

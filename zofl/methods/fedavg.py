@@ -21,7 +21,7 @@ from ..algorithms.zohfl import STREAM_BATCHES
 from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import Settings, choice, key, positive
+from ..settings import ServerOptimizer, Settings, choice, key, positive
 from ..tasks import DataSpec, Task
 
 
@@ -56,8 +56,8 @@ class ServerLR(Settings):
 
 
 @dataclass(frozen=True)
-class FedAvgParams(LocalSGD, ServerLR):
-    """FedAvg's (and FedProx's, SCAFFOLD's) keys: the client steps and the server step."""
+class FedAvgParams(LocalSGD, ServerLR, ServerOptimizer):
+    """FedAvg's (and FedProx's, SCAFFOLD's, FedBuff's) keys: the client steps, the server step and its optimizer."""
 
 
 class FedAvg(Method):
@@ -73,8 +73,8 @@ class FedAvg(Method):
             return state, {}
         models = [rep.arrays["x"] for rep in replies]
         y_mean = weighted_mean(models, [rep.num_examples for rep in replies]) if self.robust is None \
-            else self.combine(models)  # a robust rule (ours): zofl.algorithms.robust
-        return {**state, "x": x + self.hp.server_lr * (y_mean - x)}, {}
+            else self.robust(models)  # a robust rule (ours): zofl.algorithms.robust
+        return self.server_step(state, y_mean - x, self.hp.server_lr, plan.r + 1), {}
 
 
 def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndarray, r: int, H: int,
@@ -113,4 +113,5 @@ class FlowerFedAvgRun(FedAvg):
     the cross-check that our harness adds nothing (``strategy = "flwr-fedavg"``)."""
 
     name, title = "flwr-fedavg", "FedAvg (Flower's own strategy)"
+    Params = LocalSGD  # the clients' steps; the server step is Flower's plain weighted average (no server-lr)
     flower_fedavg = True

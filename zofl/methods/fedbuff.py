@@ -36,16 +36,16 @@ def staleness_weight(s: int, a: float) -> float:
     return float((1.0 + s) ** -a)
 
 
-def buffered_step(x: np.ndarray, deltas: list[np.ndarray], staleness: list[int], server_lr: float,
-                  a: float, combine=None) -> np.ndarray:
-    """x + server_lr (1/K) sum_k (1 + s_k)^-a Delta_k (FedBuff, Algorithm 1); with ``combine`` (a robust
-    rule, ours) x + server_lr combine([(1 + s_k)^-a Delta_k])."""
+def buffered_delta(deltas: list[np.ndarray], staleness: list[int], a: float, combine=None) -> tuple[np.ndarray, int]:
+    """(sum_k (1 + s_k)^-a Delta_k, K): FedBuff's step is x + server_lr (1/K) times it (Algorithm 1); with
+    ``combine`` (a robust rule, ours) (combine([(1 + s_k)^-a Delta_k]), 1)."""
     if combine is not None:
-        return x + server_lr * combine([staleness_weight(s, a) * d for d, s in zip(deltas, staleness)])
-    acc = np.zeros_like(x)
+        return combine([staleness_weight(s, a) * d for d, s in zip(deltas, staleness)]), 1
+    acc = np.zeros_like(deltas[0])
     for d, s in zip(deltas, staleness):
         acc += staleness_weight(s, a) * d
-    return x + server_lr * acc / len(deltas)
+    return acc, len(deltas)
+
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,9 @@ class FedBuff(Method):
 
     def update_async(self, state: State, version: int, replies: list[Reply],
                      staleness: list[int]) -> tuple[State, dict[str, Any]]:
-        x = buffered_step(state["x"], [rep.arrays["dy"] for rep in replies], staleness, self.hp.server_lr,
-                          self.hp.staleness_exponent, self.robust)
-        return {**state, "x": x}, {}
+        delta, count = buffered_delta([rep.arrays["dy"] for rep in replies], staleness, self.hp.staleness_exponent,
+                                      self.robust)
+        return self.server_step(state, delta, self.hp.server_lr, version + 1, count), {}
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

@@ -53,7 +53,7 @@ class FedMSPP(Method):
         if not replies:
             return state, {}
         ys = [rep.arrays["x"] for rep in replies]
-        return {**state, "x": server_average(ys) if self.robust is None else self.combine(ys)}, {}
+        return {**state, "x": server_average(ys) if self.robust is None else self.robust(ys)}, {}
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

@@ -40,7 +40,6 @@ import numpy as np
 from .. import streams
 from ..algorithms.afbo import aligned_local_sgd
 from ..algorithms.lower_level import local_steps, minibatch_indices
-from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence
 from ..config import Config
 from ..core.method import HYPERGRAD, Method, RoundPlan, State
@@ -119,7 +118,8 @@ class FedNest(Method):
         l_g = self.hp.lipschitz_g
 
         def mean(key):  # the mean of the papers, or a robust rule (ours)
-            return combine_with(self.cfg, [rep.arrays[key] for rep in replies])
+            vectors = [rep.arrays[key] for rep in replies]
+            return np.mean(vectors, axis=0) if self.robust is None else self.robust(vectors)
 
         if replies:
             if ph == INNER:

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
 from ..algorithms.lower_level import minibatch_indices
-from ..algorithms.robust import combine_with
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
 from ..config import Config
@@ -50,7 +49,7 @@ class ZOLocal(Settings):
         "FedRZO local step gamma (paper 001: 1e-5)", "paper", positive)
     local_sets: str = key("box,ball", "a comma list of box, ball, none",
         "FedRZO local sets X_i: client i takes entry i mod k",
-        "ours", lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(",")))
+        "ours", lambda v: bool(v) and all(k in ("box", "ball", "none") for k in v.split(",")), example="box")
     box_bound: float = key(1.0, "a number > 0",
         "X_i = [-b, b]^n for a box client", "ours", positive)
     set_radius: float = key(10.0, "a number > 0",
@@ -76,7 +75,8 @@ class FedRZOnn(Method):
     def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         if not replies:
             return state, {}
-        return {**state, "x": combine_with(self.cfg, [rep.arrays["x"] for rep in replies])}, {}  # mean by default
+        xs = [rep.arrays["x"] for rep in replies]  # the paper's mean, or a robust rule (ours)
+        return {**state, "x": np.mean(xs, axis=0) if self.robust is None else self.robust(xs)}, {}
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

@@ -90,7 +90,7 @@ class Scaffnew(Method):
         if not used:
             return state, {}
         x_hats = [rep.arrays["x"] for rep in used]
-        x_new = communicate(x_hats) if self.robust is None else self.combine(x_hats)
+        x_new = communicate(x_hats) if self.robust is None else self.robust(x_hats)
         h = state["h"].copy()
         for rep in used:
             h[rep.pid] = control_update(h[rep.pid], x_new, rep.arrays["x"], self.hp.comm_prob, self.hp.local_lr)

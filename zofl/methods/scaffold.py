@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
-from ..algorithms.robust import combine_with
 from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
@@ -62,10 +61,13 @@ class Scaffold(Method):
             c_clients[rep.pid] += rep.arrays["dc"]
             unrestored[rep.pid] = False
         dys, dcs = [rep.arrays["dy"] for rep in replies], [rep.arrays["dc"] for rep in replies]
-        if self.cfg.aggregation != "mean" and replies:  # a robust rule (ours): one robust Delta y and Delta c
-            dys, dcs = [combine_with(self.cfg, dys)] * len(dys), [combine_with(self.cfg, dcs)] * len(dcs)
+        if self.robust is not None and replies:  # a robust rule (ours): one robust Delta y and Delta c
+            dys, dcs = [self.robust(dys)] * len(dys), [self.robust(dcs)] * len(dcs)
         x_new, c_new = scaffold_server_update(state["x"], state["c"], dys, dcs, self.hp.server_lr, self.m)
-        return {"x": x_new, "c": c_new, "c_clients": c_clients, "unrestored": unrestored}, {}
+        new = {**state, "c": c_new, "c_clients": c_clients, "unrestored": unrestored}
+        if self.hp.server_optimizer == "sgd" or not dys:  # the paper's step, as scaffold_server_update took it
+            return {**new, "x": x_new}, {}
+        return self.server_step(new, np.mean(dys, axis=0), self.hp.server_lr, plan.r + 1), {}
 
 
 def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:

@@ -51,7 +51,7 @@ from ..algorithms.zohfl import (
 from ..config import Config, ConfigError, key_by_name
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import CommonRandom, Settings, Smoothing, choice, key, nonnegative, positive
+from ..settings import CommonRandom, ServerOptimizer, Settings, Smoothing, choice, key, nonnegative, positive
 from ..tasks import DataSpec, Task
 from ..tasks.base import data_shape
 
@@ -100,7 +100,7 @@ class UpperStep(Settings):
 
 
 @dataclass(frozen=True)
-class ZOHFLParams(Smoothing, CommonRandom, UpperStep):
+class ZOHFLParams(Smoothing, CommonRandom, UpperStep, ServerOptimizer):
     """ZO-HFL (paper 003)."""
 
     client_lr: float = key(0.1, "a number > 0",
@@ -219,7 +219,14 @@ class ZOHFL(Method):
         gamma_r = server_step_size(self.hp.gamma, r)
         f2_est = float(np.mean([(f_values[p][0].mean() + f_values[p][1].mean()) / 2 for p in pids])) \
             if pids else float("nan")
-        return {**state, "x": server_update(x, grad_f1, g_f2, gamma_r)}, {"f2_est": f2_est, "gamma_r": gamma_r}
+        return self.upper_step(state, grad_f1, g_f2, gamma_r, r), {"f2_est": f2_est, "gamma_r": gamma_r}
+
+    def upper_step(self, state: State, grad_f1: np.ndarray, g_f2: np.ndarray, gamma_r: float, r: int) -> State:
+        """Alg. 1, line 8: x_{r+1} = x_r - gamma_r (grad f1 + g_f2) (``server_update``); with a server optimizer
+        (ours) that step's direction -(grad f1 + g_f2) through it (``Method.server_step``)."""
+        if self.hp.server_optimizer == "sgd":
+            return {**state, "x": server_update(state["x"], grad_f1, g_f2, gamma_r)}
+        return self.server_step(state, -(grad_f1 + g_f2), gamma_r, r + 1)
 
     def grad_f1(self, x: np.ndarray, r: int) -> np.ndarray:
         """grad f1~(x_r, xi_r) on a server minibatch (0 without server data)."""
@@ -240,8 +247,7 @@ class ZOHFL(Method):
         g_f2 = envelope_estimate(weights, ys, x, self.hp.lambda_, self.robust)
         gamma_r = server_step_size(self.hp.gamma, r)
         f2_est = float(np.mean([self.f2(x, y) for y in ys.values()])) if ys else float("nan")
-        return {**state, "x": server_update(x, self.grad_f1(x, r), g_f2, gamma_r)}, \
-            {"f2_est": f2_est, "gamma_r": gamma_r}
+        return self.upper_step(state, self.grad_f1(x, r), g_f2, gamma_r, r), {"f2_est": f2_est, "gamma_r": gamma_r}
 
 
 def idle_clients(plan: RoundPlan) -> set[int]:

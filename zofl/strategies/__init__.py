@@ -1,9 +1,9 @@
 """Flower's side: the strategies that drive the Flower-free methods (``zofl.methods``).
 
 For a user's own Flower App (``zofl.strategies.app``; docs/user-app.md), one class per method, each in its module:
-``ZOHFLStrategy``, ``FedAvgStrategy``, ``FedProxStrategy``, ``ScaffoldStrategy``, ``ScaffnewStrategy``,
-``FedMSPPStrategy``, ``FedRZOnnStrategy`` (Flower's ``Strategy.start``) and ``FedBuffStrategy`` (push / pull),
-made with the method's typed Params; their client half is ``zofl.client.train``.
+``ZOHFLStrategy``, ``FedAvgStrategy``, ``FedAvgMStrategy``, ``FedProxStrategy``, ``ScaffoldStrategy``,
+``ScaffnewStrategy``, ``FedMSPPStrategy``, ``FedRZOnnStrategy`` (Flower's ``Strategy.start``) and
+``FedBuffStrategy`` (push / pull), made with the method's typed Params; their client half is ``zofl.client.train``.
 
 The harness's engines (``zofl run``, ``zofl.server_app``), over a ``SyncRun`` / ``AsyncRun`` it built:
 
@@ -21,6 +21,7 @@ from ..methods import METHODS
 from .app import AppStrategy, AsyncAppStrategy
 from .asynchronous import AsyncStrategy, GridTransport
 from .fedavg import FedAvgStrategy
+from .fedavgm import FedAvgMStrategy
 from .fedbuff import FedBuffStrategy
 from .fedmspp import FedMSPPStrategy
 from .fedprox import FedProxStrategy
@@ -33,8 +34,8 @@ from .scaffold import ScaffoldStrategy
 from .zohfl import ZOHFLStrategy
 
 # a user App's strategy of each method that has one (tests and docs/user-app.md follow this tuple)
-APP_STRATEGIES = (ZOHFLStrategy, FedAvgStrategy, FedProxStrategy, ScaffoldStrategy, ScaffnewStrategy, FedMSPPStrategy,
-                  FedRZOnnStrategy, FedBuffStrategy)
+APP_STRATEGIES = (ZOHFLStrategy, FedAvgStrategy, FedAvgMStrategy, FedProxStrategy, ScaffoldStrategy, ScaffnewStrategy,
+                  FedMSPPStrategy, FedRZOnnStrategy, FedBuffStrategy)
 
 
 def strategy_class(engine: str, strategy: str) -> type:
@@ -48,7 +49,8 @@ def strategy_class(engine: str, strategy: str) -> type:
     return AsyncStrategy if method.kind == ASYNC else MessageStrategy
 
 
-__all__ = ["APP_STRATEGIES", "AppStrategy", "AsyncAppStrategy", "AsyncStrategy", "FedAvgStrategy", "FedBuffStrategy",
+__all__ = ["APP_STRATEGIES", "AppStrategy", "AsyncAppStrategy", "AsyncStrategy", "FedAvgMStrategy", "FedAvgStrategy",
+           "FedBuffStrategy",
            "FedMSPPStrategy", "FedProxStrategy", "FedRZOnnStrategy", "FlowerFedAvg", "GridTransport",
            "LegacyFlowerFedAvg", "LegacyStrategy", "MessageStrategy", "ScaffnewStrategy", "ScaffoldStrategy",
            "ZOHFLStrategy", "strategy_class"]
