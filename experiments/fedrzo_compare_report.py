@@ -24,7 +24,7 @@ from pathlib import Path
 
 from report_common import short  # a module beside this script
 
-from zofl.packed import study_runs
+from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
 STEP = {"fedrzo-nn": "zo-lr", "fedavg": "local-lr", "fedprox": "local-lr", "fedmspp": "local-lr",

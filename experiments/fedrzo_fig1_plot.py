@@ -21,7 +21,7 @@ import numpy as np
 from report_common import band  # a module beside this script
 
 from zofl.figures import save as save_figure
-from zofl.packed import study_runs
+from zofl.study import study_runs
 from zofl.stats import run_figures
 
 matplotlib.use("Agg")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from report_common import upper_curve  # a module beside this script
 
-from zofl.packed import study_runs
+from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, run_figures
 
 

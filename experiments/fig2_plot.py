@@ -27,7 +27,7 @@ import numpy as np
 from report_common import band
 
 from zofl.figures import save as save_figure
-from zofl.packed import study_runs
+from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
 
 matplotlib.use("Agg")

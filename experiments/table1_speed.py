@@ -34,7 +34,7 @@ from pathlib import Path
 from report_common import short  # a module beside this script
 
 from zofl.compare import cell_id, expand_grid
-from zofl.packed import study_runs
+from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired
 
 ROOT = Path(__file__).resolve().parent.parent

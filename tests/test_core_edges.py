@@ -83,7 +83,7 @@ def queue(tmp_path_factory):
 
 def _check(queue, edit):
     """check_async_extra on a copy of the queue after ``edit``; its refusal's text, or None if accepted."""
-    from zofl.core.asynchronous import check_async_extra
+    from zofl.core.checkpoint import check_async_extra
 
     path, extra, method, fresh, k = queue
     arrays = {n: np.array(a) for n, a in extra.items()}
@@ -192,7 +192,7 @@ def test_a_queue_just_past_the_edge_is_refused_naming_the_array(queue, name):
 def test_under_the_wall_clock_a_task_is_never_due():
     """A task's ``due`` is NaN under clock = wall (replies come when they come), finite under the
     simulated clock; either is refused under the other clock."""
-    from zofl.core.asynchronous import _check_task
+    from zofl.core.checkpoint import _check_task
 
     arrays = {"x": np.zeros(3)}
 

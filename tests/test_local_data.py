@@ -69,10 +69,10 @@ def test_a_nodes_data_are_read_checked_and_summarised_without_their_path(tmp_pat
 def test_each_node_trains_on_its_own_data_and_rho_comes_from_the_reported_sizes(tmp_path, strategy):
     """Three sites of 40, 80 and 120 examples: the run trains (its test accuracy, on the server's test set of the
     digits, rises), FedAvg's weights and ZO-HFL's rho_i = N_i / N_train use the reported sizes."""
-    import zofl.server_app as server_app
+    import zofl.inprocess as inprocess
 
     seen = {}
-    serve = server_app.serve
+    serve = inprocess.serve
 
     def spy(grid, cfg, method, writer):
         x = serve(grid, cfg, method, writer)
@@ -84,11 +84,11 @@ def test_each_node_trains_on_its_own_data_and_rho_comes_from_the_reported_sizes(
            "output-dir": str(tmp_path), "run-name": strategy}
     if strategy == "zohfl":
         cfg["weighting"] = "rho"
-    server_app.serve = spy
+    inprocess.serve = spy
     try:
         d, x = run_inprocess(cfg, workers=0, node_config=nodes(tmp_path, [40, 80, 120]))
     finally:
-        server_app.serve = serve
+        inprocess.serve = serve
     assert seen["sizes"] == {0: 36, 1: 72, 2: 108}  # 90% of each site's examples train, 10% are held out
     assert seen["n_train"] == seen["split"] + 36 + 72 + 108  # the server's share + what the nodes reported
     rec = read_rounds(d)

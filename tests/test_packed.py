@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from zofl.packed import PACKED, main, pack, read_packed, study_runs
+from zofl.packed import PACKED, read_packed
+from zofl.study import main, pack, study_runs
 from zofl.results import read_rounds
 from zofl.stats import run_figures
 

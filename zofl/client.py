@@ -45,12 +45,13 @@ from .core.protocol import (
     NUM_PARTITIONS,
     PARTITION_ID,
 )
+from .extras import require
 from .methods import METHODS
 from .safeio import load_json
 from .strategies.wire import APP_CLIENT_ID, APP_QUERY, APP_SETTINGS, decode_app_work, reply_content
 from .tasks.base import DataSpec
 from .tasks.data import ArrayData, array_fingerprint
-from .tasks.torch_task import TorchTask, require
+from .tasks.torch_task import TorchTask
 
 MAX_SETTINGS = 64 * 1024  # characters of the settings a train message may carry (a few hundred in practice)
 

@@ -51,12 +51,18 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import KEY_BY_NAME, ConfigError, parse_config
+from .config import KEY_BY_NAME, ConfigError, config_warnings, parse_config
 from .figures import save as save_figure
-from .packed import pack
+from .inprocess import run_inprocess
+from .launch import die_with_parent, local_superlink
+from .methods import METHODS, reads
 from .results import FolderBusy, lock_folder, read_rounds, unlock_folder
 from .safeio import GRID_CAP, JSON_CAP, FileRefused, load_toml, read_json, read_user_bytes
-from .stats import fmt_interval, interval, paired, run_figures
+from .setup import check_run
+from .stats import fmt_interval, interval, paired, run_figures, t_quantile
+from .study import pack
+from .tasks.base import SplitTask
+from .tasks.data import DataError, check_file
 
 REPORT_EVERY_S = 60.0
 CELL_KEYS = ("strategy", "dataset", "alpha", "beta", "seed")  # how results are grouped and labelled
@@ -66,8 +72,6 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
     """All cells (run-configs) of a grid spec, in a stable order, each validated as far as a run can be
     without reading data (``zofl.setup.check_run``: the run-config, the task, the method's own rules),
     so a grid with one bad cell stops before any cell runs; the ConfigError names the cell."""
-    from .setup import check_run
-
     check_sections(spec)
     fixed = dict(spec.get("fixed", {}))
     grid = dict(spec.get("grid", {}))
@@ -201,10 +205,6 @@ def check_cell_data(cells: list[dict[str, Any]]) -> None:
     checks everything but the data): a corrupt file in the third cell must not wait for two cells to run.
     Only files (not the splits: a Dirichlet draw takes seconds per setting); tasks of their own data check
     it in their own run."""
-    from .setup import check_run
-    from .tasks.base import SplitTask
-    from .tasks.data import DataError, check_file
-
     seen: set[tuple[str, str, bool]] = set()
     for i, cell in enumerate(cells):
         _, task, spec = check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})
@@ -222,8 +222,6 @@ def grid_warnings(cells: list[dict[str, Any]]) -> list[str]:
     """The run-config warnings (``zofl.config.config_warnings``) of the grid's cells, each once, with
     how many cells it concerns: said before any cell runs (a cell run through Flower logs them only
     in its own output)."""
-    from .config import config_warnings
-
     seen: dict[str, int] = {}
     for cell in cells:
         for w in config_warnings(_full(cell)):
@@ -248,8 +246,6 @@ def _same_settings(cell: dict[str, Any], stored: dict[str, Any]) -> bool:
     """Whether a finished run's stored config.json is this cell under today's defaults: every key the
     cell's strategy reads (zofl.methods.reads) agrees; a key the run did not know yet must be at its
     default."""
-    from .methods import reads
-
     full = _full(cell)
     for k, v in full.items():
         if k in NOT_RESULTS or not reads(full["strategy"], k):
@@ -471,8 +467,6 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
     import numpy as np
     from cycler import cycler
 
-    from .stats import t_quantile
-
     groups: dict[str, dict[str, list[list[dict]]]] = {}
     for cell, _, _, rec in finished:
         full = _full(cell)
@@ -514,8 +508,6 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
 
 def _legend_label(cell: dict[str, Any], row_keys: list[str]) -> str:
     """A plot line's name: the method's title and the row keys this cell sets ("FedAvg, local-lr 0.05")."""
-    from .methods import METHODS
-
     strategy = _full(cell)["strategy"]
     title = METHODS[strategy].server.title if strategy in METHODS else strategy
     return ", ".join([title, *[f"{k} {cell[k]}" for k in row_keys[1:] if k in cell]])
@@ -584,8 +576,6 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
         return cell_id(cell), time.perf_counter() - t, "" if not failure else \
             f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 
-    from .launch import die_with_parent, local_superlink
-
     with ExitStack() as stack:
         if via == "flower":
             for i in range(parallel):
@@ -643,8 +633,6 @@ def one_blas_thread():
 def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
     """One cell with the in-process engine, inside a runner worker process."""
     import logging
-
-    from .inprocess import run_inprocess
 
     logging.getLogger("flwr").setLevel(logging.WARNING)
     t = time.perf_counter()

@@ -12,6 +12,7 @@ import functools
 from typing import Any, Mapping
 
 from .launch import toml_value
+from .methods import METHODS, check_method_config, keys
 from .settings import (  # noqa: F401  (re-exported: the names the rest of zofl and its users import from here)
     DATASETS,
     ENGINE_GROUPS,
@@ -20,30 +21,11 @@ from .settings import (  # noqa: F401  (re-exported: the names the rest of zofl 
     MAX_ROUNDS,
     MAX_STR,
     MIN_AVAILABILITY,
+    Config,
     ConfigError,
     Key,
     Settings,
 )
-
-
-def keys() -> tuple[Key, ...]:
-    """Every run-config key: the engine groups' (``zofl.settings.ENGINE_GROUPS``), then each registered
-    method's ``Params`` (``zofl.methods``), each key once."""
-    from .methods import METHODS
-
-    return _collect(tuple(dict.fromkeys(e.server.Params for e in METHODS.values())))
-
-
-@functools.lru_cache(maxsize=8)
-def _collect(params: tuple[type, ...]) -> tuple[Key, ...]:
-    out: dict[str, Key] = {}
-    for group in (*ENGINE_GROUPS, *params):
-        for k in group.keys():
-            if k.name in out and out[k.name].group != k.group:
-                raise ValueError(f"run-config key {k.name!r} is declared twice: in {out[k.name].group} and in "
-                                 f"{k.group} (declare it once, in a group both read)")
-            out.setdefault(k.name, k)
-    return tuple(out.values())
 
 
 def key_by_name() -> dict[str, Key]:
@@ -62,16 +44,6 @@ def __getattr__(name: str) -> Any:
     if name == "KEY_BY_NAME":
         return key_by_name()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class Config(dict):
-    """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
-
-    def __getattr__(self, attr: str) -> Any:
-        try:
-            return self[attr.replace("_", "-")]
-        except KeyError as exc:
-            raise AttributeError(attr) from exc
 
 
 def defaults() -> dict[str, Any]:
@@ -168,8 +140,6 @@ def _cross_checks(cfg: Config) -> None:
 def config_warnings(cfg: Config) -> list[str]:
     """Settings that run but mean something a user may not intend, said before round 1 (the ServerApp's
     log, and ``zofl run`` on stderr)."""
-    from .methods import METHODS  # the method's own warnings (Method.config_warnings)
-
     out = METHODS[cfg.strategy].server.config_warnings(cfg)
     if cfg.dataset == "cifar10" and not cfg.standardize:
         out.append("run-config key 'standardize' = false with dataset = 'cifar10': a linear model on raw [0, 1] "
@@ -205,7 +175,5 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
             raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {_show(value)}")
         cfg[name] = value
     _cross_checks(cfg)
-    from .methods import check_method_config  # which methods exist is the registry's (zofl.methods)
-
     check_method_config(cfg)
     return cfg

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .config import parse_config
 from .core.protocol import NUM_PARTITIONS, PARTITION_ID
-from .fleet_proxy import DEFAULT_MAX_BODY_MB
+from .fleet_proxy import DEFAULT_MAX_BODY_MB, certs_problem, serve
 from .launch import (
     PROJECT_DIR,
     _bin,
@@ -56,7 +57,7 @@ from .launch import (
     stop_process,
     wait_for_port,
 )
-from .results import file_version, run_outcome
+from .results import default_run_name, file_version, run_outcome
 
 
 class DeployError(ValueError):
@@ -372,8 +373,6 @@ def host_port(flag: str, value: str) -> tuple[str, int]:
 
 def fleet_proxy_command(args: argparse.Namespace) -> int:
     """``fleet-proxy``: every flag and the certificates checked before anything listens."""
-    from .fleet_proxy import certs_problem, serve
-
     host, port = host_port("--listen", args.listen)
     host_port("--superlink", args.superlink)
     if not args.max_body_mb > 0:
@@ -400,8 +399,6 @@ def command(args: argparse.Namespace) -> int:
     run_config = tomllib.loads(args.run_config.replace(" ", "\n")) if args.run_config else {}
     run_config.setdefault("num-clients", args.supernodes)
     run_config.setdefault("output-dir", str(Path(args.dir).expanduser().resolve() / "results"))
-    from .config import parse_config
-    from .results import default_run_name
 
     cfg = parse_config(run_config)  # a bad key: an error now, before any process starts
     run_config.setdefault("run-name", default_run_name(cfg.strategy, cfg.dataset))  # to find its summary

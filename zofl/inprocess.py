@@ -29,6 +29,7 @@ from flwr.supercore.task_identity import TaskIdentity
 
 from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 from .launch import die_with_parent
+from .server_app import make_run, serve
 
 RUN_ID = 1
 CLIENT_APP = "zofl.client_app:app"  # the ClientApp a grid runs unless told another (a user's App: tests)
@@ -214,8 +215,6 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
 
     Returns (results directory, final global model).
     """
-    from .server_app import make_run, serve
-
     cfg, method, writer = make_run(dict(run_config))
     with writer:
         grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent,

@@ -21,11 +21,7 @@ field whose values are not all of one Arrow type (lists of several kinds, object
 JSON text (listed in the file's metadata). ``pack`` checks every record read back against its
 source before it removes anything (``--remove``).
 
-    python -m zofl.packed STUDY [STUDY ...] [--remove | --remove-csv]
-
-packs each study (the cells' rounds.jsonl and any records already packed) into STUDY/rounds.parquet
-and reads every record back; with ``--remove`` it then deletes the cells' rounds.jsonl and the
-study's rounds.csv (derived from them), with ``--remove-csv`` the rounds.csv only.
+``python -m zofl.study STUDY [STUDY ...] [--remove | --remove-csv]`` packs studies (``zofl.study.pack``).
 ``zofl.results.read_rounds`` reads a packed cell as if its rounds.jsonl were there, so ``zofl
 compare``, ``zofl plot`` and the report scripts work on packed studies alike.
 
@@ -35,7 +31,6 @@ same format, for studies whose run folders are not kept.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -55,7 +50,7 @@ def _pa():
     return pa, pq
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_json(a: Any, b: Any) -> bool:
     """Equal and of the same JSON kind (1 is not 1.0, True is not 1); NaN equals NaN; an object's keys
     in any order (the packed columns keep one order for the whole study)."""
     if type(a) is not type(b):
@@ -63,9 +58,9 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     return a == b
 
 
@@ -79,7 +74,7 @@ def _column(pa, values: list[Any]):
         return arr, pa.array([None if v is None else type(v) is int for v in values], type=pa.bool_()), False
     try:
         arr = pa.array(values)
-        if all(_same(a, b) for a, b in zip(arr.to_pylist(), values)) and not pa.types.is_null(arr.type):
+        if all(same_json(a, b) for a, b in zip(arr.to_pylist(), values)) and not pa.types.is_null(arr.type):
             return arr, None, False
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         pass
@@ -189,75 +184,6 @@ def packed_records(run_dir: str | os.PathLike) -> list[dict[str, Any]] | None:
     return None if hit is None else [dict(r) for r in hit[1]]
 
 
-def _json(path: Path) -> dict[str, Any]:
-    """A cell's config.json or summary.json, read by ``zofl.safeio.read_json`` (a regular file, at most 1 MiB,
-    nested at most 32 levels); a ValueError naming the file if it is no JSON object."""
-    from .safeio import JSON_CAP, FileRefused, read_json
-
-    try:
-        value = read_json(path, JSON_CAP, f"run's {path.name}")
-    except FileRefused:
-        raise
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a run's {path.name} ({type(exc).__name__}: {exc})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: not a run's {path.name} (not a JSON object)")
-    return value
-
-
-def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
-    """(cell, config, records) of each finished cell of a study (summary.json present, status not
-    "failed"), in the cells' name order, packed or not: what a report script reads."""
-    from .results import read_rounds
-    study = Path(study)
-    out = []
-    for d in sorted((study / "cells").iterdir()) if (study / "cells").is_dir() else []:
-        if not (d / "summary.json").is_file() or not (d / "config.json").is_file():
-            continue
-        if _json(d / "summary.json").get("status") == "failed":
-            continue
-        out.append((d.name, _json(d / "config.json"), read_rounds(d)))
-    return out
-
-
-def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = False,
-         known: dict[str, list[dict[str, Any]]] | None = None) -> tuple[int, int]:
-    """Pack STUDY's records into STUDY/rounds.parquet; returns (cells, records). Every cell folder
-    with records is packed: from its rounds.jsonl, or, where that is gone, from the file packed
-    before (a cell with no record yet is left out). Each record read back is checked against its
-    source; then with ``remove`` the finished cells' rounds.jsonl and the study's rounds.csv are
-    deleted, with ``remove_csv`` the rounds.csv only (derived from the records: what the runner
-    wrote before it wrote rounds.parquet). ``known``: cell -> records the caller has read already
-    (the runner's reports), not read again."""
-    from .results import read_rounds  # a cell's own rounds.jsonl first, the packed file otherwise
-    study = Path(study)
-    cells = sorted(d for d in (study / "cells").iterdir() if d.is_dir()) if (study / "cells").is_dir() else []
-    runs = []
-    for d in cells:
-        if not (d / "config.json").is_file():
-            continue
-        if not (d / "rounds.jsonl").is_file() and packed_records(d) is None:
-            continue
-        records = known[d.name] if known and d.name in known else read_rounds(d)
-        if records:  # a cell that has just started (no record yet) has nothing to pack
-            runs.append((d.name, _json(d / "config.json"), records))
-    if not runs:
-        raise ValueError(f"{study}: no cell with records under {study / 'cells'} (not a study)")
-    write_packed(study / PACKED, runs)
-    back = read_packed(study / PACKED)
-    for cell, cfg, recs in runs:
-        got_cfg, got = back[cell]
-        if not (_same(got_cfg, cfg) and _same(got, recs)):
-            raise RuntimeError(f"{study / PACKED}: cell {cell} does not read back as written; nothing removed")
-    if remove:  # a finished cell's records only: an unfinished one may still be written to
-        for cell, _, _ in runs:
-            if (study / "cells" / cell / "summary.json").is_file():
-                (study / "cells" / cell / "rounds.jsonl").unlink(missing_ok=True)
-    if remove or remove_csv:
-        (study / "rounds.csv").unlink(missing_ok=True)
-    return len(runs), sum(len(r) for _, _, r in runs)
-
-
 def write_table(path: str | os.PathLike, columns: list[str], rows: list[list[Any]]) -> Path:
     """A long-format table (a row per record: a report script's per-round records of several runs) as
     Parquet, written like a study's file (zstd, byte-stream-split floats) and atomically; a column's type
@@ -275,25 +201,3 @@ def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a ``write_table`` file, in order, as {column: value} (None where missing)."""
     _, pq = _pa()
     return pq.read_table(path).to_pylist()
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m zofl.packed", description=__doc__.split("\n\n")[0])
-    ap.add_argument("study", nargs="+", type=Path, help="a zofl compare results folder (holds cells/)")
-    ap.add_argument("--remove", action="store_true",
-                    help="after checking the packed file, delete the cells' rounds.jsonl and the study's rounds.csv")
-    ap.add_argument("--remove-csv", action="store_true",
-                    help="after checking the packed file, delete the study's rounds.csv only")
-    args = ap.parse_args(argv)
-    for s in args.study:
-        before = sum(f.stat().st_size for f in s.rglob("*") if f.is_file() and f.name in ("rounds.jsonl", "rounds.csv"))
-        try:
-            n, k = pack(s, args.remove, args.remove_csv)
-        except ValueError as exc:  # a cell's file that is not a run's, named (one line, as zofl's other commands)
-            ap.exit(2, f"{ap.prog}: error: {' '.join(str(exc).split())}\n")
-        print(f"{s / PACKED}: {n} cells, {k} records, {(s / PACKED).stat().st_size / 1e6:.1f} MB "
-              f"(rounds.jsonl + rounds.csv: {before / 1e6:.1f} MB{', removed' if args.remove else ''})")
-
-
-if __name__ == "__main__":
-    main()

@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 
 from .figures import save as save_figure
+from .packed import packed_records
+from .results import read_rounds
 from .safeio import JSON_CAP, FileRefused, kind, read_json
 
 
@@ -85,11 +87,8 @@ def _value(rec: dict, key: str) -> float:
 
 def _load(path: Path) -> tuple[list[dict], dict]:
     """(records, config.json) of a run folder; a ValueError naming the file if it is not a run's."""
-    from .results import read_rounds
-
     if not path.is_dir():
         raise ValueError(f"{path} is not a folder (a run folder is <output-dir>/<run-name>)")
-    from .packed import packed_records
 
     if not (path / "rounds.jsonl").is_file() and (os.path.lexists(path / "rounds.jsonl") or
                                                   packed_records(path) is None):

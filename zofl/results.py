@@ -30,6 +30,7 @@ from typing import Any, Mapping
 from .config import ConfigError
 from .core.protocol import MAX_FINGERPRINT
 from .core.record import COUNT_FIELDS, ROUND_FIELDS  # noqa: F401  (ROUND_FIELDS: also the runner's CSV columns)
+from .packed import packed_records
 from .safeio import (
     JSON_CAP,
     RECORD_CAP,
@@ -551,7 +552,6 @@ def read_rounds(run_dir: str | os.PathLike, check_order: bool = False) -> list[d
     rounds.jsonl is gone is read from the packed file (not for a resume: ``check_order``)."""
     path = Path(run_dir) / "rounds.jsonl"
     if not check_order and not os.path.lexists(path):
-        from .packed import packed_records
         packed = packed_records(run_dir)
         if packed is not None:
             return packed

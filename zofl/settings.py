@@ -520,3 +520,27 @@ class NeumannSeries(Settings):
 
 
 ENGINE_GROUPS = (Run, Evaluation, Data, Clients, Faults, Robust, Policy, LocalSteps, Clock, Init, TaskSettings)
+
+
+@functools.lru_cache(maxsize=8)
+def collect_keys(params: tuple[type, ...]) -> tuple[Key, ...]:
+    """Every key of the engine groups (``ENGINE_GROUPS``) and of the groups ``params`` (the registered methods'
+    Params: ``zofl.methods.keys``), in that order, each once; a key declared in two groups is refused."""
+    out: dict[str, Key] = {}
+    for group in (*ENGINE_GROUPS, *params):
+        for k in group.keys():
+            if k.name in out and out[k.name].group != k.group:
+                raise ValueError(f"run-config key {k.name!r} is declared twice: in {out[k.name].group} and in "
+                                 f"{k.group} (declare it once, in a group both read)")
+            out.setdefault(k.name, k)
+    return tuple(out.values())
+
+
+class Config(dict):
+    """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            return self[attr.replace("_", "-")]
+        except KeyError as exc:
+            raise AttributeError(attr) from exc

@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from .config import Config, ConfigError, parse_config
 from .core.method import BILEVEL, CONTROL, HYPERGRAD, MODEL
+from .methods import METHODS
 from .settings import TaskSettings
 from .tasks import DataError, DataSpec, Task, TaskError, is_bilevel, is_hypergrad, load_task
 from .tasks.base import data_shape
@@ -53,8 +54,6 @@ def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
     strategy needs) and the method's own rules (``Method.check``, at most the data's shape). The
     runner (zofl.compare) calls it for every cell of a grid before any cell runs; raises ConfigError
     naming the key."""
-    from .methods import METHODS
-
     cfg = parse_config(run_config)
     task = _task(cfg)
     spec = data_spec(cfg)
@@ -66,8 +65,6 @@ def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
 
 def _check_without_server_data(cfg: Config, task: Task) -> None:
     """What needs the server's data refuses server-data = none, naming the key to change (a ConfigError)."""
-    from .methods import METHODS
-
     server = METHODS[cfg.strategy].server
     why = ("ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)"
            if cfg.strategy == "zohfl"
@@ -161,7 +158,6 @@ def _task(cfg: Config) -> Task:
         task = load_task(cfg.task)
     except TaskError as exc:
         raise ConfigError(f"run-config key 'task': {exc}") from exc
-    from .methods import METHODS
 
     fits, need = NEEDS[METHODS[cfg.strategy].server.needs]
     if not fits(task):

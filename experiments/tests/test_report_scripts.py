@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 from zofl.compare import cell_id, expand_grid, main
-from zofl.packed import pack
+from zofl.study import pack
 from zofl.results import read_rounds
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository

@@ -52,8 +52,6 @@ import numpy as np
 
 from ..algorithms.outliers import far_replies
 from ..faults import draw_fault
-from ..safeio import load_json
-from .checkpoint import array_problem, refuse, scalar
 from .checks import finite_or_kept, reply_problem
 from .evaluation import EvalAnswer
 from .method import Method
@@ -400,82 +398,3 @@ class AsyncRun(Run):
         self.away = [p for p in range(min(limit, self.m)) if p not in busy and away(self.leave, p, self.version)]
         if lost:
             log.warning("resume: clients %s were given up before the checkpoint and stay so", sorted(lost))
-
-
-# -- checks of a checkpoint's queue before a resume (zofl.core.run.resume_point) ----------------
-ASYNC_EXTRA = ("now", "task_no", "policy", "rejoins", "lost")  # AsyncRun.checkpoint_extra, besides task<i>/...
-TASK_META = ("pid", "task", "H", "version", "sent_at", "due")
-
-
-def check_async_extra(path, extra: dict[str, np.ndarray], method: Method, fresh: dict[str, np.ndarray],
-                      k: int) -> None:
-    """Refuse (``RunFolderError`` naming ``path`` and the array) a checkpointed queue that is not one this
-    run can have written at version ``k``: arrays missing, unknown or of another dtype or shape; a clock,
-    task number or policy count that is negative or not finite; a client id outside 0..m-1, a task number
-    not below task_no, a task's version above k; a task's arrays not those of a task on a fresh state
-    (``fresh``: names, dtypes, shapes) or failing the magnitude rule; a task's config not a JSON object."""
-    cfg, m = method.cfg, method.cfg.num_clients
-    n_tasks = 0
-    while f"task{n_tasks}/meta" in extra:
-        n_tasks += 1
-    heads = {f"task{i}" for i in range(n_tasks)}
-    tasks = {f"{h}/{part}" for h in heads for part in ("meta", "config")}
-    missing = sorted((set(ASYNC_EXTRA) | tasks) - set(extra))
-    unknown = sorted(n for n in extra if n not in ASYNC_EXTRA and n not in tasks
-                     and not (n.partition("/")[0] in heads and n.partition("/")[2].startswith("arrays/")))
-    if missing or unknown:
-        raise refuse(path, f"the asynchronous queue's arrays {['async/' + n for n in missing]} are missing, "
-                           f"{['async/' + n for n in unknown]} unknown")
-    scalar(path, "async/now", extra["now"], "f")
-    task_no = scalar(path, "async/task_no", extra["task_no"], "i")
-    policy = extra["policy"]
-    if not (policy.shape == (3,) and policy.dtype.kind in "iu"
-            and 0 <= policy[0] and 0 <= policy[2] <= policy[1] < m):
-        raise refuse(path, f"array 'async/policy' is {policy.dtype} {policy.tolist()}: not three integers (failed "
-                           f"windows >= 0, results in 0..{m - 1}, usable <= results)")
-    rejoins = extra["rejoins"]
-    if not (rejoins.ndim == 2 and rejoins.shape[1] == 3 and rejoins.dtype == np.float64
-            and np.all(np.isfinite(rejoins)) and np.all(rejoins[:, 1:] == np.round(rejoins[:, 1:]))
-            and np.all(rejoins[:, 0] >= 0) and np.all((0 <= rejoins[:, 1]) & (rejoins[:, 1] < task_no))
-            and np.all((0 <= rejoins[:, 2]) & (rejoins[:, 2] < m))):
-        raise refuse(path, f"array 'async/rejoins' ({rejoins.dtype}, shape {rejoins.shape}) is not float64 rows "
-                           f"(time >= 0, task number in 0..{task_no - 1}, client in 0..{m - 1})")
-    lost = extra["lost"]
-    if not (lost.ndim == 1 and lost.dtype.kind in "iu" and np.all((0 <= lost) & (lost < m))):
-        raise refuse(path, f"array 'async/lost' ({lost.dtype}, shape {lost.shape}) is not client ids in 0..{m - 1}")
-    want_arrays = method.plan_task(fresh, 0, 0, 0).arrays
-    for i in range(n_tasks):
-        _check_task(path, extra, i, m, task_no, k, cfg.clock == "simulated", want_arrays)
-
-
-def _check_task(path, extra: dict[str, np.ndarray], i: int, m: int, task_no: int, k: int, simulated: bool,
-                want_arrays: dict[str, np.ndarray]) -> None:
-    """One task in flight: its meta (client, task number, H, version, sent_at, due), config and arrays."""
-    name = f"async/task{i}/meta"
-    meta = extra[f"task{i}/meta"]
-    if meta.shape != (len(TASK_META),) or meta.dtype != np.float64:
-        raise refuse(path, f"array {name!r} is {meta.dtype} of shape {meta.shape}, not {len(TASK_META)} float64 "
-                           f"{TASK_META}")
-    pid, n, H, version, sent_at, due = meta
-    whole = all(np.isfinite(v) and v == round(v) for v in (pid, n, H, version))
-    if not (whole and 0 <= pid < m and 0 <= n < task_no and H >= 0 and 0 <= version <= k
-            and np.isfinite(sent_at) and sent_at >= 0
-            and (np.isfinite(due) and due >= sent_at if simulated else np.isnan(due))):
-        raise refuse(path, f"array {name!r} is {meta.tolist()}: not a task of this run (client in 0..{m - 1}, "
-                           f"task number below {task_no}, H >= 0, version in 0..{k}, sent_at >= 0, due "
-                           f"{'>= sent_at' if simulated else 'NaN (wall clock)'})")
-    config = extra[f"task{i}/config"]
-    try:
-        ok = config.ndim == 0 and config.dtype.kind == "U" and isinstance(load_json(str(config), str(path)), dict)
-    except ValueError:  # no JSON, or nested too deep (zofl.safeio: json's parser recursed, a RecursionError)
-        ok = False
-    if not ok:
-        raise refuse(path, f"array 'async/task{i}/config' is not a JSON object (a task's config)")
-    prefix = f"task{i}/arrays/"
-    arrays = {n[len(prefix):]: a for n, a in extra.items() if n.startswith(prefix)}
-    if sorted(arrays) != sorted(want_arrays):
-        raise refuse(path, f"task {i} carries arrays {sorted(arrays)}, a task of this run {sorted(want_arrays)}")
-    for key, want in want_arrays.items():
-        problem = array_problem(arrays[key], np.asarray(want))
-        if problem:
-            raise refuse(path, f"array 'async/{prefix}{key}' {problem}")

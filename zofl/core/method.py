@@ -27,8 +27,7 @@ from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
 from ..algorithms.server_opt import OPT_STATE, init_state, server_step
 from ..algorithms.smoothing import seed_sequence
-from ..config import ConfigError
-from ..settings import NoParams, Robust, ServerOptimizer, Settings, TaskSettings
+from ..settings import ConfigError, NoParams, Robust, ServerOptimizer, Settings, TaskSettings
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 from .sampling import round_size

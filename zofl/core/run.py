@@ -16,10 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError
 from ..faults import speed_factor, straggler_ids, task_delays
 from ..results import RunFolderError
-from .checkpoint import CHECKPOINT, check_state, check_sync_extra, load_checkpoint, save_checkpoint
+from ..settings import ConfigError
+from .checkpoint import (
+    CHECKPOINT,
+    check_async_extra,
+    check_state,
+    check_sync_extra,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .evaluation import EvalAnswer, fed_eval_due, weighted_metrics
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, late_kind
@@ -78,8 +85,6 @@ def resume_point(writer, method: Method, total: int):
 def check_extra(path, extra: dict[str, np.ndarray], method: Method, fresh: State, k: int) -> None:
     """The engine's arrays in the checkpoint: the asynchronous queue, or the synchronous simulated clock."""
     if method.cfg.engine == "async":
-        from .asynchronous import check_async_extra  # that module imports this one
-
         check_async_extra(path, extra, method, fresh, k)
     else:
         check_sync_extra(path, extra)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import streams
 from ..algorithms.smoothing import seed_sequence
-from ..config import MIN_AVAILABILITY
+from ..settings import MIN_AVAILABILITY
 
 STREAM_SAMPLING = streams.SAMPLING
 STREAM_AVAILABILITY = streams.AVAILABILITY

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .policy import kind_counts
 from .record import RoundRecord
 
 
@@ -52,7 +53,6 @@ def add_pending(summary: dict[str, Any], failures: list) -> None:
     summary's totals, so a run that ends before its next record still counts them."""
     if not failures:
         return
-    from .policy import kind_counts
 
     summary["total_failures"] += len(failures)
     for kind, n in kind_counts(failures).items():

@@ -14,9 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from ..config import Config, ConfigError, keys
 from ..core.method import ASYNC, CONTROL
-from ..settings import Settings
+from ..settings import Config, ConfigError, Key, Settings, collect_keys
 from .adbo import ADBO, SDBO
 from .afbo import AFBO
 from .afbo_global import AFBOGlobal
@@ -64,6 +63,12 @@ def _derive() -> None:
     READ_BY.clear()
     READ_BY.update({key: frozenset(n for n, e in METHODS.items() if key in e.server.params)
                     for key in dict.fromkeys(k for e in METHODS.values() for k in e.server.params)})
+
+
+def keys() -> tuple[Key, ...]:
+    """Every run-config key: the engine groups' (``zofl.settings.ENGINE_GROUPS``), then each registered
+    method's ``Params``, each key once (``zofl.config`` reads them from here)."""
+    return collect_keys(tuple(dict.fromkeys(e.server.Params for e in METHODS.values())))
 
 
 def register(method: type, client_work: Callable | None = None) -> MethodEntry:

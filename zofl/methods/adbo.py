@@ -62,10 +62,21 @@ from ..algorithms.adbo import (
 )
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
-from ..config import Config, ConfigError
 from ..core.method import ASYNC, HYPERGRAD, SYNC, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import LowerSGD, OuterStep, ServerInner, Settings, TaskSettings, choice, key, nonnegative, positive
+from ..settings import (
+    Config,
+    ConfigError,
+    LowerSGD,
+    OuterStep,
+    ServerInner,
+    Settings,
+    TaskSettings,
+    choice,
+    key,
+    nonnegative,
+    positive,
+)
 from ..tasks import DataSpec
 
 STREAM_OUTER, STREAM_CUT = streams.ADBO_OUTER, streams.ADBO_CUT

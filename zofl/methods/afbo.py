@@ -42,11 +42,10 @@ from .. import streams
 from ..algorithms.afbo import aligned_local_sgd, aphe, stored_mean
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
-from ..config import Config
 from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, TaskSettings, choice, key
+from ..settings import Config, LowerSGD, NeumannSeries, OuterStep, ServerInner, Settings, TaskSettings, choice, key
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES

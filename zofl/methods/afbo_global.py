@@ -45,11 +45,10 @@ from ..algorithms.afbo_global import (
 )
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
-from ..config import Config
 from ..core.method import ASYNC, HYPERGRAD, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import LowerSGD, NeumannSeries, OuterStep, ServerInner, TaskSettings
+from ..settings import Config, LowerSGD, NeumannSeries, OuterStep, ServerInner, TaskSettings
 from ..tasks import DataSpec
 from .afbo import StoredUpdates
 

@@ -30,9 +30,9 @@ from ..algorithms.fedavg import local_lrs, local_sgd
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import server_step_size, server_update
-from ..config import ConfigError
 from ..core.method import CONTROL, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
+from ..settings import ConfigError
 from ..tasks.data import ArrayData
 from .fedavg import LocalSGD
 from .zohfl import ZOHFL, UpperStep

@@ -18,10 +18,9 @@ from ..algorithms.fedavg import local_lrs, local_sgd, weighted_mean
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
-from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import ServerOptimizer, Settings, choice, key, positive
+from ..settings import Config, ServerOptimizer, Settings, choice, key, positive
 from ..tasks import DataSpec, Task
 
 

@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.lower_level import local_steps
-from ..config import Config
 from ..core.method import ASYNC, Method, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import client_local_steps, per_client
-from ..settings import key, nonnegative
+from ..settings import Config, key, nonnegative
 from ..tasks import DataSpec, Task
 from .fedavg import FedAvgParams, local_training
 

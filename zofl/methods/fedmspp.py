@@ -24,10 +24,9 @@ from ..algorithms.fedmspp import prox_solve, server_average
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
-from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import key, positive
+from ..settings import Config, key, positive
 from ..tasks import DataSpec, Task
 from .fedavg import LocalSGD
 

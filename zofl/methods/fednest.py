@@ -41,10 +41,9 @@ from .. import streams
 from ..algorithms.afbo import aligned_local_sgd
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
-from ..config import Config
 from ..core.method import HYPERGRAD, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import LowerSGD, NeumannSeries, OuterStep, TaskSettings
+from ..settings import Config, LowerSGD, NeumannSeries, OuterStep, TaskSettings
 from ..tasks import DataSpec
 
 STREAM_BATCHES = streams.BATCHES

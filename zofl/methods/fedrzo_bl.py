@@ -43,10 +43,9 @@ from ..algorithms.fedrzo_bl import (
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES
-from ..config import Config
 from ..core.method import BILEVEL, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import CommonRandom, LowerSGD, Smoothing, TaskSettings, choice, key, nonnegative
+from ..settings import CommonRandom, Config, LowerSGD, Smoothing, TaskSettings, choice, key, nonnegative
 from ..tasks import DataSpec
 from .fedrzo_nn import ZOLocal, local_set
 

@@ -22,10 +22,9 @@ from ..algorithms.fedrzo import local_zo_steps, project_ball0, project_box
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES, STREAM_DIRECTIONS
-from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import Settings, Smoothing, choice, key, positive
+from ..settings import Config, Settings, Smoothing, choice, key, positive
 from ..tasks import DataSpec, Task
 
 

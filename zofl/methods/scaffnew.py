@@ -31,11 +31,10 @@ from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.scaffnew import coin_steps, communicate, control_update, local_steps
 from ..algorithms.smoothing import seed_sequence
 from ..algorithms.zohfl import STREAM_BATCHES
-from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
 from ..core.sampling import round_size
-from ..settings import key
+from ..settings import Config, key
 from ..tasks import DataSpec, Task
 from .fedavg import ClientLR
 

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.fedavg import scaffold_client_control, scaffold_server_update
-from ..config import Config
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
+from ..settings import Config
 from ..tasks import DataSpec, Task
 from .fedavg import FedAvgParams, local_training
 

@@ -48,10 +48,21 @@ from ..algorithms.zohfl import (
     straggler_f2_values,
     zo_estimate,
 )
-from ..config import Config, ConfigError, key_by_name
 from ..core.method import Method, RoundPlan, State
 from ..core.protocol import Reply, Work
-from ..settings import CommonRandom, ServerOptimizer, Settings, Smoothing, choice, key, nonnegative, positive
+from ..settings import (
+    CommonRandom,
+    Config,
+    ConfigError,
+    Robust,
+    ServerOptimizer,
+    Settings,
+    Smoothing,
+    choice,
+    key,
+    nonnegative,
+    positive,
+)
 from ..tasks import DataSpec, Task
 from ..tasks.base import data_shape
 
@@ -152,7 +163,7 @@ class ZOHFL(Method):
     def config_warnings(cls, cfg) -> list[str]:
         hp = cls.Params.of(cfg)
         out = super().config_warnings(cfg)
-        defaults = key_by_name()
+        defaults = {k.name: k for k in (*cls.Params.keys(), *Robust.keys())}  # ENVELOPE_UNUSED: its own and coef-clip
         unused = [k for k in ENVELOPE_UNUSED if cfg[k] != defaults[k].default] if hp.estimator == "envelope" else []
         if unused:
             out.append(f"run-config key(s) {', '.join(repr(k) for k in unused)} set, but estimator = 'envelope' "

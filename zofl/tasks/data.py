@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extras import MissingExtra, require
+from ..safeio import FileRefused, open_regular, read_user_bytes
 from ..streams import SPLIT as SPLIT_STREAM
 from ..streams import TEST_SHARE
 
@@ -205,8 +207,6 @@ def _check_npz(path: Path, keys: tuple[str, ...]) -> None:
     larger than its compressed bytes can expand to, the total within this machine's memory."""
     import zipfile
 
-    from ..safeio import FileRefused, open_regular
-
     try:  # a regular file only, opened non-blocking: opening a FIFO waited for a writer for ever
         with os.fdopen(open_regular(path, ".npz data file"), "rb") as f:
             head = f.read(16)
@@ -312,8 +312,6 @@ def _read_source(path: Path) -> bytes:
     import gzip
     import io
     import zlib
-
-    from ..safeio import FileRefused, read_user_bytes
 
     try:
         raw = read_user_bytes(path, SOURCE_CAP, "original data file")
@@ -448,8 +446,6 @@ def download_npz(name: str, data_dir: str | os.PathLike) -> Path:
     """Fetch ``name`` with torchvision into ``data_dir`` and write ``<name>.npz`` (needs a network)."""
     if name == "covtype":
         return download_covtype(data_dir)
-    from .torch_task import MissingExtra, require
-
     try:
         torchvision = require("torchvision", f"downloading {name!r}")  # lazily: only this path needs it
     except MissingExtra as exc:
