@@ -16,6 +16,7 @@ at which it is <= 1e-3. ADBO: S = 3 of 4, tau = 3, speeds U(0.5, 1), as the test
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 
@@ -192,7 +193,9 @@ def frozen(rounds: int = 20000, steps: int = 50000) -> None:
     print(f"round {r}: iterate {np.linalg.norm(state['x'] - x_star) / n:.4f} from x*, largest plane violation "
           f"{np.max(G @ w + state['kappa'][on]):.1e}; optimum over its {int(on.sum())} planes "
           f"{np.linalg.norm(best - x_star) / n:.4f} from x*")
-    cfg["cut-every"] = 10 ** 12  # no more planes
+    # no more planes: the method reads its typed Params (hp), made when it was built (a change of cfg would not reach
+    # it, and did not before this line was mended: the runs printed so far kept adding planes)
+    method.hp = dataclasses.replace(method.hp, cut_every=10 ** 12)
     for t in range(1, steps + 1):
         works = method.plan(state, r, list(range(4)), [])
         state, _ = method.update(state, RoundPlan(r, list(range(4)), [], works),

@@ -281,7 +281,7 @@ def test_bilevel_methods_need_a_hypergradient_task():
         prepare({"strategy": "fednest"})
     with pytest.raises(ConfigError, match="needs a single-level task"):
         prepare({"task": "hyper-cleaning"})
-    assert parse_config({"strategy": "afbo", "engine": "async"}).aphe == "random-depth"
+    assert parse_config({"strategy": "afbo", "engine": "async"})["aphe"] == "random-depth"
 
 
 def test_regularization_hypergradient_matches_finite_differences():

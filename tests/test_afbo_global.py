@@ -146,11 +146,11 @@ def test_state_dict_round_trip_and_the_stored_bookkeeping():
     assert method.ready(s, [Reply(1, {"G": np.ones(3)}, 1)]) and not method.ready(s, [Reply(1, {"r": np.ones(3)}, 1)])
     s, f = method.update_async(s, 0, [], [])
     assert f["step"] == "inner" and method.phase(s) == "neumann"
-    np.testing.assert_allclose(s["y"], -cfg.inner_lr * np.ones(3))  # the mean over the clients heard from
+    np.testing.assert_allclose(s["y"], -cfg["inner-lr"] * np.ones(3))  # the mean over the clients heard from
     s = method.receive(s, Reply(2, {"r": np.full(3, 2.0)}, 1), 1)  # computed one step ago, on version 0
     assert s["r_ver"][2] == 0 and s["r_have"][2]
     s, f = method.update_async(s, 1, [], [])
-    np.testing.assert_allclose(s["v"], -2.0 / cfg.lipschitz_g * np.ones(3))
+    np.testing.assert_allclose(s["v"], -2.0 / cfg["lipschitz-g"] * np.ones(3))
     assert f["inner_age_mean"] == 1.0 and f["neumann_age_mean"] == 1.0 and method.phase(s) == "outer"
     back = method.load_state_dict(method.state_dict(s))
     assert back.keys() == s.keys() and all(np.array_equal(back[k], s[k]) and back[k].dtype == s[k].dtype for k in s)

@@ -898,16 +898,16 @@ def test_a_summary_s_outlier_fields_name_the_rule_and_the_unit():
 
     flagged = [{"sampled": [0, 1, 2], "outliers": [1]} for _ in range(4)]
     clip = parse_config({"coef-clip": 2.0})
-    assert outlier_fields(flagged, clip, "zohfl") == {"robust_rule": "coef-clip = 2", "outlier_warning": None}
-    plain = outlier_fields(flagged, clip, "fedavg")
+    assert outlier_fields(flagged, clip, True) == {"robust_rule": "coef-clip = 2", "outlier_warning": None}
+    plain = outlier_fields(flagged, clip, False)
     assert plain["robust_rule"] is None and "client(s) 1 (4 of 4 rounds)" in plain["outlier_warning"]
     sync = parse_config({})
     asyn = parse_config({"strategy": "fedbuff", "engine": "async"})
-    zohfl = outlier_fields(flagged, sync, "zohfl")["outlier_warning"]
+    zohfl = outlier_fields(flagged, sync, True)["outlier_warning"]
     assert "1 (4 of 4 rounds) lay far outside their rounds'" in zohfl and 'try aggregation = "median" or coef-clip' in zohfl
-    assert 'try aggregation = "median" or "trimmed-mean"' in outlier_fields(flagged, sync, "fedavg")["outlier_warning"]
+    assert 'try aggregation = "median" or "trimmed-mean"' in outlier_fields(flagged, sync, False)["outlier_warning"]
     assert "1 (4 of 4 updates) lay far outside their updates'" in \
-        outlier_fields(flagged, asyn, "fedbuff")["outlier_warning"]
+        outlier_fields(flagged, asyn, False)["outlier_warning"]
 
 
 def test_pending_failures_keep_the_clients_most_failed_first_then_by_id():

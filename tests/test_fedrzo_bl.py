@@ -15,7 +15,7 @@ from zofl.algorithms.fedrzo_bl import (
     phase_of,
     upper_local_steps,
 )
-from zofl.config import Config, ConfigError
+from zofl.config import ConfigError
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
 from zofl.setup import data_spec, prepare
@@ -106,7 +106,7 @@ def test_fair_relu_is_minimax_with_group_weights():
     num = np.array([(prob.f(x, y + 1e-6 * e, idx) - prob.f(x, y - 1e-6 * e, idx)) / 2e-6 for e in np.eye(C)])
     np.testing.assert_allclose(prob.lower_grad(x, y, idx), -num, atol=1e-6)
     # with y = 1 and no L2 on x, f_i + (lambda_y / 2) C is the plain mean squared loss of the ReLU task
-    f1 = task.client_problem(Config(cfg, l2=0.0), spec, 0).f(x, np.ones(C), idx) + 0.5 * 0.5 * C
+    f1 = task.client_problem(cfg.with_values({"l2": 0.0}), spec, 0).f(x, np.ones(C), idx) + 0.5 * 0.5 * C
     data = ReluNetTask().client_data(spec, 0)
     assert f1 == pytest.approx(ReluNetTask().loss(x, data.x, data.y))
 

@@ -3,6 +3,7 @@ counted in the summary, and under the papers' mean a warning naming the client a
 rules; the pure function on hand-made rounds, then cheap in-process runs (honest non-IID: silent; one
 hostile client under the mean: warned; under the median: counted, not warned; the asynchronous engine)."""
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -80,12 +81,16 @@ def test_the_warning_needs_a_client_flagged_in_enough_of_its_rounds():
 
 
 def test_the_rule_in_force():
-    assert defence(parse_config({}), "zohfl") is None
-    assert defence(parse_config({"aggregation": "median"}), "zohfl") == 'aggregation = "median"'
-    assert defence(parse_config({"coef-clip": 3.0}), "zohfl") == "coef-clip = 3"
-    assert defence(parse_config({"coef-clip": 0.5}), "zohfl") == "coef-clip = 0.5"  # any clip above 0 acts
-    assert defence(parse_config({"strategy": "fedavg", "coef-clip": 3.0}), "fedavg") is None  # not read by FedAvg
-    assert defence(parse_config({"estimator": "envelope", "coef-clip": 3.0}), "zohfl") is None  # no coefficients
+    assert defence(parse_config({}), True) is None
+    assert defence(parse_config({"aggregation": "median"}), True) == 'aggregation = "median"'
+    assert defence(parse_config({"coef-clip": 3.0}), True) == "coef-clip = 3"
+    assert defence(parse_config({"coef-clip": 0.5}), True) == "coef-clip = 0.5"  # any clip above 0 acts
+    assert defence(parse_config({"strategy": "fedavg", "coef-clip": 3.0}), False) is None  # a method that clips nothing
+    from zofl.methods.zohfl import ZOHFL  # which methods clip: their own property
+
+    two_point, envelope = (ZOHFL.clips_coefficients.fget(SimpleNamespace(hp=SimpleNamespace(estimator=e)))
+                           for e in ("two-point", "envelope"))
+    assert two_point and not envelope  # the envelope estimate has no coefficients
 
 
 BASE = {"num-rounds": 6, "num-clients": 10, "beta": 1.0, "tau": 2.0}

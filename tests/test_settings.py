@@ -10,7 +10,7 @@ import pytest
 
 from zofl.config import ConfigError, key_by_name, keys, parse_config
 from zofl.methods import METHODS
-from zofl.settings import ENGINE_GROUPS, Clients, Run, TaskSettings
+from zofl.settings import ENGINE_GROUPS, Clients, EngineSettings, Run, TaskSettings
 
 ZOFL = Path(__file__).resolve().parent.parent / "zofl"
 DICT_METHODS = {"get", "items", "keys", "values", "copy", "update", "pop", "setdefault"}
@@ -21,11 +21,28 @@ def _reads(path: Path, pattern: re.Pattern = READ) -> set[str]:
     return {m.group(1) for m in pattern.finditer(path.read_text())} - DICT_METHODS
 
 
-def test_every_cfg_attribute_read_in_the_package_is_a_key():
-    names = set(key_by_name())
-    bad = {str(p.relative_to(ZOFL)): sorted(a for a in _reads(p) if a.replace("_", "-") not in names)
-           for p in ZOFL.rglob("*.py")}
+ITEM = re.compile(r"""(?<![\w.])(?:self\.|run\.|self\.run\.|method\.)?cfg(?:\[|\.get\()\s*["']([a-z0-9-]+)["']""")
+
+
+def test_every_cfg_attribute_read_in_the_package_is_a_typed_field_of_the_keys_every_run_has():
+    """``cfg.<attr>`` anywhere in zofl/ is a declared field of ``EngineSettings`` (Config has no __getattr__: a
+    method's own key is read through its Params); ``cfg["key"]`` / ``cfg.get("key")`` anywhere is a declared key,
+    and outside zofl/methods/ one that every run has (no package reads a method's key behind READ_BY's back)."""
+    engine_fields = {k.field for k in EngineSettings.keys()}
+    bad = {str(p.relative_to(ZOFL)): sorted(_reads(p) - engine_fields) for p in ZOFL.rglob("*.py")}
     assert {p: a for p, a in bad.items() if a} == {}
+    names, engine_names = set(key_by_name()), {k.name for k in EngineSettings.keys()}
+    items = {str(p.relative_to(ZOFL)): _reads(p, ITEM) for p in ZOFL.rglob("*.py") if p.name != "settings.py"}
+    assert {p: sorted(a - names) for p, a in items.items() if a - names} == {}
+    outside = {p: sorted(a - engine_names) for p, a in items.items()
+               if not p.startswith("methods/") and a - engine_names}
+    assert outside == {}
+
+
+def test_the_read_checks_see_what_they_look_for():
+    text = 'x = cfg.num_clients + self.cfg.seed; y = cfg["eta"]; z = run.cfg.get("beta"); w = self.cfg.typo_key'
+    assert {m.group(1) for m in READ.finditer(text)} == {"num_clients", "seed", "get", "typo_key"}
+    assert {m.group(1) for m in ITEM.finditer(text)} == {"eta", "beta"}
 
 
 def test_a_method_reads_its_own_keys_only_through_its_typed_params():
@@ -47,7 +64,9 @@ def test_groups_are_typed_frozen_views_of_the_flat_run_config():
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.seed = 4
     zohfl = METHODS["zohfl"].server.Params.of(cfg)
-    assert zohfl.lambda_ == cfg["lambda"] and zohfl.eta == cfg.eta  # 'lambda' is a keyword: field lambda_
+    assert zohfl.lambda_ == cfg["lambda"] and zohfl.eta == cfg["eta"]  # 'lambda' is a keyword: field lambda_
+    with pytest.raises(AttributeError):  # a method's own key is no attribute of the run-config: its Params' field
+        cfg.eta
 
 
 def test_every_key_belongs_to_exactly_one_group_and_keeps_its_flat_name():

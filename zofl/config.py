@@ -167,13 +167,14 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
                  for k in unknown for close in [difflib.get_close_matches(k, by_name, n=1)]]
         raise ConfigError(f"unknown run-config key(s) {', '.join(hints)}; every key is listed by `zofl keys` "
                           f"(docs/keys.md) and in zofl/settings.py")
-    cfg = Config(defaults())
+    values = defaults()
     for name, value in run_config.items():
         key = by_name[name]
         value = _coerce(key, value)
         if not key.check(value):
             raise ConfigError(f"run-config key {name!r} must be {key.allowed}, got {_show(value)}")
-        cfg[name] = value
+        values[name] = value
+    cfg = Config.of_values(values)
     _cross_checks(cfg)
     check_method_config(cfg)
     return cfg

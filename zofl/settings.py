@@ -536,11 +536,48 @@ def collect_keys(params: tuple[type, ...]) -> tuple[Key, ...]:
     return tuple(out.values())
 
 
-class Config(dict):
-    """A validated run-config; keys readable as attributes with '-' -> '_' (cfg.num_clients)."""
+@dataclass(frozen=True)
+class EngineSettings(Run, Evaluation, Data, Clients, Faults, Robust, Policy, LocalSteps, Clock, Init, TaskSettings):
+    """Every key every run has (``ENGINE_GROUPS``), as one typed group."""
 
-    def __getattr__(self, attr: str) -> Any:
-        try:
-            return self[attr.replace("_", "-")]
-        except KeyError as exc:
-            raise AttributeError(attr) from exc
+
+@dataclass(frozen=True, eq=False)
+class Config(EngineSettings, Mapping):
+    """A validated run-config (``zofl.config.parse_config``): every key every run has as a typed, declared field
+    (``cfg.num_clients``, ``cfg.seed``: ``EngineSettings``), and every key, a method's own too, by its flat name
+    (``cfg["eta"]``), read-only; a method reads its own keys as its typed Params (``Method.hp``)."""
+
+    flat: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of_values(cls, values: Mapping[str, Any]) -> "Config":
+        """The Config of a complete, validated mapping of every key (``parse_config`` builds it)."""
+        return cls(**{k.field: values[k.name] for k in EngineSettings.keys()}, flat=dict(values))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.flat[key]
+
+    def __iter__(self):
+        return iter(self.flat)
+
+    def __len__(self) -> int:
+        return len(self.flat)
+
+    def keys(self):  # the mapping's (a group's declared keys: EngineSettings.keys())
+        return self.flat.keys()
+
+    def items(self):
+        return self.flat.items()
+
+    def values(self):
+        return self.flat.values()
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self.flat) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # a mapping (its values may be changed copies: never a key)
+
+    def with_values(self, changes: Mapping[str, Any]) -> "Config":
+        """A copy with ``changes`` ({flat name: value}), unchecked: for tests and scripts that vary a validated
+        config (``parse_config`` checks a run-config)."""
+        return Config.of_values({**self.flat, **changes})

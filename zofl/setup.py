@@ -66,13 +66,16 @@ def check_run(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
 def _check_without_server_data(cfg: Config, task: Task) -> None:
     """What needs the server's data refuses server-data = none, naming the key to change (a ConfigError)."""
     server = METHODS[cfg.strategy].server
-    why = ("ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)"
-           if cfg.strategy == "zohfl"
-           else f"strategy {cfg.strategy!r} is a server-side control: it trains on the server's data"
-           if server.kind == CONTROL else
-           f"task {cfg.task!r} is bilevel: its upper level is evaluated on the server's data" if server.needs != MODEL
-           else "x0 = 'pretrained' trains x_0 on the server's data (set x0 = 'zeros')" if cfg.x0 == "pretrained"
-           else None)
+    if server.kind == CONTROL:
+        why = f"strategy {cfg.strategy!r} is a server-side control: it trains on the server's data"
+    elif server.needs_server_data:  # the method's own reason (ZO-HFL's f1)
+        why = server.needs_server_data
+    elif server.needs != MODEL:
+        why = f"task {cfg.task!r} is bilevel: its upper level is evaluated on the server's data"
+    elif cfg.x0 == "pretrained":
+        why = "x0 = 'pretrained' trains x_0 on the server's data (set x0 = 'zeros')"
+    else:
+        why = None
     if why:
         raise ConfigError(f"run-config key 'server-data' = 'none': {why}; the server reads no data with it "
                           f"(docs/data.md: which methods need server data and why)")

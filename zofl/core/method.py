@@ -85,6 +85,7 @@ class Method:
     phased = False  # a round of num-rounds is several communication rounds of phases (FedNest, FedRZO_bl)
     local_steps_optional = False  # H = 0 is one of the method's settings (FedRZO_bl's Fig. 2): no rule against it
     one_task_per_version = False  # async: a client that replied at this version waits for the next
+    needs_server_data: str | None = None  # why the method cannot run with server-data = none (None: it can)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -195,6 +196,12 @@ class Method:
         """The optimizer of ``server_step``: the run-config's server-optimizer where the method reads it, else the
         method's own (a class attribute: FedAvgM's "momentum"), else "sgd"."""
         return self.hp.server_optimizer if isinstance(self.hp, ServerOptimizer) else "sgd"
+
+    @property
+    def clips_coefficients(self) -> bool:
+        """Whether run-config coef-clip acts in this run (the summary names it as the run's defence): only where a
+        method clips coefficients with it (ZO-HFL's two-point estimate)."""
+        return False
 
     # -- state ----------------------------------------------------------------------------
     def init(self) -> State:

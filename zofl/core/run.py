@@ -231,7 +231,7 @@ class Run:
                        **({"reported_sizes": {str(p): n for p, n in sorted(self.fed.sizes.items())},
                            "n_train": self.method.n_train} if self.fed and self.fed.sizes else {}),
                        total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
-                       **outlier_fields(recs, cfg, self.method.name), **self.method.summary_extra(recs))
+                       **outlier_fields(recs, cfg, self.method.clips_coefficients), **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
         lines = summary_lines(self.method.title, summary, self.setting())
         print("\n".join(lines), flush=True)

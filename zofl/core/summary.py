@@ -82,18 +82,13 @@ OUTLIER_ROUNDS = 3
 OUTLIER_SHARE = 0.2
 
 
-def clips(cfg, strategy: str) -> bool:
-    """Whether ``coef-clip`` acts in this run: ZO-HFL's two-point estimate (the envelope estimate has no
-    coefficients, the other methods none either)."""
-    return strategy == "zohfl" and cfg.estimator == "two-point"
-
-
-def defence(cfg, strategy: str) -> str | None:
-    """The run-config's rule that limits one hostile client's reply (a robust ``aggregation``, or ZO-HFL's
-    ``coef-clip`` on its two-point coefficients), or None under the papers' plain mean."""
+def defence(cfg, clips: bool) -> str | None:
+    """The run-config's rule that limits one hostile client's reply (a robust ``aggregation``, or ``coef-clip`` in a
+    run whose method clips its coefficients with it: ``clips``, ``Method.clips_coefficients``), or None under the
+    papers' plain mean."""
     if cfg.aggregation != "mean":
         return f'aggregation = "{cfg.aggregation}"'
-    if cfg.coef_clip > 0 and clips(cfg, strategy):
+    if cfg.coef_clip > 0 and clips:
         return f"coef-clip = {cfg.coef_clip:g}"
     return None
 
@@ -133,11 +128,12 @@ def outlier_warning(records: list[RoundRecord], rule: str | None, clip: bool = F
             f'"mean" one hostile client can move the model: try {rules} (docs/robustness.md)')
 
 
-def outlier_fields(records: list[RoundRecord], cfg, strategy: str) -> dict[str, Any]:
-    """summary.json's ``robust_rule`` (``defence``) and ``outlier_warning`` (``outlier_warning``, or None)."""
-    rule = defence(cfg, strategy)
+def outlier_fields(records: list[RoundRecord], cfg, clips: bool) -> dict[str, Any]:
+    """summary.json's ``robust_rule`` (``defence``) and ``outlier_warning`` (``outlier_warning``, or None);
+    ``clips``: whether the run's method clips coefficients with coef-clip (``Method.clips_coefficients``)."""
+    rule = defence(cfg, clips)
     unit = "updates" if cfg.engine == "async" else "rounds"
-    return {"robust_rule": rule, "outlier_warning": outlier_warning(records, rule, clips(cfg, strategy), unit)}
+    return {"robust_rule": rule, "outlier_warning": outlier_warning(records, rule, clips, unit)}
 
 
 def _outliers(s: dict[str, Any]) -> list[str]:

@@ -89,6 +89,8 @@ class F1Only(NoClients, ZOHFL):
     def config_warnings(cls, cfg) -> list[str]:
         return []
 
+    clips_coefficients = False  # no client estimate, no coefficients
+
     def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         """x_{r+1} = x_r - gamma_r (grad f1~(x_r, xi_r) + 0): Algorithm 1's line 8 with no client estimate."""
         r = plan.r

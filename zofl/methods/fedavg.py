@@ -92,19 +92,12 @@ def local_training(cfg: Config, task: Task, spec: DataSpec, pid: int, x: np.ndar
     return y, K, float(lrs.sum()), len(data)
 
 
-def make_client_work(prox_mu_key: str | None = None):
-    """client_work for FedAvg (no proximal term) or FedProx (proximal weight from ``prox_mu_key``)."""
-
-    def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
-        t0 = time.perf_counter()
-        prox_mu = cfg[prox_mu_key] if prox_mu_key else 0.0
-        y, steps, _, n = local_training(cfg, task, spec, work.pid, work.arrays["x"], work.round, work.H, prox_mu)
-        return Reply(work.pid, {"x": y}, n, {"steps": steps, "compute_s": time.perf_counter() - t0})
-
-    return client_work
-
-
-client_work = make_client_work()
+def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray],
+                prox_mu: float = 0.0) -> Reply:
+    """FedAvg's client: K = 2 H local steps from x_r, y sent (FedProx's with its proximal weight ``prox_mu``)."""
+    t0 = time.perf_counter()
+    y, steps, _, n = local_training(cfg, task, spec, work.pid, work.arrays["x"], work.round, work.H, prox_mu)
+    return Reply(work.pid, {"x": y}, n, {"steps": steps, "compute_s": time.perf_counter() - t0})
 
 
 class FlowerFedAvgRun(FedAvg):

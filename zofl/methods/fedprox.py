@@ -6,8 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import key, nonnegative
-from .fedavg import FedAvg, FedAvgParams, make_client_work
+import numpy as np
+
+from ..core.protocol import Reply, Work
+from ..settings import Config, key, nonnegative
+from ..tasks import DataSpec, Task
+from .fedavg import FedAvg, FedAvgParams
+from .fedavg import client_work as fedavg_client_work
 
 
 @dataclass(frozen=True)
@@ -22,4 +27,6 @@ class FedProx(FedAvg):
     Params = FedProxParams
 
 
-client_work = make_client_work("prox-mu")
+def client_work(cfg: Config, task: Task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
+    """FedAvg's client with the proximal term (mu/2)||y - x_r||^2, mu = prox-mu (its typed Params)."""
+    return fedavg_client_work(cfg, task, spec, work, state, FedProxParams.of(cfg).prox_mu)

@@ -147,6 +147,7 @@ class ZOHFL(Method):
 
     name, title = "zohfl", "ZO-HFL"
     Params = ZOHFLParams
+    needs_server_data = "ZO-HFL's upper objective f1 is the loss on the server's data (Eq. 1 of its paper)"
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -197,6 +198,11 @@ class ZOHFL(Method):
             if hp.directions > n:
                 raise ConfigError(f"run-config key 'directions': {hp.directions} orthogonal directions exceed the "
                                   f"model's dimension {n}")
+
+    @property
+    def clips_coefficients(self) -> bool:
+        """coef-clip clips the two-point coefficients (the envelope estimate has none)."""
+        return self.hp.estimator == "two-point"
 
     def reply_shapes(self, state: State, r: int) -> dict[str, tuple[int, ...]]:
         k, n = self.hp.directions, state["x"].size
