@@ -91,6 +91,25 @@ def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():
     assert result.arrays["w"].numpy().shape == (2, 3) and np.any(result.arrays["w"].numpy() != 0)
 
 
+@pytest.mark.parametrize("cls", APP_STRATEGIES, ids=lambda c: c.__name__)
+def test_every_strategy_for_a_users_app_runs_on_a_users_clientapp(cls):
+    """Each class of APP_STRATEGIES, with its defaults and one local step, two rounds (updates) on three nodes whose
+    ClientApp is a user's (a torch Linear model on data of its own): a finite model that moved, a record per round,
+    every client's reply used."""
+    extra = {"buffer-size": 2} if cls is FedBuffStrategy else {}
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app")
+    try:
+        strategy = cls(run_config={"local-steps": 1, **extra}, **({"clock": "simulated"} if cls is FedBuffStrategy
+                                                                   else {}))
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}), num_rounds=2)
+    finally:
+        grid.close()
+    w = result.arrays["w"].numpy()
+    assert w.shape == (2, 3) and np.all(np.isfinite(w)) and np.any(w != 0)
+    assert len(strategy.records) == 3 and all(rec["participants"] >= 1 for rec in strategy.records[1:])
+    assert all(rec["failures"] == 0 for rec in strategy.records[1:])
+
+
 def test_the_flat_model_is_the_records_arrays_in_order_and_comes_back_in_their_names():
     rec = ArrayRecord({"a.weight": Array(np.arange(6, dtype=np.float32).reshape(2, 3)),
                        "a.bias": Array(np.array([7.0, 8.0]))})

@@ -48,12 +48,17 @@ from .core.protocol import (
 from .extras import require
 from .methods import METHODS
 from .safeio import load_json
-from .strategies.wire import APP_CLIENT_ID, APP_QUERY, APP_SETTINGS, decode_app_work, reply_content
+from .strategies.wire import (
+    APP_CLIENT_ID,
+    APP_QUERY,
+    APP_SETTINGS,
+    MAX_APP_SETTINGS,
+    decode_app_work,
+    reply_content,
+)
 from .tasks.base import DataSpec
 from .tasks.data import ArrayData, array_fingerprint
 from .tasks.torch_task import TorchTask
-
-MAX_SETTINGS = 64 * 1024  # characters of the settings a train message may carry (a few hundred in practice)
 
 
 def train(msg: Message, context: Context, model, data: Iterable, loss_fn: Callable | None = None,
@@ -86,9 +91,9 @@ def train(msg: Message, context: Context, model, data: Iterable, loss_fn: Callab
 @functools.lru_cache(maxsize=8)
 def settings(text: Any) -> Config:
     """The run's settings from a train message (``zofl.strategies.app.settings_text``), checked as a run-config."""
-    if not isinstance(text, str) or len(text) > MAX_SETTINGS:
-        raise ValueError(f"the train message's {APP_SETTINGS} is not the JSON of at most {MAX_SETTINGS} characters "
-                         f"a zofl strategy sends")
+    if not isinstance(text, str) or len(text) > MAX_APP_SETTINGS:
+        raise ValueError(f"the train message's {APP_SETTINGS} is not the JSON of at most {MAX_APP_SETTINGS} "
+                         f"characters a zofl strategy sends")
     values = load_json(text, APP_SETTINGS)
     if not isinstance(values, dict):
         raise ValueError(f"the train message's {APP_SETTINGS} is not a JSON object")

@@ -55,7 +55,15 @@ from .asynchronous import AsyncStrategy, GridTransport
 from .deadline import DeadlineGrid
 from .message import MessageStrategy
 from .nodes import Federation, learn_app_nodes
-from .wire import APP_CLIENT_ID, APP_SETTINGS, Layout, app_work_content, flat_model, model_record
+from .wire import (
+    APP_CLIENT_ID,
+    APP_SETTINGS,
+    MAX_APP_SETTINGS,
+    Layout,
+    app_work_content,
+    flat_model,
+    model_record,
+)
 
 log = logging.getLogger("zofl")
 
@@ -67,7 +75,6 @@ CLIENT_DEVICE = {"speed-profile", "speed-param", "slow-clients", "step-time-s"}
 # the keys an App sets through the strategy's own arguments
 APP_OWN = {"strategy", "engine", "num-rounds", "num-clients", "seed", "beta", "round-deadline-s", "checkpoint-every",
            "batch-size", "clock", "client-wait-s"}
-MAX_SETTINGS_BYTES = 64 * 1024  # the settings a train message carries (a few hundred bytes in practice)
 
 
 def app_keys() -> frozenset[str]:
@@ -120,9 +127,9 @@ class AppRun:
 
     def _init_app(self, params, values, *, seed: int, batch_size: int, fraction_train: float,
                   min_available_nodes: int, run_config: Mapping[str, Any] | None, results_dir: str | None,
-                  wait_s: float) -> None:
+                  wait_s: float, **shared: Any) -> None:
         self.params = params_of(self.method, params, values)
-        self.shared = {"seed": seed, "batch-size": batch_size, "beta": fraction_train, "checkpoint-every": 0}
+        self.shared = {"seed": seed, "batch-size": batch_size, "beta": fraction_train, "checkpoint-every": 0, **shared}
         self.run_config = dict(run_config or {})
         self.min_available_nodes, self.wait_s = min_available_nodes, wait_s
         self.results_dir = results_dir
@@ -139,6 +146,9 @@ class AppRun:
         cfg = app_settings(self.method, self.params, {**self.shared, **extra, "num-rounds": num_rounds,
                                                      "num-clients": m}, self.run_config)
         self.settings_json = settings_text(cfg)
+        if len(self.settings_json) > MAX_APP_SETTINGS:  # a client would refuse them: say so here, once
+            raise ConfigError(f"the run's settings take {len(self.settings_json)} characters, more than the "
+                              f"{MAX_APP_SETTINGS} a train message carries (a string key of several KiB?)")
         spec = DataSpec(dataset="the clients' own data", num_clients=m, seed=cfg.seed)
         method = self.method(cfg, ModelArrays(x0), spec)
         method.reported_sizes = fed.sizes
@@ -243,10 +253,7 @@ class AsyncAppStrategy(AppRun, AsyncStrategy):
                  results_dir: str | None = None, wait_s: float = 120.0, **values):
         self._init_app(params, values, seed=seed, batch_size=batch_size, fraction_train=fraction_train,
                        min_available_nodes=min_available_nodes, run_config=run_config, results_dir=results_dir,
-                       wait_s=wait_s)
-        self.shared["clock"] = clock
-        app_settings(self.method, self.params, {**self.shared, "num-clients": max(1, min_available_nodes)},
-                     self.run_config)
+                       wait_s=wait_s, clock=clock)
         self.writer = self.fed = None
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,

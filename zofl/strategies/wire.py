@@ -52,6 +52,7 @@ LEGACY_EVALUATE_KEY = "evaluateins.parameters"  # and its EvaluateIns
 APP_QUERY = "zofl.query"  # config entry of a user ClientApp's train message that asks its client id only
 APP_CLIENT_ID = "zofl.client-id"  # config entry: the client id i the server gives a user ClientApp's node
 APP_SETTINGS = "zofl.settings"  # config entry: the run's settings that differ from the defaults, as JSON
+MAX_APP_SETTINGS = 64 * 1024  # characters of those settings a message may carry (a few hundred in practice)
 APP_ARRAYS = "zofl.arrays"  # a user ClientApp's work: the method's arrays besides x (x is "arrays", the model)
 Layout = tuple[tuple[str, tuple[int, ...], str], ...]  # a model record's (name, shape, dtype) in order
 
@@ -66,7 +67,7 @@ def flat_model(record: ArrayRecord) -> tuple[np.ndarray, Layout]:
     parts, layout = [], []
     for name, arr in record.items():
         a = arr.numpy()
-        if a.dtype.kind not in "fiu" or a.dtype.kind == "b":
+        if a.dtype.kind not in "fiu":
             raise ValueError(f"model array {name!r} has dtype {a.dtype}: the methods need real numbers")
         parts.append(a.astype(np.float64).ravel())
         layout.append((name, tuple(a.shape), str(a.dtype)))
