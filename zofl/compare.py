@@ -56,8 +56,8 @@ from .figures import save as save_figure
 from .inprocess import run_inprocess
 from .launch import die_with_parent, local_superlink
 from .methods import METHODS, reads
-from .results import FolderBusy, lock_folder, read_rounds, unlock_folder
-from .safeio import GRID_CAP, JSON_CAP, FileRefused, load_toml, read_json, read_user_bytes
+from .results import FolderBusy, lock_folder, read_rounds, read_run_json, unlock_folder
+from .safeio import GRID_CAP, FileRefused, load_toml, read_user_bytes
 from .setup import check_run
 from .stats import fmt_interval, interval, paired, run_figures, t_quantile
 from .study import pack
@@ -264,27 +264,13 @@ def finished_dir(out: Path, cell: dict[str, Any]) -> Path | None:
     candidates = [d] + (sorted(p for p in (out / "cells").iterdir() if p != d) if (out / "cells").is_dir() else [])
     for c in candidates:
         if (c / "summary.json").exists() and (c / "config.json").exists() and \
-                _same_settings(cell, _read_json(c / "config.json", "run's config.json")):
+                _same_settings(cell, read_run_json(c / "config.json")):
             if c != d:
                 if d.exists():
                     shutil.rmtree(d)
                 c.rename(d)
             return d
     return None
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    """A cell's config.json or summary.json as a dict, read by ``zofl.safeio.read_json`` (a regular file, at
-    most JSON_CAP bytes, nested at most MAX_DEPTH); a ConfigError naming the file otherwise."""
-    try:
-        value = read_json(path, JSON_CAP, what)
-    except FileRefused:
-        raise
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a {what} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path}: not a {what} (not a JSON object)")
-    return value
 
 
 def _full(cell: dict[str, Any]) -> dict[str, Any]:
@@ -321,7 +307,7 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
     for cell in cells:
         d = finished_dir(out, cell)
         if d is not None:
-            summary = _read_json(d / "summary.json", "run's summary.json")
+            summary = read_run_json(d / "summary.json")
             if summary.get("status") == "failed":  # stopped by the failure policy: listed, not tabled
                 failed.append((d.name, summary.get("failure")))
                 continue
@@ -572,7 +558,7 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
             with lock:
                 slots.append(sl)
         summary = out / "cells" / cell_id(cell) / "summary.json"
-        failure = _read_json(summary, "run's summary.json").get("failure") if summary.exists() else "no summary.json"
+        failure = read_run_json(summary).get("failure") if summary.exists() else "no summary.json"
         return cell_id(cell), time.perf_counter() - t, "" if not failure else \
             f"{failure}\n{(res.stdout + res.stderr)[-2000:]}"
 

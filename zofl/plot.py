@@ -15,8 +15,8 @@ from pathlib import Path
 
 from .figures import save as save_figure
 from .packed import packed_records
-from .results import read_rounds
-from .safeio import JSON_CAP, FileRefused, kind, read_json
+from .results import read_rounds, read_run_json
+from .safeio import kind
 
 
 def plot_runs(paths: list[Path], out: Path) -> None:
@@ -115,17 +115,8 @@ def _number(v) -> bool:
 
 
 def _config(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        cfg = read_json(path, JSON_CAP, "run's config.json")  # a regular file, at most 1 MiB, 32 levels deep
-    except FileRefused:
-        raise
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a run's config.json ({type(exc).__name__})") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: not a run's config.json (not a JSON object)")
-    return cfg
+    """A run's config.json (``results.read_run_json``), {} where there is none."""
+    return read_run_json(path) if path.exists() else {}
 
 
 def check_out(out: Path) -> None:

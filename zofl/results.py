@@ -506,6 +506,23 @@ class MemoryWriter:
         self.close()
 
 
+def read_run_json(path: str | os.PathLike) -> dict[str, Any]:
+    """A run's config.json, summary.json or data.json as a dict, read by ``zofl.safeio.read_json`` (a regular file,
+    at most JSON_CAP bytes, nested at most MAX_DEPTH levels): ``FileRefused`` as it is, ``RunFolderError`` naming
+    the file when it is no JSON object (the one reader of these files: zofl compare, zofl plot, zofl.study)."""
+    path = Path(path)
+    try:
+        value = read_json(path, JSON_CAP, f"run's {path.name}")
+    except FileRefused:
+        raise
+    except (OSError, ValueError) as exc:
+        raise RunFolderError(f"{path}: not a run's {path.name} ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(value, dict):
+        raise RunFolderError(f"{path}: not a run's {path.name} (not a JSON object)")
+    return value
+
+
 # -- reading records back ----------------------------------------------------------------------
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)

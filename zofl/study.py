@@ -16,22 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .packed import PACKED, packed_records, read_packed, same_json, write_packed
-from .results import read_rounds
-from .safeio import JSON_CAP, FileRefused, read_json
-
-
-def _json(path: Path) -> dict[str, Any]:
-    """A cell's config.json or summary.json, read by ``zofl.safeio.read_json`` (a regular file, at most 1 MiB,
-    nested at most 32 levels); a ValueError naming the file if it is no JSON object."""
-    try:
-        value = read_json(path, JSON_CAP, f"run's {path.name}")
-    except FileRefused:
-        raise
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a run's {path.name} ({type(exc).__name__}: {exc})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: not a run's {path.name} (not a JSON object)")
-    return value
+from .results import read_rounds, read_run_json
 
 
 def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
@@ -42,9 +27,9 @@ def study_runs(study: str | os.PathLike) -> list[tuple[str, dict[str, Any], list
     for d in sorted((study / "cells").iterdir()) if (study / "cells").is_dir() else []:
         if not (d / "summary.json").is_file() or not (d / "config.json").is_file():
             continue
-        if _json(d / "summary.json").get("status") == "failed":
+        if read_run_json(d / "summary.json").get("status") == "failed":
             continue
-        out.append((d.name, _json(d / "config.json"), read_rounds(d)))
+        out.append((d.name, read_run_json(d / "config.json"), read_rounds(d)))
     return out
 
 
@@ -68,7 +53,7 @@ def pack(study: str | os.PathLike, remove: bool = False, remove_csv: bool = Fals
             continue
         records = known[d.name] if known and d.name in known else read_rounds(d)
         if records:  # a cell that has just started (no record yet) has nothing to pack
-            runs.append((d.name, _json(d / "config.json"), records))
+            runs.append((d.name, read_run_json(d / "config.json"), records))
     if not runs:
         raise ValueError(f"{study}: no cell with records under {study / 'cells'} (not a study)")
     write_packed(study / PACKED, runs)
