@@ -37,6 +37,9 @@ NUM_PARTITIONS = "num-partitions"
 # fingerprint and shape, or why its data cannot be used; the server reads them (zofl.strategies.nodes) with bounds
 DATA_FINGERPRINT, NUM_FEATURES_KEY, NUM_CLASSES_KEY = "data-fingerprint", "num-features", "num-classes"
 DATA_ERROR = "data-error"
+# a refused SuperNode's "held by" (zofl.strategies.nodes.Federation.refused; the summary names the reason): its
+# claim is no partition of this run, or its own data cannot be used
+NO_PARTITION, NO_DATA = -1, -2
 MAX_FINGERPRINT = 128  # characters of a fingerprint a node reports or data.json keeps (array_fingerprint's: 16-64)
 MAX_DATA_ERROR = 2000  # characters of the reason a node gives
 MAX_EXAMPLES = 2**40  # a reported N_i (or held-out count) above this is no size a node can hold (4 GiB of rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .policy import kind_counts
+from .protocol import NO_DATA, NO_PARTITION
 from .record import RoundRecord
 
 
@@ -184,8 +185,8 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
               if s.get("unheld_partitions") else []),
             *(["  federation: refused SuperNode(s): "
                + ", ".join(f"{r['node']} (partition {r['claims']}, "
-                           + ("not a partition of this run)" if r["held_by"] == -1 else
-                              f"its data cannot be used: {r.get('reason', '')})" if r["held_by"] == -2 else
+                           + ("not a partition of this run)" if r["held_by"] == NO_PARTITION else
+                              f"its data cannot be used: {r.get('reason', '')})" if r["held_by"] == NO_DATA else
                               f"held by {r['held_by']})")
                            for r in s["refused_nodes"])] if s.get("refused_nodes") else []),
             *(["  federation: SuperNode(s) that took a partition over: "

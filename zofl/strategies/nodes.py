@@ -26,6 +26,8 @@ from ..core.protocol import (
     MAX_EXAMPLES,
     MAX_FINGERPRINT,
     METRICS,
+    NO_DATA,
+    NO_PARTITION,
     NUM_EXAMPLES,
     NUM_PARTITIONS,
     PARTITION_ID,
@@ -35,8 +37,6 @@ from ..core.protocol import (
 from .wire import APP_QUERY
 
 log = logging.getLogger("zofl")
-NO_PARTITION = -1  # Federation.refused's "held by" of a node whose claim is no partition of this run
-NO_DATA = -2  # Federation.refused's "held by" of a node whose own data cannot be used (its reason in data_errors)
 
 
 def partition_query(node: int) -> Message:
