@@ -27,7 +27,7 @@ from ..algorithms.lower_level import local_steps
 from ..algorithms.robust import combine_with
 from ..algorithms.server_opt import OPT_STATE, init_state, server_step
 from ..algorithms.smoothing import seed_sequence
-from ..settings import ConfigError, NoParams, Robust, ServerOptimizer, Settings, TaskSettings
+from ..settings import ConfigError, NoParams, Robust, ServerMomentum, ServerOptimizer, Settings, TaskSettings
 from .evaluation import model_metrics
 from .protocol import Reply, Work
 from .sampling import round_size
@@ -186,9 +186,9 @@ class Method:
         if isinstance(hp, ServerOptimizer):
             x, opt = server_step(self.server_optimizer, state["x"], delta, lr, t, moments, hp.server_momentum,
                                  hp.server_beta1, hp.server_beta2, hp.server_tau, count)
-        else:  # a method with a fixed optimizer (fedavgm: ServerMomentum only)
-            x, opt = server_step(self.server_optimizer, state["x"], delta, lr, t, moments,
-                                 getattr(hp, "server_momentum", 0.0), count=count)
+        else:  # a method with a fixed optimizer (fedavgm: its Params hold ServerMomentum only)
+            momentum = hp.server_momentum if isinstance(hp, ServerMomentum) else 0.0
+            x, opt = server_step(self.server_optimizer, state["x"], delta, lr, t, moments, momentum, count=count)
         return {**state, "x": x, **opt}
 
     @property
