@@ -16,7 +16,13 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 
 from zofl.config import ConfigError  # noqa: E402
 from zofl.inprocess import InProcessGrid, run_inprocess  # noqa: E402
-from zofl.strategies import APP_STRATEGIES, FedBuffStrategy, ScaffoldStrategy, ZOHFLStrategy  # noqa: E402
+from zofl.strategies import (  # noqa: E402
+    APP_STRATEGIES,
+    TASK_STRATEGIES,
+    FedBuffStrategy,
+    ScaffoldStrategy,
+    ZOHFLStrategy,
+)
 from zofl.strategies.wire import flat_model, model_record  # noqa: E402
 
 APP = Path(__file__).parent / "user_app"
@@ -110,6 +116,46 @@ def test_every_strategy_for_a_users_app_runs_on_a_users_clientapp(cls):
     assert all(rec["failures"] == 0 for rec in strategy.records[1:])
 
 
+TASKS = {"toy": "zofl.tasks.hypergrad:QuadraticHypergrad", "hyper-logistic": "hyper-logistic"}
+TASK_RUNS = {  # each bilevel method on its kind of task, as tests/test_config.py's small runs
+    "afbo": ("toy", {"buffer-size": 3}), "afbo-global": ("toy", {"buffer-size": 3}),
+    "adbo": ("toy", {"buffer-size": 3}), "fednest": ("toy", {}), "sdbo": ("toy", {}),
+    "fedrzo-bl": ("hyper-logistic", {"local-steps": 2, "lower-rounds": 1, "zo-lr": 0.01, "eta": 0.01}),
+}
+
+
+@pytest.mark.parametrize("cls", TASK_STRATEGIES, ids=lambda c: c.__name__)
+def test_a_bilevel_method_on_a_users_task_gives_the_harness_numbers_bit_for_bit(cls, tmp_path):
+    """Each bilevel method's strategy, its problem a task of zofl's protocol on the server (``task=``) and in the
+    ClientApps (``zofl.client.train_task``), Flower holding the upper variable x: its final x equals the same
+    method's through zofl's harness on the same task bit for bit (the simulated clock for the asynchronous ones)."""
+    from zofl.config import key_by_name, parse_config
+    from zofl.settings import TaskSettings
+    from zofl.setup import data_spec
+    from zofl.tasks import load_task
+
+    name = cls.method.name
+    kind, keys = TASK_RUNS[name]
+    task = load_task(TASKS[kind])
+    base = {"local-steps": 1, **keys}
+    params = {k: v for k, v in base.items() if k in cls.method.Params.names()}
+    shared = {k: v for k, v in base.items() if k not in params}
+    fields = {key_by_name()[k].field: v for k, v in params.items()}  # the Params' field names (zo-lr -> zo_lr)
+    clock = {"clock": "simulated"} if cls.method.kind == "async" else {}
+    rc = {"strategy": name, "task": TASKS[kind], "num-clients": 4, "beta": 1.0, **base,
+          **({"engine": "async"} if clock else {})}
+    x0 = np.asarray(task.init_x(TaskSettings.of(parse_config(rc)), data_spec(parse_config(rc))), dtype=np.float64)
+    grid = InProcessGrid({"task": TASKS[kind]}, 4, workers=0, client_app="task_client:app")
+    try:
+        no_eval = {} if clock else {"fraction_evaluate": 0.0}  # this ClientApp has no @app.evaluate()
+        strategy = cls(task=task, fraction_train=1.0, run_config=shared, **fields, **clock, **no_eval)
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"x": Array(x0)}), num_rounds=3)
+    finally:
+        grid.close()
+    _, x = run_inprocess({**rc, "num-rounds": 3, "output-dir": str(tmp_path), "run-name": name}, workers=0)
+    assert np.array_equal(result.arrays["x"].numpy().ravel(), x)
+
+
 def test_the_flat_model_is_the_records_arrays_in_order_and_comes_back_in_their_names():
     rec = ArrayRecord({"a.weight": Array(np.arange(6, dtype=np.float32).reshape(2, 3)),
                        "a.bias": Array(np.array([7.0, 8.0]))})
@@ -149,8 +195,9 @@ def test_every_registered_model_method_has_a_strategy_for_a_users_app():
 
     model = {e.server for e in METHODS.values() if e.server.needs == MODEL and e.server.kind != CONTROL
              and not e.server.flower_fedavg}
-    assert {cls.method for cls in APP_STRATEGIES} == model
-    for cls in APP_STRATEGIES:
+    bilevel = {e.server for e in METHODS.values() if e.server.needs != MODEL}
+    assert {cls.method for cls in APP_STRATEGIES} == model and {cls.method for cls in TASK_STRATEGIES} == bilevel
+    for cls in APP_STRATEGIES + TASK_STRATEGIES:
         assert cls.__module__ == f"zofl.strategies.{cls.method.__module__.rsplit('.', 1)[1]}", cls
 
 

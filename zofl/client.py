@@ -44,10 +44,12 @@ from .core.protocol import (
     NUM_EXAMPLES,
     NUM_PARTITIONS,
     PARTITION_ID,
+    Work,
 )
 from .extras import require
 from .methods import METHODS
 from .safeio import load_json
+from .setup import data_spec
 from .strategies.wire import (
     APP_CLIENT_ID,
     APP_QUERY,
@@ -70,13 +72,7 @@ def train(msg: Message, context: Context, model, data: Iterable, loss_fn: Callab
     x, y = gather(data, batch_keys)
     if config.get(APP_QUERY) == "partition":
         return Message(identity(context, x, y), reply_to=msg)
-    cfg = settings(config.get(APP_SETTINGS))
-    pid = config.get(APP_CLIENT_ID)
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
-        raise ValueError(f"the train message gives no client id ({APP_CLIENT_ID}): is the server a zofl strategy?")
-    work = decode_app_work(msg.content, pid)
-    for key in (APP_CLIENT_ID, APP_SETTINGS):
-        work.config.pop(key, None)
+    cfg, work = _work(msg, config)
     task = ModelTask(model, loss_fn, x, y)
     if work.arrays["x"].shape != (task.size,):
         raise ValueError(f"the server's model has {work.arrays['x'].size} parameters, this ClientApp's "
@@ -86,6 +82,38 @@ def train(msg: Message, context: Context, model, data: Iterable, loss_fn: Callab
                                               state)
     save_state(context, state)
     return Message(reply_content(reply), reply_to=msg)
+
+
+def train_task(msg: Message, context: Context, task) -> Message:
+    """The reply to a train message of a bilevel method's strategy (``AFBOStrategy``, ``FedNestStrategy``, ...): its
+    client work on ``task``, an object of zofl's bilevel protocol (``zofl.tasks.bilevel.BilevelTask``, or the
+    hypergradient tasks' ``zofl.tasks.hypergrad``) holding this node's problem (its ``client_problem`` /
+    ``client_oracles`` for its client id). The message's "arrays" is the upper variable x as the strategy's
+    initial_arrays named it; the lower variable and the method's other arrays travel beside it."""
+    config = msg.content.config_records.get(CONFIG, ConfigRecord())
+    if config.get(APP_QUERY) == "partition":
+        node = context.node_config
+        has = PARTITION_ID in node and NUM_PARTITIONS in node
+        return Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: int(node[PARTITION_ID]) if has else -1,
+                                                          NUM_PARTITIONS: int(node[NUM_PARTITIONS]) if has else 0})}),
+                       reply_to=msg)
+    cfg, work = _work(msg, config)
+    state = load_state(context)
+    reply = METHODS[cfg.strategy].client_work(cfg, task, data_spec(cfg), work, state)
+    save_state(context, state)
+    return Message(reply_content(reply), reply_to=msg)
+
+
+def _work(msg: Message, config) -> tuple[Config, Work]:
+    """The run's settings and the Work a zofl strategy's train message carries (checked)."""
+    cfg = settings(config.get(APP_SETTINGS))
+    pid = config.get(APP_CLIENT_ID)
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 0:
+        raise ValueError(f"the train message gives no client id ({APP_CLIENT_ID}): is the server a zofl strategy?")
+    work = decode_app_work(msg.content, pid)
+    for key in (APP_CLIENT_ID, APP_SETTINGS):
+        work.config.pop(key, None)
+    return cfg, work
 
 
 @functools.lru_cache(maxsize=8)

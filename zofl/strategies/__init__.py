@@ -18,13 +18,18 @@ from __future__ import annotations
 
 from ..core.method import ASYNC
 from ..methods import METHODS
+from .adbo import ADBOStrategy, SDBOStrategy
+from .afbo import AFBOStrategy
+from .afbo_global import AFBOGlobalStrategy
 from .app import AppStrategy, AsyncAppStrategy
 from .asynchronous import AsyncStrategy, GridTransport
 from .fedavg import FedAvgStrategy
 from .fedavgm import FedAvgMStrategy
 from .fedbuff import FedBuffStrategy
 from .fedmspp import FedMSPPStrategy
+from .fednest import FedNestStrategy
 from .fedprox import FedProxStrategy
+from .fedrzo_bl import FedRZOblStrategy
 from .fedrzo_nn import FedRZOnnStrategy
 from .flwr_fedavg import FlowerFedAvg, LegacyFlowerFedAvg
 from .legacy import LegacyStrategy
@@ -33,9 +38,11 @@ from .scaffnew import ScaffnewStrategy
 from .scaffold import ScaffoldStrategy
 from .zohfl import ZOHFLStrategy
 
-# a user App's strategy of each method that has one (tests and docs/user-app.md follow this tuple)
+# a user App's strategy of each method that has one (tests and docs/user-app.md follow these tuples): of a supervised
+# model (its client half zofl.client.train), and of a bilevel problem given as a task (zofl.client.train_task)
 APP_STRATEGIES = (ZOHFLStrategy, FedAvgStrategy, FedAvgMStrategy, FedProxStrategy, ScaffoldStrategy, ScaffnewStrategy,
                   FedMSPPStrategy, FedRZOnnStrategy, FedBuffStrategy)
+TASK_STRATEGIES = (FedRZOblStrategy, AFBOStrategy, AFBOGlobalStrategy, FedNestStrategy, ADBOStrategy, SDBOStrategy)
 
 
 def strategy_class(engine: str, strategy: str) -> type:
@@ -49,8 +56,8 @@ def strategy_class(engine: str, strategy: str) -> type:
     return AsyncStrategy if method.kind == ASYNC else MessageStrategy
 
 
-__all__ = ["APP_STRATEGIES", "AppStrategy", "AsyncAppStrategy", "AsyncStrategy", "FedAvgMStrategy", "FedAvgStrategy",
-           "FedBuffStrategy",
-           "FedMSPPStrategy", "FedProxStrategy", "FedRZOnnStrategy", "FlowerFedAvg", "GridTransport",
-           "LegacyFlowerFedAvg", "LegacyStrategy", "MessageStrategy", "ScaffnewStrategy", "ScaffoldStrategy",
-           "ZOHFLStrategy", "strategy_class"]
+__all__ = ["ADBOStrategy", "AFBOGlobalStrategy", "AFBOStrategy", "APP_STRATEGIES", "AppStrategy", "AsyncAppStrategy",
+           "AsyncStrategy", "FedAvgMStrategy", "FedAvgStrategy", "FedBuffStrategy", "FedMSPPStrategy",
+           "FedNestStrategy", "FedProxStrategy", "FedRZOblStrategy", "FedRZOnnStrategy", "FlowerFedAvg",
+           "GridTransport", "LegacyFlowerFedAvg", "LegacyStrategy", "MessageStrategy", "SDBOStrategy",
+           "ScaffnewStrategy", "ScaffoldStrategy", "TASK_STRATEGIES", "ZOHFLStrategy", "strategy_class"]

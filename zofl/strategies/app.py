@@ -25,6 +25,11 @@ shapes, float64 (``wire.model_record``), and Flower's ``Result`` holds the final
 FedAvg's (``fraction_evaluate`` of the nodes get the model in Flower's convention and answer with the user's own
 ``@app.evaluate()``), and ``evaluate_fn`` is Flower's server-side evaluation.
 
+A bilevel method (``needs`` BILEVEL or HYPERGRAD: ``AFBOStrategy``, ``FedNestStrategy``, ...) takes its problem as
+``task=``, an object of zofl's task protocol, on the server and in the ClientApps (``zofl.client.train_task``);
+Flower then holds the upper variable x (``initial_arrays`` is x_0, ``tasks.arrays.WithInitialX``), the data spec is
+the run-config's (``setup.data_spec``), and a phased method's rounds are each several of Flower's.
+
 Choices (say so to a user; docs/user-app.md): the clients are the SuperNodes connected when ``start`` begins (at
 least ``min_available_nodes``), numbered by their partition-id where their node configs name one; the server
 holds no data (ZO-HFL's f1 is 0, N_i is each client's report); the simulated devices and injected faults of the
@@ -38,18 +43,20 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result, Strategy
 
 from ..config import Config, ConfigError, defaults, parse_config
 from ..core.asynchronous import AsyncRun
-from ..core.method import ASYNC, Method
+from ..core.method import ASYNC, MODEL, Method
 from ..core.protocol import ARRAYS, CONFIG
 from ..core.rounds import SyncRun
 from ..results import MemoryWriter, ResultsWriter
-from ..settings import ENGINE_GROUPS
-from ..tasks.arrays import ModelArrays
+from ..settings import ENGINE_GROUPS, TaskSettings
+from ..setup import NEEDS, data_spec
+from ..tasks.arrays import ModelArrays, WithInitialX
 from ..tasks.base import DataSpec
 from .asynchronous import AsyncStrategy, GridTransport
 from .deadline import DeadlineGrid
@@ -75,6 +82,9 @@ CLIENT_DEVICE = {"speed-profile", "speed-param", "slow-clients", "step-time-s"}
 # the keys an App sets through the strategy's own arguments
 APP_OWN = {"strategy", "engine", "num-rounds", "num-clients", "seed", "beta", "round-deadline-s", "checkpoint-every",
            "batch-size", "clock", "client-wait-s"}
+
+
+UNKNOWN_M = 10**6  # num-clients while the strategy is made, before start() has learned the federation
 
 
 def app_keys() -> frozenset[str]:
@@ -127,15 +137,22 @@ class AppRun:
 
     def _init_app(self, params, values, *, seed: int, batch_size: int, fraction_train: float,
                   min_available_nodes: int, run_config: Mapping[str, Any] | None, results_dir: str | None,
-                  wait_s: float, **shared: Any) -> None:
+                  wait_s: float, task: Any = None, **shared: Any) -> None:
         self.params = params_of(self.method, params, values)
+        self.task = task
+        if self.method.needs != MODEL:  # a bilevel method: the user's problem is a task of zofl's protocol
+            fits, need = NEEDS[self.method.needs]
+            if task is None or not fits(task):
+                raise TypeError(f"{self.method.title} needs task=, {need}; got {type(task).__name__}")
+        elif task is not None:
+            raise TypeError(f"{self.method.title} trains the model of the ClientApps: it takes no task")
         self.shared = {"seed": seed, "batch-size": batch_size, "beta": fraction_train, "checkpoint-every": 0, **shared}
         self.run_config = dict(run_config or {})
         self.min_available_nodes, self.wait_s = min_available_nodes, wait_s
         self.results_dir = results_dir
-        # checked now, as Flower's FedAvg checks its arguments when it is made (m and the rounds: at start)
-        app_settings(self.method, self.params, {**self.shared, "num-clients": max(1, min_available_nodes)},
-                     self.run_config)
+        # checked now, as Flower's FedAvg checks its arguments when it is made; the rules that involve m (the
+        # federation's size: buffer-size <= m, min-replies <= beta m) at start, when m is known
+        app_settings(self.method, self.params, {**self.shared, "num-clients": UNKNOWN_M}, self.run_config)
         self.layout: Layout = ()
         self.settings_json = ""
 
@@ -149,11 +166,20 @@ class AppRun:
         if len(self.settings_json) > MAX_APP_SETTINGS:  # a client would refuse them: say so here, once
             raise ConfigError(f"the run's settings take {len(self.settings_json)} characters, more than the "
                               f"{MAX_APP_SETTINGS} a train message carries (a string key of several KiB?)")
+        if self.task is not None:  # a bilevel method on the user's task: its x is the App's model, the rest the task's
+            spec = data_spec(cfg)
+            want = np.asarray(self.task.init_x(TaskSettings.of(cfg), spec)).size
+            if x0.size != want:
+                raise ValueError(f"initial_arrays hold {x0.size} numbers, the task's upper variable x {want}")
+            method = self.method(cfg, WithInitialX(self.task, x0), spec)
+            return cfg, method, self._writer(cfg), fed
         spec = DataSpec(dataset="the clients' own data", num_clients=m, seed=cfg.seed)
         method = self.method(cfg, ModelArrays(x0), spec)
         method.reported_sizes = fed.sizes
-        writer = MemoryWriter(cfg) if self.results_dir is None else ResultsWriter(Path(self.results_dir), cfg)
-        return cfg, method, writer, fed
+        return cfg, method, self._writer(cfg), fed
+
+    def _writer(self, cfg: Config):
+        return MemoryWriter(cfg) if self.results_dir is None else ResultsWriter(Path(self.results_dir), cfg)
 
     def _address(self, messages: Iterable[Message], pids: Iterable[int]) -> list[Message]:
         """Each train message in a user's form (``wire.app_work_content``: the model in the user's names) with its
@@ -161,10 +187,12 @@ class AppRun:
         out = list(messages)
         models: dict[int, ArrayRecord] = {}  # one record per distinct x (every client's, in a round)
         for msg, pid in zip(out, pids):
-            x = msg.content.array_records[ARRAYS]["x"]
-            if id(x) not in models:
-                models[id(x)] = model_record(x.numpy(), self.layout)
-            app_work_content(msg.content, models[id(x)])
+            arrays = msg.content.array_records[ARRAYS]
+            if "x" in arrays:  # (a phase of FedRZO_bl's that sends no x keeps zofl's form)
+                x = arrays["x"]
+                if id(x) not in models:
+                    models[id(x)] = model_record(x.numpy(), self.layout)
+                app_work_content(msg.content, models[id(x)])
             rec = msg.content.config_records[CONFIG]
             rec[APP_CLIENT_ID] = int(pid)
             rec[APP_SETTINGS] = self.settings_json
@@ -191,10 +219,10 @@ class AppStrategy(AppRun, MessageStrategy):
                  min_evaluate_nodes: int = 2, min_available_nodes: int = 2, seed: int = 0, batch_size: int = 32,
                  weighted_by_key: str = "num-examples", evaluate_metrics_aggr_fn: Callable | None = None,
                  run_config: Mapping[str, Any] | None = None, results_dir: str | None = None,
-                 wait_s: float = 120.0, **values):
+                 wait_s: float = 120.0, task: Any = None, **values):
         self._init_app(params, values, seed=seed, batch_size=batch_size, fraction_train=fraction_train,
                        min_available_nodes=min_available_nodes, run_config=run_config, results_dir=results_dir,
-                       wait_s=wait_s)
+                       wait_s=wait_s, task=task)
         # Flower's own FedAvg does the evaluation half (its sampling, message convention and weighting)
         self.flower = FedAvg(fraction_evaluate=fraction_evaluate, min_evaluate_nodes=min_evaluate_nodes,
                              min_available_nodes=min_available_nodes, weighted_by_key=weighted_by_key,
@@ -213,8 +241,9 @@ class AppStrategy(AppRun, MessageStrategy):
             run.set_federation(fed)
             MessageStrategy.__init__(self, run, fed)
             self.grid = DeadlineGrid(grid)
-            return Strategy.start(self, self.grid, model_record(run.x, self.layout), num_rounds, timeout,
-                                  train_config, evaluate_config, evaluate_fn)
+            # Flower's rounds are communication rounds: num_rounds of a phased method (FedNest, FedRZO_bl) are more
+            return Strategy.start(self, self.grid, model_record(run.x, self.layout), len(run.pending_rounds()),
+                                  timeout, train_config, evaluate_config, evaluate_fn)
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -250,10 +279,10 @@ class AsyncAppStrategy(AppRun, AsyncStrategy):
 
     def __init__(self, params=None, *, fraction_train: float = 1.0, min_available_nodes: int = 2, seed: int = 0,
                  batch_size: int = 32, clock: str = "wall", run_config: Mapping[str, Any] | None = None,
-                 results_dir: str | None = None, wait_s: float = 120.0, **values):
+                 results_dir: str | None = None, wait_s: float = 120.0, task: Any = None, **values):
         self._init_app(params, values, seed=seed, batch_size=batch_size, fraction_train=fraction_train,
                        min_available_nodes=min_available_nodes, run_config=run_config, results_dir=results_dir,
-                       wait_s=wait_s, clock=clock)
+                       wait_s=wait_s, task=task, clock=clock)
         self.writer = self.fed = None
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,

@@ -126,7 +126,10 @@ def app_work_content(content: RecordDict, model: ArrayRecord) -> None:
 
 
 def decode_app_work(content: RecordDict, pid: int) -> Work:
-    """The client's side of ``app_work_content``: the Work the method's client half takes (x flat)."""
+    """The client's side of ``app_work_content``: the Work the method's client half takes (x flat); a work sent
+    without x (a phase that needs none) is in zofl's own form."""
+    if APP_ARRAYS not in content.array_records:
+        return decode_work(content, pid)
     work = decode_work(RecordDict({CONFIG: content.config_records[CONFIG],
                                    ARRAYS: content.array_records.get(APP_ARRAYS, ArrayRecord())}), pid)
     work.arrays = {"x": flat_model(content.array_records[ARRAYS])[0], **work.arrays}

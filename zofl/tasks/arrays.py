@@ -44,3 +44,17 @@ class ModelArrays:
         raise RuntimeError("the server of a user's App holds no data: the loss is the clients'")
 
     grad = predict = loss
+
+
+class WithInitialX:
+    """A user's task of zofl's bilevel protocol (``zofl.tasks.bilevel`` / ``zofl.tasks.hypergrad``) on the server of
+    their App, whose x_0 is the ``initial_arrays`` Flower was handed (``init_x``); everything else is the task's."""
+
+    def __init__(self, task, x0: np.ndarray):
+        self.task, self.x0 = task, np.asarray(x0, dtype=np.float64)
+
+    def __getattr__(self, name: str):
+        return getattr(self.task, name)
+
+    def init_x(self, settings, spec) -> np.ndarray:
+        return self.x0.copy()
