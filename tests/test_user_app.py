@@ -202,7 +202,7 @@ def test_every_registered_model_method_has_a_strategy_for_a_users_app():
 
 
 def _work(strategy_settings: str, x: np.ndarray) -> Message:
-    rec = RecordDict({"arrays": ArrayRecord({"w": Array(x)}),
+    rec = RecordDict({"arrays": ArrayRecord({"w": Array(x)}), "zofl.arrays": ArrayRecord(),
                       "config": ConfigRecord({"round": 0, "H": 1, "zofl.client-id": 0,
                                               "zofl.settings": strategy_settings})})
     return Message(rec, dst_node_id=1, message_type="train")
