@@ -368,9 +368,6 @@ class SDBO(ADBO):
             raise ConfigError(f"run-config key 'beta' must be 1 for strategy 'sdbo' (every worker in every "
                               f"round), got {cfg.beta}")
 
-    def _task_work(self, state: State, r: int, pid: int) -> Work:
-        return self.plan_task(state, r, r, pid)
-
     def plan(self, state: State, r: int, sampled: list[int], stragglers: list[int]) -> list[Work]:
         """Every sampled worker's task (a straggler of an outer round keeps its x_j, y_j: H = 0)."""
         works = [self.plan_task(state, r, r, pid) for pid in sampled]
