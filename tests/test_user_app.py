@@ -183,6 +183,9 @@ def test_a_strategy_is_made_with_its_methods_typed_params_checked_at_once():
         FedBuffStrategy(run_config={"crash-prob": 0.1})
     with pytest.raises(ConfigError, match="'buffer-size'"):
         FedBuffStrategy(run_config={"buffer-size": 0})
+    twice = r"'server-optimizer' are FedBuff's parameters: .*\(server_optimizer=\.\.\.\)"
+    with pytest.raises(ConfigError, match=twice):
+        FedBuffStrategy(run_config={"server-optimizer": "adam"})  # a Params key in run_config would lose silently
     for cls in APP_STRATEGIES:  # every one is made with its defaults, and names its method's Params
         strategy = cls()
         assert isinstance(strategy.params, cls.method.Params)

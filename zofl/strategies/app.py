@@ -120,6 +120,11 @@ def app_settings(method: type[Method], params: Any, shared: Mapping[str, Any],
                           f"keys it takes are zofl's shared method keys, e.g. 'aggregation', 'min-replies', "
                           f"'tau', 'local-steps'")
     own = {k.name: getattr(params, k.field) for k in method.Params.keys()}
+    twice = sorted(set(run_config) & set(own))
+    if twice:  # the Params' value would silently win
+        by_name = {k.name: k.field for k in method.Params.keys()}
+        raise ConfigError(f"run_config key(s) {', '.join(map(repr, twice))} are {method.title}'s parameters: give "
+                          f"them as keyword arguments ({', '.join(f'{by_name[k]}=...' for k in twice)})")
     return parse_config({**run_config, **own, **shared, "strategy": method.name,
                          "engine": "async" if method.kind == ASYNC else "sync"})
 
