@@ -91,12 +91,8 @@ def train_task(msg: Message, context: Context, task) -> Message:
     ``client_oracles`` for its client id). The message's "arrays" is the upper variable x as the strategy's
     initial_arrays named it; the lower variable and the method's other arrays travel beside it."""
     config = msg.content.config_records.get(CONFIG, ConfigRecord())
-    if config.get(APP_QUERY) == "partition":
-        node = context.node_config
-        has = PARTITION_ID in node and NUM_PARTITIONS in node
-        return Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: int(node[PARTITION_ID]) if has else -1,
-                                                          NUM_PARTITIONS: int(node[NUM_PARTITIONS]) if has else 0})}),
-                       reply_to=msg)
+    if config.get(APP_QUERY) == "partition":  # a task's data are its own business: no N_i reported
+        return Message(RecordDict({METRICS: node_claim(context)}), reply_to=msg)
     cfg, work = _work(msg, config)
     state = load_state(context)
     reply = METHODS[cfg.strategy].client_work(cfg, task, data_spec(cfg), work, state)
@@ -131,13 +127,18 @@ def settings(text: Any) -> Config:
 def identity(context: Context, x: np.ndarray, y: np.ndarray) -> RecordDict:
     """The answer to the server's question who this node is (``strategies.nodes.learn_app_nodes``): its node
     config's partition-id and num-partitions (-1 and 0 without them), its N_i and its data's fingerprint."""
-    node = context.node_config
-    has = PARTITION_ID in node and NUM_PARTITIONS in node
-    metrics = MetricRecord({PARTITION_ID: int(node[PARTITION_ID]) if has else -1,
-                            NUM_PARTITIONS: int(node[NUM_PARTITIONS]) if has else 0})
     own = ConfigRecord({NUM_EXAMPLES: int(len(y)), DATA_FINGERPRINT: array_fingerprint(x, y)}) if len(y) \
         else ConfigRecord({DATA_ERROR: "this ClientApp's data hold no training example"})
-    return RecordDict({METRICS: metrics, CONFIG: own})
+    return RecordDict({METRICS: node_claim(context), CONFIG: own})
+
+
+def node_claim(context: Context) -> MetricRecord:
+    """The partition-id and num-partitions of this node's config, -1 and 0 when it names none (the server then
+    numbers the nodes itself: ``strategies.nodes.learn_app_nodes``)."""
+    node = context.node_config
+    has = PARTITION_ID in node and NUM_PARTITIONS in node
+    return MetricRecord({PARTITION_ID: int(node[PARTITION_ID]) if has else -1,
+                         NUM_PARTITIONS: int(node[NUM_PARTITIONS]) if has else 0})
 
 
 def _numpy(v) -> np.ndarray:

@@ -456,8 +456,7 @@ class ResultsWriter:
         write_atomic(self.dir, name, text.encode("utf-8"))
 
     def write_round(self, record: Mapping[str, Any]) -> None:
-        rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}  # every record has these; then any extra
-        rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
+        rec = clean_record(record)
         fd = open_nofollow(self.rounds_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
@@ -467,6 +466,14 @@ class ResultsWriter:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         self._atomic_write("summary.json", {k: _clean(v) for k, v in summary.items()})
+
+
+def clean_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A round record as it is written: every ROUND_FIELDS field (null where absent), then any extra, each value
+    made JSON-safe (``_clean``)."""
+    rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}
+    rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
+    return rec
 
 
 class MemoryWriter:
@@ -489,9 +496,7 @@ class MemoryWriter:
         self.records = [r for r in self.records if r["round"] <= last_round]
 
     def write_round(self, record: Mapping[str, Any]) -> None:
-        rec = {k: _clean(record.get(k)) for k in ROUND_FIELDS}
-        rec.update({k: _clean(v) for k, v in record.items() if k not in rec})
-        self.records.append(rec)
+        self.records.append(clean_record(record))
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         self.summary = {k: _clean(v) for k, v in summary.items()}

@@ -203,6 +203,9 @@ class AppRun:
             rec[APP_SETTINGS] = self.settings_json
         return out
 
+    def summary(self) -> None:
+        log.info("%s: %s (zofl), %s", type(self).__name__, self.method.title, self.params)
+
     @property
     def records(self) -> list[dict[str, Any]]:
         """The run's round records (``zofl.core.record``), as ``zofl run`` writes them to rounds.jsonl."""
@@ -272,9 +275,6 @@ class AppStrategy(AppRun, MessageStrategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         return self.flower.aggregate_evaluate(server_round, replies)
 
-    def summary(self) -> None:
-        log.info("%s: %s (zofl), %s", type(self).__name__, self.method.title, self.params)
-
 
 class AsyncAppStrategy(AppRun, AsyncStrategy):
     """An asynchronous method as a Flower strategy for a user's App: ``start`` runs ``num_rounds`` server updates
@@ -314,9 +314,6 @@ class AsyncAppStrategy(AppRun, AsyncStrategy):
             if out is not None:
                 result.evaluate_metrics_serverapp[num_rounds] = out
         return result
-
-    def summary(self) -> None:
-        log.info("%s: %s (zofl), %s", type(self).__name__, self.method.title, self.params)
 
 
 __all__ = ["AppStrategy", "AsyncAppStrategy", "Federation", "app_keys", "app_settings"]
