@@ -84,7 +84,7 @@ def test_client_and_server_halves_do_the_hand_computation():
     n = m.init()["x"].size
     a = [np.full(n, 1.0), np.full(n, 3.0), np.full(n, 7.0)]
     h = np.stack([np.full(n, 0.5), np.full(n, -0.5), np.full(n, 2.0)])
-    state = {"x": np.zeros(n), "h": h}
+    state = {"x": np.zeros(n), "h": h, "averaged_at": np.full(3, -2)}  # -2: every client is sent its h_i row
     works = [Work(pid, 0, 0 if pid == 2 else 1, m.downlink(state, 0, pid)) for pid in range(3)]
     replies = [scaffnew.client_work(m.cfg, _ConstantClients(a), None, w, {}) for w in works]
     np.testing.assert_allclose(replies[0].arrays["x"], 0.75)
@@ -160,3 +160,35 @@ def test_partial_participation_is_warned_about():
     assert not any("scaffnew" in w for w in config_warnings(parse_config({"strategy": "scaffnew", "beta": 1.0})))
     assert "'straggler-prob' = 1" in " ".join(config_warnings(parse_config(
         {"strategy": "scaffnew", "beta": 1.0, "straggler-prob": 1.0})))
+
+
+def test_each_client_settles_its_own_h_i_and_is_sent_the_servers_copy_only_when_it_cannot():
+    """Three clients, rounds 0-2 by hand, each client's Context a dict. Round 0: x alone (every h_i starts at 0).
+    Round 0's straggler (client 2) and a client left out of round 1 (client 1) are sent the server's copy of their
+    h_i the round after; a client averaged in the round before gets x alone and settles its h_i itself, to the
+    server's copy bit for bit. A client told to settle whose Context lost its x^_i refuses the work, named."""
+    m = method(**{"num-clients": 3, "local-lr": 0.5, "comm-prob": 0.25})
+    n = m.init()["x"].size
+    task = _ConstantClients([np.full(n, 1.0), np.full(n, 3.0), np.full(n, 7.0)])
+    contexts = [{}, {}, {}]
+    state = m.init()
+
+    def round_(r, sampled, stragglers=()):
+        nonlocal state
+        works = [Work(pid, r, 0 if pid in stragglers else 1, m.downlink(state, r, pid)) for pid in sampled]
+        sent = {w.pid: sorted(w.arrays) for w in works}
+        replies = [scaffnew.client_work(m.cfg, task, None, w, contexts[w.pid]) for w in works]
+        state, _ = m.update(state, RoundPlan(r, list(sampled), list(stragglers), works), replies)
+        return sent
+
+    assert round_(0, [0, 1, 2], stragglers=[2]) == {0: ["x"], 1: ["x"], 2: ["x"]}
+    assert round_(1, [0, 2]) == {0: ["x"], 2: ["h_i_server", "x"]}  # 2 was a straggler: nothing to settle
+    assert round_(2, [0, 1, 2]) == {0: ["x"], 1: ["h_i_server", "x"], 2: ["x"]}  # 1 missed x_2
+    assert np.all(state["averaged_at"] == 2) and np.abs(state["h"]).min() > 0
+    for pid in range(3):  # each client's h_i settled by x_3 on its side = the server's copy, bit for bit
+        settled = control_update(contexts[pid]["h_i"], state["x"], contexts[pid]["x_hat"], 0.25, 0.5)
+        np.testing.assert_array_equal(settled, state["h"][pid])
+    with pytest.raises(ValueError, match="settle its h_i from its x\\^_i of round 2"):
+        scaffnew.client_work(m.cfg, task, None, Work(0, 3, 1, m.downlink(state, 3, 0)), {})
+    resumed = m.load_state_dict(m.state_dict(state))
+    assert all("h_i_server" in m.downlink(resumed, 3, pid) for pid in range(3))

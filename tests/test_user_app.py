@@ -14,12 +14,15 @@ torch = pytest.importorskip("torch")
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict  # noqa: E402
 
+from zofl.algorithms.scaffnew import control_update  # noqa: E402
+from zofl.client_app import load_state  # noqa: E402
 from zofl.config import ConfigError  # noqa: E402
 from zofl.inprocess import InProcessGrid, run_inprocess  # noqa: E402
 from zofl.strategies import (  # noqa: E402
     APP_STRATEGIES,
     TASK_STRATEGIES,
     FedBuffStrategy,
+    ScaffnewStrategy,
     ScaffoldStrategy,
     ZOHFLStrategy,
 )
@@ -36,6 +39,7 @@ USER = {"num-server-rounds": ROUNDS, "fraction-train": 1.0, "local-epochs": 1, "
 HARNESS = {
     "zohfl": {"strategy": "zohfl", "eta": 0.05, "gamma": 0.05},
     "scaffold": {"strategy": "scaffold", "local-lr": 0.05},
+    "scaffnew": {"strategy": "scaffnew", "local-lr": 0.05, "comm-prob": 0.5},
     "fedbuff": {"strategy": "fedbuff", "engine": "async", "buffer-size": 2, "clock": "simulated"},
 }
 
@@ -76,11 +80,31 @@ def test_the_users_app_runs_flowers_fedavg_and_three_zofl_strategies(tmp_path):
     assert all(rec["participants"] == 3 for rec in outs["zohfl"]["train"].values())
 
 
-@pytest.mark.parametrize("name", ["zohfl", "scaffold", "fedbuff"])
+@pytest.mark.parametrize("name", ["zohfl", "scaffold", "scaffnew", "fedbuff"])
 def test_the_users_app_gives_the_harness_numbers_bit_for_bit(name, tmp_path):
     user = flat(user_run(name, tmp_path)[name])
     harness = harness_x(name, tmp_path)
     assert user.shape == harness.shape and np.array_equal(user, harness)
+
+
+def test_scaffnew_keeps_each_h_i_in_its_nodes_context_and_the_server_sends_x_alone():
+    """Every client in every round (beta = 1, no straggler): from round 1 on the downlink is x alone (the server's
+    copy of h_i is not sent), each node's Context holds its h_i and x^_i, and settling that h_i by the final x gives
+    the server's copy bit for bit."""
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app")
+    try:
+        strategy = ScaffnewStrategy(comm_prob=0.5, local_lr=0.1)
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}), num_rounds=3)
+        states = {pid: load_state(grid.contexts[node]) for pid, node in strategy.fed.nodes.items()}
+    finally:
+        grid.close()
+    x = flat_model(result.arrays)[0]
+    assert [rec["downlink_bytes"] for rec in strategy.records[1:]] == [3 * x.nbytes] * 3
+    server = strategy.run.state
+    for pid, st in states.items():
+        assert np.any(st["h_i"] != 0) and int(st["x_hat_round"][0]) == 2
+        np.testing.assert_array_equal(control_update(st["h_i"], x, st["x_hat"], 0.5, 0.1), server["h"][pid])
+    np.testing.assert_allclose(server["h"].sum(axis=0), 0.0, atol=1e-12)
 
 
 def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():

@@ -16,7 +16,7 @@ The work message is in Flower's convention ("arrays" is the model, in the names 
 ``initial_arrays``), so the ClientApp may load it as it does for Flower's FedAvg; x is read from the message, not
 from ``model``. The model is the flat vector of its parameters (``named_parameters()`` order, the order of
 ``ArrayRecord(model.state_dict())`` for a model without buffers; ``ModelTask``); a stateful method's client state
-(SCAFFOLD's c_i) stays in the node's ``Context``.
+(SCAFFOLD's c_i, Scaffnew's h_i) stays in the node's ``Context``.
 
 Choices (docs/user-app.md): zofl draws each local step's minibatch itself, seeded by (seed, round, client), as the
 papers' analyses assume and as ``zofl run`` does, so the client's data are read once per message into memory in

@@ -1,5 +1,6 @@
-"""Scaffnew (ProxSkip, ``zofl.methods.scaffnew``): a shared coin decides the local steps; the control variates h_i
-are kept by the server, as in the harness, and sent to their client.
+"""Scaffnew (ProxSkip, ``zofl.methods.scaffnew``): a shared coin decides the local steps; each client keeps its
+control variate h_i in its Flower Context (``zofl.client.train`` does it) and settles it by the next x it receives;
+the server sends its copy of h_i only to a client that missed that x (partial participation, a straggler, a resume).
 
 The method as a Flower strategy for a user's own App (``zofl.strategies.app``)."""
 from __future__ import annotations

@@ -8,7 +8,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
 from userapp.task import Net
-from zofl.strategies import FedBuffStrategy, ScaffoldStrategy, ZOHFLStrategy
+from zofl.strategies import FedBuffStrategy, ScaffnewStrategy, ScaffoldStrategy, ZOHFLStrategy
 
 app = ServerApp()
 
@@ -21,6 +21,8 @@ def make_strategy(name: str, fraction_train: float):
         return ZOHFLStrategy(fraction_train=fraction_train, eta=0.05, gamma=0.05, run_config={"local-steps": 2})
     if name == "scaffold":
         return ScaffoldStrategy(fraction_train=fraction_train, local_lr=0.05, run_config={"local-steps": 2})
+    if name == "scaffnew":
+        return ScaffnewStrategy(fraction_train=fraction_train, local_lr=0.05, comm_prob=0.5)
     if name == "fedbuff":
         return FedBuffStrategy(fraction_train=fraction_train, clock="simulated",
                                run_config={"local-steps": 2, "buffer-size": 2})
