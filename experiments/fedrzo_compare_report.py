@@ -24,8 +24,8 @@ from pathlib import Path
 
 from report_common import short  # a module beside this script
 
-from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
+from zofl.study import study_runs
 
 STEP = {"fedrzo-nn": "zo-lr", "fedavg": "local-lr", "fedprox": "local-lr", "fedmspp": "local-lr",
         "scaffnew": "local-lr", "centralised": "local-lr"}

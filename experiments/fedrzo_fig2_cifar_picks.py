@@ -16,8 +16,8 @@ from pathlib import Path
 
 from report_common import upper_curve  # a module beside this script
 
-from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, run_figures
+from zofl.study import study_runs
 
 
 def main(study: Path) -> None:

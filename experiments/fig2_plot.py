@@ -27,8 +27,8 @@ import numpy as np
 from report_common import band
 
 from zofl.figures import save as save_figure
-from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired, run_figures
+from zofl.study import study_runs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -34,8 +34,8 @@ from pathlib import Path
 from report_common import short  # a module beside this script
 
 from zofl.compare import cell_id, expand_grid
-from zofl.study import study_runs
 from zofl.stats import fmt_interval, interval, paired
+from zofl.study import study_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 RES = ROOT / "docs" / "results"

@@ -142,3 +142,24 @@ def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
     packed = read_packed(out / "rounds.parquet")
     assert set(packed) >= {"afbo-s0", "afbo-global-control-s1", "fednest-s1"}
     assert packed["afbo-s0"][0]["strategy"] == "afbo" and packed["afbo-s0"][1][0]["round"] == 0
+
+
+def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from_its_files(cleaning_runs, tmp_path):
+    """experiments/afbo_verdict.py: packs the cells, one table row per method with every run counted, the paired
+    readings (gap, controls' gap, bilevel part, final levels) over both seeds; --from gives the same summary from
+    the packed files alone."""
+    out = tmp_path / "verdict"
+    _script("experiments/afbo_verdict.py", cleaning_runs, "--out", out, "--target", "0.5")
+    summary = json.loads((out / "summary.json").read_text())
+    (S,) = summary.values()
+    assert set(S["methods"]) == {"afbo", "afbo:control", "fednest", "fednest:control"}
+    assert all(m["n"] == 2 and m["seeds"] == [0, 1] for m in S["methods"].values())
+    p = S["paired"]["afbo_minus_fednest"]
+    assert p["acc_at_T"][2] == p["bilevel_part_acc_at_T"][2] == p["final_acc"][2] == 2
+    assert S["T_s"] == min(float(r["final_clock_s"]) for r in __import__("csv").DictReader(open(out / "results.csv")))
+    table = (out / "table.md").read_text()
+    assert "| AFBO (async) | 0,1 | 0/2 |" in table and ("stopped rising" in table or "still rising" in table)
+    before = (out / "summary.json").read_bytes()
+    (out / "summary.json").unlink()
+    _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5")
+    assert (out / "summary.json").read_bytes() == before

@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 
 from zofl.compare import cell_id, expand_grid, main
-from zofl.study import pack
 from zofl.results import read_rounds
+from zofl.study import pack
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 

@@ -1,0 +1,283 @@
+"""AFBO against FedNest (and the other bilevel methods) at equal budgets, every run counted (issue 50).
+
+    python experiments/afbo_verdict.py RUNS_DIR [RUNS_DIR ...] --out docs/results/afbo_verdict/iid
+    python experiments/afbo_verdict.py --from docs/results/afbo_verdict/iid     # recompute from the committed files
+
+The first form packs every finished cell of the compare folders (``python -m zofl.compare ... --out RUNS_DIR``)
+into OUT/rounds.parquet (every record of every run, long format: experiments/afbo_plot.py's records) and
+OUT/results.csv (one row per run: its cell, seed, status, final clock and accuracy, diverged or not), then
+computes; the second recomputes OUT's summary.json, table.md and figure from those two files alone.
+
+Readings, per setting (a task, split, stragglers and communication cost; one figure and table each):
+- Runs: every run is in the table. Diverged = stopped early (a failed round: replies not finite or beyond
+  reply-max-abs), a non-finite test loss, or a final test accuracy below 0.5; the count per method is printed
+  and a diverged run's numbers stay in the means (its accuracy as recorded, held at its last record).
+- T: the equal budget, the smallest final simulated clock over the runs that did not stop early (the grids
+  give every method the same clock by design). Each curve is read at T by zero-order hold.
+- Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
+  its seeds has an upper end below 0.1 points (``RISE_TOL``); otherwise the table says "still rising".
+- Targets (``--target``, default 89.5% test accuracy, above the noise-label controls; ``--auc-target`` 0.9):
+  the first simulated time each run reaches them within T; a seed that does not reach one is counted, not
+  averaged; the paired ratio of times uses the seeds where both reached.
+- Paired by seed (same seed: same split, corruption and draws): A - B at T in accuracy, test loss and weight
+  AUC; at each run's own end (the final level: a method's ceiling against the other's); the same gap between
+  the two methods' outer-lr = 0 controls (the lower levels and engines alone) and the rest, the "bilevel
+  part" (a difference of differences, assuming the two add: that assumption is tested where a setting has
+  both with and without stragglers, see the README); each method minus its own control.
+Numbers are mean +- half-width of the 95% t interval (n - 1 degrees of freedom), n seeds.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from zofl.stats import interval
+
+RISE_TOL = 0.001  # 0.1 points of accuracy: the largest gain over the last quarter that counts as flat
+FIELDS = ("setting", "method", "strategy", "control", "cell", "seed", "status", "diverged", "final_clock_s",
+          "final_acc", "final_loss", "records")
+KIND = {"afbo": "AFBO", "fednest": "FedNest", "afbo-global": "afbo-global (ours)", "adbo": "ADBO", "sdbo": "SDBO"}
+PAIRS = (("afbo", "fednest"), ("afbo-global", "afbo"), ("afbo-global", "fednest"), ("afbo", "adbo"),
+         ("fednest", "adbo"), ("afbo", "sdbo"), ("fednest", "sdbo"))
+
+
+# -- packing the compare folders ---------------------------------------------------------------------------------
+def pack(dirs: list[Path], out: Path) -> None:
+    """OUT/rounds.parquet and OUT/results.csv from the finished cells of ``dirs``."""
+    from afbo_plot import failed, method_of, read_cells, setting_of, varying_step_keys, write_records
+
+    cells = read_cells(dirs)
+    if not cells:
+        raise SystemExit(f"no finished cell under {', '.join(map(str, dirs))}")
+    vary = varying_step_keys(cells)
+    out.mkdir(parents=True, exist_ok=True)
+    write_records(cells, vary, out)
+    rows = []
+    for c in cells:
+        cfg, loss = c["cfg"], c["loss"]
+        stopped = failed(c)
+        diverged = stopped or not np.all(np.isfinite(loss[1:])) or float(c["acc"][-1]) < 0.5
+        rows.append({"setting": setting_of(cfg), "method": method_of(cfg, vary), "strategy": cfg["strategy"],
+                     "control": int(float(cfg.get("outer-lr", 1.0)) == 0.0), "cell": Path(c["dir"]).name,
+                     "seed": int(cfg["seed"]), "status": "stopped early" if stopped else "ok",
+                     "diverged": int(diverged), "final_clock_s": f"{float(c['clock'][-1]):.6g}",
+                     "final_acc": f"{float(c['acc'][-1]):.6g}", "final_loss": f"{float(loss[-1]):.6g}",
+                     "records": len(c["acc"])})
+    rows.sort(key=lambda r: (r["setting"], r["strategy"], r["control"], r["seed"], r["cell"]))
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+# -- reading -----------------------------------------------------------------------------------------------------
+def load(out: Path) -> tuple[list[dict], dict[str, dict]]:
+    """(the runs of results.csv, each with its curves: clock, acc, loss, auc as arrays; cell -> run)."""
+    import pandas as pd
+
+    runs = list(csv.DictReader(open(out / "results.csv")))
+    recs = pd.read_parquet(out / "rounds.parquet")
+    by_cell = {cell: g.sort_values("round") for cell, g in recs.groupby("cell", sort=False)}
+    for r in runs:
+        g = by_cell[r["cell"]]
+        r["seed"], r["control"], r["diverged"] = int(r["seed"]), int(r["control"]), int(r["diverged"])
+        r["clock"] = g["clock_s"].to_numpy(float)
+        r["acc"] = g["test_acc"].to_numpy(float)
+        r["loss"] = g["test_loss"].to_numpy(float)
+        r["auc"] = g["weight_auc"].to_numpy(float) if "weight_auc" in g else np.full(len(g), np.nan)
+        r["key"] = r["strategy"] + (":control" if r["control"] else "")
+    return runs, {r["cell"]: r for r in runs}
+
+
+def at(r: dict, what: str, t: float) -> float:
+    """``what`` of the newest record at simulated time t (zero-order hold; ties: the last record)."""
+    i = int(np.searchsorted(r["clock"], t, side="right")) - 1
+    return float(r[what][max(i, 0)])
+
+
+def first_time(r: dict, what: str, target: float, T: float) -> float:
+    ok = np.nonzero((r[what] >= target) & (r["clock"] <= T))[0]
+    return float(r["clock"][ok[0]]) if len(ok) else math.nan
+
+
+def iv(values) -> list:
+    m, h, n = interval(values)
+    return [None if math.isnan(m) else m, None if math.isnan(h) else h, n]
+
+
+# -- the readings ------------------------------------------------------------------------------------------------
+def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
+    T = min(float(r["clock"][-1]) for r in runs if r["status"] == "ok")
+    methods: dict[str, dict] = {}
+    by_key: dict[str, dict[int, dict]] = {}
+    for r in sorted(runs, key=lambda r: (r["key"], r["seed"])):
+        by_key.setdefault(r["key"], {})[r["seed"]] = r
+    for key, seeds in by_key.items():
+        rs = list(seeds.values())
+        times = [first_time(r, "acc", target, T) for r in rs]
+        auc_times = [first_time(r, "auc", auc_target, T) for r in rs]
+        rise = iv([at(r, "acc", T) - at(r, "acc", 0.75 * T) for r in rs])
+        methods[key] = {
+            "label": rs[0]["method"], "seeds": sorted(seeds), "n": len(rs),
+            "diverged": sum(r["diverged"] for r in rs),
+            "diverged_seeds": [r["seed"] for r in rs if r["diverged"]],
+            "acc_at_T": iv([at(r, "acc", T) for r in rs]),
+            "loss_at_T": iv([at(r, "loss", T) for r in rs if math.isfinite(at(r, "loss", T))]),
+            "auc_at_T": iv([at(r, "auc", T) for r in rs if math.isfinite(at(r, "auc", T))]),
+            "final_acc": iv([float(r["acc"][-1]) for r in rs]),
+            "final_clock_s": iv([float(r["clock"][-1]) for r in rs]),
+            "rise_last_quarter": rise,
+            "stopped_rising": bool(rise[1] is not None and rise[0] + rise[1] < RISE_TOL),
+            "reached_target": sum(math.isfinite(t) for t in times),
+            "time_to_target": iv([t for t in times if math.isfinite(t)]),
+            "reached_auc_target": sum(math.isfinite(t) for t in auc_times),
+            "time_to_auc_target": iv([t for t in auc_times if math.isfinite(t)]),
+        }
+    paired: dict[str, dict] = {}
+
+    def diff(a: str, b: str, fn) -> list:
+        common = sorted(set(by_key.get(a, {})) & set(by_key.get(b, {})))
+        vals = [fn(by_key[a][s]) - fn(by_key[b][s]) for s in common]
+        return iv([v for v in vals if math.isfinite(v)])
+
+    for key in by_key:
+        if not key.endswith(":control") and key + ":control" in by_key:
+            paired[f"{key}_minus_control"] = {"acc_at_T": diff(key, key + ":control", lambda r: at(r, "acc", T)),
+                                              "loss_at_T": diff(key, key + ":control", lambda r: at(r, "loss", T))}
+    for a, b in PAIRS:
+        if a not in by_key or b not in by_key:
+            continue
+        p = {"acc_at_T": diff(a, b, lambda r: at(r, "acc", T)), "loss_at_T": diff(a, b, lambda r: at(r, "loss", T)),
+             "auc_at_T": diff(a, b, lambda r: at(r, "auc", T)),
+             "final_acc": diff(a, b, lambda r: float(r["acc"][-1]))}
+        common = sorted(set(by_key[a]) & set(by_key[b]))
+        ratios = [first_time(by_key[b][s], "acc", target, T) / first_time(by_key[a][s], "acc", target, T)
+                  for s in common]
+        p["time_to_target_ratio_b_over_a"] = iv([q for q in ratios if math.isfinite(q)])
+        ca, cb = a + ":control", b + ":control"
+        if ca in by_key and cb in by_key:
+            p["controls_acc_at_T"] = diff(ca, cb, lambda r: at(r, "acc", T))
+            both = sorted(set(common) & set(by_key[ca]) & set(by_key[cb]))
+            p["bilevel_part_acc_at_T"] = iv([at(by_key[a][s], "acc", T) - at(by_key[b][s], "acc", T)
+                                             - at(by_key[ca][s], "acc", T) + at(by_key[cb][s], "acc", T)
+                                             for s in both])
+        paired[f"{a}_minus_{b}"] = p
+    return {"T_s": T, "target_acc": target, "target_auc": auc_target, "rise_tol": RISE_TOL, "methods": methods,
+            "paired": paired}
+
+
+# -- writing -----------------------------------------------------------------------------------------------------
+def pm(v: list, scale: float = 100, digits: int = 2, signed: bool = False) -> str:
+    if v[0] is None:
+        return "-"
+    head = f"{v[0] * scale:{'+' if signed else ''}.{digits}f}"
+    return head if v[1] is None else f"{head} +- {v[1] * scale:.{digits}f}"
+
+
+def table_md(setting: str, S: dict) -> list[str]:
+    tgt = f"{100 * S['target_acc']:g}%"
+    lines = [f"### {setting}", "",
+             f"Equal budget T = {S['T_s']:.2f} simulated s. Mean +- 95% t interval over seeds; every run counted.", "",
+             f"| method | seeds | diverged | acc. at T (%) | test loss at T | weight AUC at T | gain over [3T/4, T] "
+             f"(points) | curve at T | reached {tgt} by T | time to {tgt} (s) | reached AUC {S['target_auc']:g} | "
+             f"time to AUC (s) | final acc. (%) at own end | own end (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, m in S["methods"].items():
+        lines.append(
+            f"| {m['label']} | {','.join(map(str, m['seeds']))} | {m['diverged']}/{m['n']} | {pm(m['acc_at_T'])} | "
+            f"{pm(m['loss_at_T'], 1, 4)} | {pm(m['auc_at_T'], 1, 3)} | {pm(m['rise_last_quarter'], 100, 2, True)} | "
+            f"{'stopped rising' if m['stopped_rising'] else 'still rising'} | {m['reached_target']}/{m['n']} | "
+            f"{pm(m['time_to_target'], 1, 2)} | {m['reached_auc_target']}/{m['n']} | "
+            f"{pm(m['time_to_auc_target'], 1, 2)} | {pm(m['final_acc'])} | {pm(m['final_clock_s'], 1, 1)} |")
+    lines += ["", "Paired by seed (A - B; points of accuracy, test loss, AUC):", "",
+              "| A - B | acc. at T | test loss at T | AUC at T | final acc. (own ends) | controls' gap at T | "
+              "bilevel part at T | B's time to target / A's |", "|---|---|---|---|---|---|---|---|"]
+    for name, p in S["paired"].items():
+        if name.endswith("_minus_control"):
+            continue
+        lines.append(f"| {name.replace('_minus_', ' - ')} | {pm(p['acc_at_T'], 100, 2, True)} | "
+                     f"{pm(p['loss_at_T'], 1, 4, True)} | {pm(p['auc_at_T'], 1, 3, True)} | "
+                     f"{pm(p['final_acc'], 100, 2, True)} | {pm(p.get('controls_acc_at_T', [None]), 100, 2, True)} | "
+                     f"{pm(p.get('bilevel_part_acc_at_T', [None]), 100, 2, True)} | "
+                     f"{pm(p['time_to_target_ratio_b_over_a'], 1, 2)} |")
+    lines += ["", "Each method minus its own outer-lr = 0 control at T:", ""]
+    for name, p in S["paired"].items():
+        if name.endswith("_minus_control"):
+            lines.append(f"- {name.replace('_minus_control', '')}: accuracy {pm(p['acc_at_T'], 100, 2, True)} "
+                         f"points, test loss {pm(p['loss_at_T'], 1, 4, True)}")
+    return lines + [""]
+
+
+def figure(setting: str, runs: list[dict], S: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zofl.figures import save
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    grid = np.linspace(0, S["T_s"], 200)
+    for i, (key, m) in enumerate(S["methods"].items()):
+        rs = [r for r in runs if r["key"] == key]
+        mat = np.array([[at(r, "acc", t) for t in grid] for r in rs]) * 100
+        mean = mat.mean(axis=0)
+        color = f"C{i}"
+        ax.plot(grid, mean, color=color, ls="--" if key.endswith(":control") else "-",
+                label=f"{m['label']} (n={m['n']})")
+        if len(rs) > 1:
+            h = 1.96 * mat.std(axis=0, ddof=1) / math.sqrt(len(rs))
+            ax.fill_between(grid, mean - h, mean + h, color=color, alpha=0.15)
+    ax.axhline(100 * S["target_acc"], color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(85, 92)
+    ax.set_title(setting, fontsize=9)
+    ax.legend(fontsize=7)
+    save(fig, path, dpi=90)
+    plt.close(fig)
+
+
+def report(out: Path, target: float, auc_target: float) -> dict:
+    runs, _ = load(out)
+    summary = {}
+    for setting in sorted({r["setting"] for r in runs}):
+        rs = [r for r in runs if r["setting"] == setting]
+        summary[setting] = setting_summary(rs, target, auc_target)
+        figure(setting, rs, summary[setting], out / f"fig_{setting}.png")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    lines = ["Generated by `python experiments/afbo_verdict.py --from " + str(out) + "` from results.csv and "
+             "rounds.parquet (experiments/afbo_verdict.py's docstring defines every column).", ""]
+    for setting, S in summary.items():
+        lines += table_md(setting, S)
+    (out / "table.md").write_text("\n".join(lines))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="*", type=Path, help="compare output folders to pack")
+    ap.add_argument("--out", type=Path, help="the study folder to write (with RUNS)")
+    ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
+    ap.add_argument("--target", type=float, default=0.895)
+    ap.add_argument("--auc-target", type=float, default=0.9)
+    a = ap.parse_args(argv)
+    if a.src is None and (not a.runs or a.out is None):
+        ap.error("give RUNS_DIR ... --out DIR, or --from DIR")
+    out = a.src or a.out
+    if a.src is None:
+        pack(a.runs, out)
+    report(out, a.target, a.auc_target)
+    print((out / "table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

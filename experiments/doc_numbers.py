@@ -1,0 +1,128 @@
+"""Numbers quoted on a page, read from the study file they come from: one set of numbers for every page.
+
+A page (Markdown under docs/) quotes a figure of a study as
+
+    AFBO - FedNest: <!--n afbo_cleaning/study/summary.json#iid_nostragglers/paired_differences/afbo_minus_fednest/
+    acc_at_T pts-->-0.78 +- 0.21<!--/n--> points           (on one line in the page)
+
+(the comment is invisible where the page is rendered): the file under docs/results/, a path into its JSON
+(keys separated by /, list items by index), and a format. This script recomputes every such figure from its file
+and compares it with the text between the markers; ``--write`` rewrites the text instead. A test
+(experiments/tests/test_doc_numbers.py) runs the check over every page, so a page and its study cannot differ.
+
+Formats of a value [mean, half-width of the 95% interval, n] (the studies' summary.json convention) or a number:
+    pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2
+    loss  four decimals, signed:  -0.1543 +- 0.0092          num   as written in the file, three significant digits
+    n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
+
+    python experiments/doc_numbers.py            # check every page under docs/ (exit 1 on a difference)
+    python experiments/doc_numbers.py --write    # rewrite the quoted text from the files
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results"
+MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ()]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
+PM = "+-"
+
+
+def _interval(v, scale: float, digits: int, signed: bool, suffix: str = "") -> str:
+    if isinstance(v, (int, float)):
+        mean, hw = float(v), None
+    else:
+        mean, hw = float(v[0]), (float(v[1]) if len(v) > 1 and v[1] is not None else None)
+    if not math.isfinite(mean):
+        return "n/a"
+    head = f"{mean * scale:{'+' if signed else ''}.{digits}f}"
+    if hw is None or not math.isfinite(hw) or (len(v) > 2 and v[2] < 2):
+        return head + suffix
+    return f"{head} {PM} {hw * scale:.{digits}f}{suffix}"
+
+
+FORMATS = {
+    "pts": lambda v: _interval(v, 100, 2, True),
+    "pct": lambda v: _interval(v, 100, 1, False),
+    "loss": lambda v: _interval(v, 1, 4, True),
+    "x": lambda v: _interval(v, 1, 1, False, "x"),
+    "num": lambda v: f"{float(v):.3g}",
+    "int": lambda v: f"{int(v)}",
+    "n": lambda v: f"{int(v[2])}",
+}
+
+
+def lookup(file: str, path: str, cache: dict) -> object:
+    """The value at ``path`` (keys separated by /; list items by index) in docs/results/``file`` (JSON); a
+    KeyError naming what is missing."""
+    target = (RESULTS / file).resolve()
+    if RESULTS.resolve() not in target.parents or target.suffix != ".json" or not target.is_file():
+        raise KeyError(f"{file}: not a JSON file under docs/results")
+    if target not in cache:
+        cache[target] = json.loads(target.read_text())
+    value = cache[target]
+    for part in path.split("/"):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise KeyError(f"{file}#{path}: no {part!r}")
+    return value
+
+
+def render(m: re.Match, cache: dict) -> str:
+    if m["fmt"] not in FORMATS:
+        raise KeyError(f"{m['file']}#{m['path']}: unknown format {m['fmt']!r} (one of {', '.join(FORMATS)})")
+    return FORMATS[m["fmt"]](lookup(m["file"], m["path"], cache))
+
+
+def pages(root: Path = ROOT / "docs") -> list[Path]:
+    return sorted(p for p in root.rglob("*.md") if p.is_file())
+
+
+def check(paths: list[Path], write: bool = False) -> tuple[int, list[str]]:
+    """(figures seen, one line per figure that differs from its file or cannot be read)."""
+    cache: dict = {}
+    seen, problems = 0, []
+    for page in paths:
+        text = page.read_text()
+
+        def sub(m: re.Match) -> str:
+            nonlocal seen
+            seen += 1
+            try:
+                want = render(m, cache)
+            except KeyError as e:
+                problems.append(f"{page.relative_to(ROOT)}: {e.args[0]}")
+                return m[0]
+            if m["text"] != want and not write:
+                problems.append(f"{page.relative_to(ROOT)}: {m['file']}#{m['path']} is {want!r}, the page says "
+                                f"{m['text']!r}")
+            return m[0][:m.start("text") - m.start()] + want + "<!--/n-->"
+
+        new = MARK.sub(sub, text)
+        if write and new != text:
+            page.write_text(new)
+    return seen, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the quoted text from the study files")
+    ap.add_argument("pages", nargs="*", type=Path, help="pages to check (default: every .md under docs/)")
+    a = ap.parse_args(argv)
+    seen, problems = check([p.resolve() for p in a.pages] or pages(), write=a.write)
+    for line in problems:
+        print(line)
+    print(f"{seen} quoted figures, {len(problems)} {'unreadable' if a.write else 'differing or unreadable'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
