@@ -5,13 +5,17 @@
 
 The first form packs every finished cell of the compare folders (``python -m zofl.compare ... --out RUNS_DIR``)
 into OUT/rounds.parquet (every record of every run, long format: experiments/afbo_plot.py's records) and
-OUT/results.csv (one row per run: its cell, seed, status, final clock and accuracy, diverged or not), then
-computes; the second recomputes OUT's summary.json, table.md and figure from those two files alone.
+OUT/runs.csv (one row per run: its cell, seed, status, final clock and accuracy, diverged or not), then writes
+OUT/verdict.json, OUT/verdict.md and OUT/fig_verdict_<setting>.png; the second recomputes those from the two
+files alone. A study folder of experiments/afbo_plot.py (its rounds.parquet, no runs.csv) is read the same way
+with ``--from``: runs.csv is then derived from the records (a run that stopped early cannot be told from them:
+its status is "ok", its records' divergence still counts).
 
 Readings, per setting (a task, split, stragglers and communication cost; one figure and table each):
 - Runs: every run is in the table. Diverged = stopped early (a failed round: replies not finite or beyond
-  reply-max-abs), a non-finite test loss, or a final test accuracy below 0.5; the count per method is printed
-  and a diverged run's numbers stay in the means (its accuracy as recorded, held at its last record).
+  reply-max-abs), a non-finite test loss, or a final test accuracy below 0.5 (``--diverged-below``); the count
+  per method is printed and a diverged run's numbers stay in the means (its accuracy as recorded, held at its
+  last record).
 - T: the equal budget, the smallest final simulated clock over the runs that did not stop early (the grids
   give every method the same clock by design). Each curve is read at T by zero-order hold.
 - Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
@@ -48,8 +52,8 @@ PAIRS = (("afbo", "fednest"), ("afbo-global", "afbo"), ("afbo-global", "fednest"
 
 
 # -- packing the compare folders ---------------------------------------------------------------------------------
-def pack(dirs: list[Path], out: Path) -> None:
-    """OUT/rounds.parquet and OUT/results.csv from the finished cells of ``dirs``."""
+def pack(dirs: list[Path], out: Path, below: float) -> None:
+    """OUT/rounds.parquet and OUT/runs.csv from the finished cells of ``dirs``."""
     from afbo_plot import failed, method_of, read_cells, setting_of, varying_step_keys, write_records
 
     cells = read_cells(dirs)
@@ -62,26 +66,49 @@ def pack(dirs: list[Path], out: Path) -> None:
     for c in cells:
         cfg, loss = c["cfg"], c["loss"]
         stopped = failed(c)
-        diverged = stopped or not np.all(np.isfinite(loss[1:])) or float(c["acc"][-1]) < 0.5
+        diverged = stopped or not np.all(np.isfinite(loss[1:])) or float(c["acc"][-1]) < below
         rows.append({"setting": setting_of(cfg), "method": method_of(cfg, vary), "strategy": cfg["strategy"],
                      "control": int(float(cfg.get("outer-lr", 1.0)) == 0.0), "cell": Path(c["dir"]).name,
                      "seed": int(cfg["seed"]), "status": "stopped early" if stopped else "ok",
                      "diverged": int(diverged), "final_clock_s": f"{float(c['clock'][-1]):.6g}",
                      "final_acc": f"{float(c['acc'][-1]):.6g}", "final_loss": f"{float(loss[-1]):.6g}",
                      "records": len(c["acc"])})
+    write_runs(out, rows)
+
+
+def write_runs(out: Path, rows: list[dict]) -> None:
     rows.sort(key=lambda r: (r["setting"], r["strategy"], r["control"], r["seed"], r["cell"]))
-    with open(out / "results.csv", "w", newline="") as f:
+    with open(out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, FIELDS, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
 
 
-# -- reading -----------------------------------------------------------------------------------------------------
-def load(out: Path) -> tuple[list[dict], dict[str, dict]]:
-    """(the runs of results.csv, each with its curves: clock, acc, loss, auc as arrays; cell -> run)."""
+def runs_from_records(out: Path, below: float) -> None:
+    """OUT/runs.csv from OUT/rounds.parquet alone (a study packed by experiments/afbo_plot.py --records)."""
     import pandas as pd
 
-    runs = list(csv.DictReader(open(out / "results.csv")))
+    recs = pd.read_parquet(out / "rounds.parquet")
+    rows = []
+    for cell, g in recs.groupby("cell", sort=True):
+        g = g.sort_values("round")
+        last, loss = g.iloc[-1], g["test_loss"].to_numpy(float)
+        rows.append({"setting": last["setting"], "method": last["method"], "strategy": last["strategy"],
+                     "control": int(float(last["outer_lr"]) == 0.0), "cell": cell, "seed": int(last["seed"]),
+                     "status": "ok", "diverged": int(not np.all(np.isfinite(loss[1:])) or last["test_acc"] < below),
+                     "final_clock_s": f"{float(last['clock_s']):.6g}", "final_acc": f"{float(last['test_acc']):.6g}",
+                     "final_loss": f"{float(last['test_loss']):.6g}", "records": len(g)})
+    write_runs(out, rows)
+
+
+# -- reading -----------------------------------------------------------------------------------------------------
+def load(out: Path, below: float) -> tuple[list[dict], dict[str, dict]]:
+    """(the runs of runs.csv, each with its curves: clock, acc, loss, auc as arrays; cell -> run)."""
+    import pandas as pd
+
+    if not (out / "runs.csv").exists():
+        runs_from_records(out, below)
+    runs = list(csv.DictReader(open(out / "runs.csv")))
     recs = pd.read_parquet(out / "rounds.parquet")
     by_cell = {cell: g.sort_values("round") for cell, g in recs.groupby("cell", sort=False)}
     for r in runs:
@@ -244,19 +271,20 @@ def figure(setting: str, runs: list[dict], S: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def report(out: Path, target: float, auc_target: float) -> dict:
-    runs, _ = load(out)
+def report(out: Path, target: float, auc_target: float, below: float, figures: bool = True) -> dict:
+    runs, _ = load(out, below)
     summary = {}
     for setting in sorted({r["setting"] for r in runs}):
         rs = [r for r in runs if r["setting"] == setting]
         summary[setting] = setting_summary(rs, target, auc_target)
-        figure(setting, rs, summary[setting], out / f"fig_{setting}.png")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    lines = ["Generated by `python experiments/afbo_verdict.py --from " + str(out) + "` from results.csv and "
+        if figures:
+            figure(setting, rs, summary[setting], out / f"fig_verdict_{setting}.png")
+    (out / "verdict.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    lines = ["Generated by `python experiments/afbo_verdict.py --from " + str(out) + "` from runs.csv and "
              "rounds.parquet (experiments/afbo_verdict.py's docstring defines every column).", ""]
     for setting, S in summary.items():
         lines += table_md(setting, S)
-    (out / "table.md").write_text("\n".join(lines))
+    (out / "verdict.md").write_text("\n".join(lines))
     return summary
 
 
@@ -267,14 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
     ap.add_argument("--target", type=float, default=0.895)
     ap.add_argument("--auc-target", type=float, default=0.9)
+    ap.add_argument("--diverged-below", type=float, default=0.5,
+                    help="a run whose final test accuracy is below this counts as diverged (default 0.5)")
     a = ap.parse_args(argv)
     if a.src is None and (not a.runs or a.out is None):
         ap.error("give RUNS_DIR ... --out DIR, or --from DIR")
     out = a.src or a.out
     if a.src is None:
-        pack(a.runs, out)
-    report(out, a.target, a.auc_target)
-    print((out / "table.md").read_text())
+        pack(a.runs, out, a.diverged_below)
+    report(out, a.target, a.auc_target, a.diverged_below)
+    print((out / "verdict.md").read_text())
     return 0
 
 

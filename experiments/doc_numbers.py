@@ -13,7 +13,7 @@ and compares it with the text between the markers; ``--write`` rewrites the text
 Formats of a value [mean, half-width of the 95% interval, n] (the studies' summary.json convention) or a number:
     pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2
     loss  four decimals, signed:  -0.1543 +- 0.0092          num   as written in the file, three significant digits
-    n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
+    n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x ; f3  three decimals: 0.832 +- 0.008
 
     python experiments/doc_numbers.py            # check every page under docs/ (exit 1 on a difference)
     python experiments/doc_numbers.py --write    # rewrite the quoted text from the files
@@ -51,6 +51,7 @@ FORMATS = {
     "pct": lambda v: _interval(v, 100, 1, False),
     "loss": lambda v: _interval(v, 1, 4, True),
     "x": lambda v: _interval(v, 1, 1, False, "x"),
+    "f3": lambda v: _interval(v, 1, 3, False),
     "num": lambda v: f"{float(v):.3g}",
     "int": lambda v: f"{int(v)}",
     "n": lambda v: f"{int(v[2])}",

@@ -149,17 +149,20 @@ def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from
     readings (gap, controls' gap, bilevel part, final levels) over both seeds; --from gives the same summary from
     the packed files alone."""
     out = tmp_path / "verdict"
-    _script("experiments/afbo_verdict.py", cleaning_runs, "--out", out, "--target", "0.5")
-    summary = json.loads((out / "summary.json").read_text())
+    _script("experiments/afbo_verdict.py", cleaning_runs, "--out", out, "--target", "0.5", "--diverged-below", "0")
+    summary = json.loads((out / "verdict.json").read_text())
     (S,) = summary.values()
     assert set(S["methods"]) == {"afbo", "afbo:control", "fednest", "fednest:control"}
     assert all(m["n"] == 2 and m["seeds"] == [0, 1] for m in S["methods"].values())
     p = S["paired"]["afbo_minus_fednest"]
     assert p["acc_at_T"][2] == p["bilevel_part_acc_at_T"][2] == p["final_acc"][2] == 2
-    assert S["T_s"] == min(float(r["final_clock_s"]) for r in __import__("csv").DictReader(open(out / "results.csv")))
-    table = (out / "table.md").read_text()
+    assert S["T_s"] == min(float(r["final_clock_s"]) for r in __import__("csv").DictReader(open(out / "runs.csv")))
+    table = (out / "verdict.md").read_text()
     assert "| AFBO (async) | 0,1 | 0/2 |" in table and ("stopped rising" in table or "still rising" in table)
-    before = (out / "summary.json").read_bytes()
-    (out / "summary.json").unlink()
-    _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5")
-    assert (out / "summary.json").read_bytes() == before
+    before = (out / "verdict.json").read_bytes()
+    (out / "verdict.json").unlink()
+    _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5", "--diverged-below", "0")
+    assert (out / "verdict.json").read_bytes() == before
+    (out / "runs.csv").unlink()  # an afbo_plot.py study folder: runs.csv derived from the records
+    _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5", "--diverged-below", "0")
+    assert (out / "verdict.json").read_bytes() == before

@@ -41,3 +41,22 @@ def test_the_script_checks_every_page_from_a_shell():
                          text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "quoted figures, 0" in res.stdout
+
+
+def test_every_committed_verdict_is_what_its_records_give(tmp_path):
+    """Each docs/results/**/verdict.json (experiments/afbo_verdict.py) recomputed from its folder's runs.csv and
+    rounds.parquet alone: a page quoting it quotes what the runs say."""
+    import shutil
+
+    import afbo_verdict
+
+    found = sorted((ROOT / "docs" / "results").rglob("verdict.json"))
+    assert found
+    for i, v in enumerate(found):
+        d = tmp_path / str(i)
+        d.mkdir()
+        for name in ("runs.csv", "rounds.parquet"):
+            shutil.copy(v.parent / name, d / name)
+        first = next(iter(json.loads(v.read_text()).values()))  # the targets the study was read with
+        afbo_verdict.report(d, first["target_acc"], first["target_auc"], 0.5, figures=False)
+        assert json.loads((d / "verdict.json").read_text()) == json.loads(v.read_text()), v
