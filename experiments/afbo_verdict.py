@@ -8,8 +8,8 @@ into OUT/rounds.parquet (every record of every run, long format: experiments/afb
 OUT/runs.csv (one row per run: its cell, seed, status, final clock and accuracy, diverged or not), then writes
 OUT/verdict.json, OUT/verdict.md and OUT/fig_verdict_<setting>.png; the second recomputes those from the two
 files alone. A study folder of experiments/afbo_plot.py (its rounds.parquet, no runs.csv) is read the same way
-with ``--from``: runs.csv is then derived from the records (a run that stopped early cannot be told from them:
-its status is "ok", its records' divergence still counts).
+with ``--from``: runs.csv is then derived from the records (a run with fewer rounds than its method's others
+stopped early: the runs of a method share num-rounds by design).
 
 Readings, per setting (a task, split, stragglers and communication cost; one figure and table each):
 - Runs: every run is in the table. Diverged = stopped early (a failed round: replies not finite or beyond
@@ -89,13 +89,16 @@ def runs_from_records(out: Path, below: float) -> None:
     import pandas as pd
 
     recs = pd.read_parquet(out / "rounds.parquet")
+    planned = recs.groupby(["setting", "method"])["round"].max()  # a method's runs share num-rounds by design
     rows = []
     for cell, g in recs.groupby("cell", sort=True):
         g = g.sort_values("round")
         last, loss = g.iloc[-1], g["test_loss"].to_numpy(float)
+        early = int(last["round"]) < int(planned[(last["setting"], last["method"])])
         rows.append({"setting": last["setting"], "method": last["method"], "strategy": last["strategy"],
                      "control": int(float(last["outer_lr"]) == 0.0), "cell": cell, "seed": int(last["seed"]),
-                     "status": "ok", "diverged": int(not np.all(np.isfinite(loss[1:])) or last["test_acc"] < below),
+                     "status": "stopped early" if early else "ok",
+                     "diverged": int(early or not np.all(np.isfinite(loss[1:])) or last["test_acc"] < below),
                      "final_clock_s": f"{float(last['clock_s']):.6g}", "final_acc": f"{float(last['test_acc']):.6g}",
                      "final_loss": f"{float(last['test_loss']):.6g}", "records": len(g)})
     write_runs(out, rows)
