@@ -7,6 +7,8 @@ change at a time (docs/afbo.md, section "ADBO", the table of the Method's runs).
     python experiments/adbo_quadratic.py kelley    # planes at the exact optimum over the planes (no primal-dual)
     python experiments/adbo_quadratic.py frozen    # keep-200 to 20000 rounds, then the primal-dual steps alone
     python experiments/adbo_quadratic.py list
+    python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json   # every row, kept
+    python experiments/adbo_quadratic.py table --json docs/results/adbo_quadratic/sdbo.json  # its table
 
 Steps as in tests/test_adbo.py (lower-lr 0.2, outer-lr 0.1, inner-lr 0.2, dual-lr 0.2, K = cut-steps 20, k_pre =
 cut-every 10, 20 slots); a cut costs 2K rounds (K forward, K reverse). SDBO prints the error after 5000, 10000,
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -55,7 +59,12 @@ ROWS = {
 }
 
 
-def sdbo(keys: dict, rounds: int) -> str:
+MARKS = (5000, 10000, 20000, 40000, 80000)
+
+
+def sdbo(keys: dict, rounds: int) -> dict:
+    """SDBO's rounds by hand: the error ||x - x*|| / ||x*|| after each of MARKS (those <= rounds), its largest value
+    over the last quarter of the run and the first round at which it is <= 1e-3 (None: never)."""
     cfg, task, spec = prepare({"task": TOY, "strategy": "sdbo", "num-clients": 4, "beta": 1.0, **STEPS, **keys})
     method = SDBO(cfg, task, spec)
     state, x_star = method.init(), task.solution(spec)[0]
@@ -67,12 +76,38 @@ def sdbo(keys: dict, rounds: int) -> str:
         err = float(np.linalg.norm(state["x"] - x_star) / np.linalg.norm(x_star))
         if first is None and err <= 1e-3:
             first = r + 1
-        if r + 1 in (5000, 10000, 20000, 40000):
-            marks[r + 1] = err
+        if r + 1 in MARKS:
+            marks[str(r + 1)] = err if np.isfinite(err) else None
         if r >= rounds * 3 // 4:
             tail = max(tail, err) if np.isfinite(err) else np.inf
-    return " ".join(f"{k}: {v:.4f}" for k, v in marks.items()) + f" | max over the last quarter {tail:.4f}" \
-        f" | first <= 1e-3: {first}"
+    return {"keys": keys, "rounds": rounds, "error_after": marks,
+            "last_quarter_max": tail if np.isfinite(tail) else None, "first_below_1e-3": first}
+
+
+def sdbo_text(res: dict) -> str:
+    marks = " ".join(f"{k}: {v:.4f}" if v is not None else f"{k}: diverged" for k, v in res["error_after"].items())
+    tail = "diverged" if res["last_quarter_max"] is None else f"{res['last_quarter_max']:.4f}"
+    return f"{marks} | max over the last quarter {tail} | first <= 1e-3: {res['first_below_1e-3']}"
+
+
+def sdbo_table(results: dict) -> str:
+    """The markdown table of ``results`` (row name -> sdbo()'s dict), as docs/results/adbo_quadratic/sdbo.md."""
+    cols = [m for m in map(str, MARKS) if any(m in r["error_after"] for r in results.values())]
+    lines = ["SDBO on the closed-form quadratic (QuadraticHypergrad, m = 4, x_0 = 0; the steps of "
+             "experiments/adbo_quadratic.py), ||x - x*|| / ||x*||, one change at a time from the method's defaults, by",
+             "`python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json` (the table: "
+             "`... table`). A blank cell: the row was not run that long; \"last quarter\": the largest error over the "
+             "last quarter of the row's rounds.", "",
+             "| " + " | ".join(["row", "change", *(f"{c} rounds" for c in cols), "last quarter",
+                                "first <= 1e-3"]) + " |",
+             "|---|---|" + "---|" * (len(cols) + 2)]
+    for name, r in results.items():
+        keys = ", ".join(f"{k} = {v}" for k, v in r["keys"].items()) or "none"
+        cells = [("diverged" if r["error_after"][c] is None else f"{r['error_after'][c]:.4f}")
+                 if c in r["error_after"] else "" for c in cols]
+        tail = "diverged" if r["last_quarter_max"] is None else f"{r['last_quarter_max']:.4f}"
+        lines.append("| " + " | ".join([f"`{name}`", keys, *cells, tail, str(r["first_below_1e-3"])]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def adbo(keys: dict, rounds: int, out: str | None = None, name: str = "adbo") -> str:
@@ -209,10 +244,12 @@ def frozen(rounds: int = 20000, steps: int = 50000) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("sdbo", "adbo", "bias", "kelley", "frozen", "list"))
+    ap.add_argument("what", choices=("sdbo", "adbo", "bias", "kelley", "frozen", "list", "table"))
     ap.add_argument("rows", nargs="*", help=f"rows of {sorted(ROWS)} (sdbo: all if none)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--out", default=None, help="adbo: keep the run (out/<row>) and continue it from its checkpoint")
+    ap.add_argument("--json", default=None, help="sdbo: add each row's result to this JSON file (rows already in it "
+                    "at the same rounds are skipped), and write the table beside it (<name>.md); table: read it")
     args = ap.parse_args()
     if args.what in ("bias", "kelley", "frozen"):
         {"bias": bias, "kelley": kelley, "frozen": frozen}[args.what]()
@@ -221,11 +258,26 @@ def main() -> None:
         for name, keys in ROWS.items():
             print(f"{name}: {keys}")
         return
+    path = Path(args.json) if args.json else None
+    results = json.loads(path.read_text()) if path and path.exists() else {}
+    if args.what == "table":
+        print(sdbo_table(results), end="")
+        return
     rows = args.rows or (list(ROWS) if args.what == "sdbo" else ["none"])
     for name in rows:
         t0 = time.time()
         if args.what == "sdbo":
-            text = sdbo(ROWS[name], args.rounds or 40000)
+            rounds = args.rounds or 40000
+            if name in results and results[name]["rounds"] == rounds and results[name]["keys"] == ROWS[name]:
+                res = results[name]
+            else:
+                res = sdbo(ROWS[name], rounds)
+                if path:
+                    results[name] = res
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(json.dumps(results, indent=1) + "\n")
+                    path.with_suffix(".md").write_text(sdbo_table(results))
+            text = sdbo_text(res)
         else:
             text = adbo(ROWS[name], args.rounds or 4000, args.out, name)
         print(f"{name} {ROWS[name]}: {text} ({time.time() - t0:.0f} s)", flush=True)
