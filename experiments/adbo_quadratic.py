@@ -250,6 +250,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="adbo: keep the run (out/<row>) and continue it from its checkpoint")
     ap.add_argument("--json", default=None, help="sdbo: add each row's result to this JSON file (rows already in it "
                     "at the same rounds are skipped), and write the table beside it (<name>.md); table: read it")
+    ap.add_argument("--force", action="store_true", help="sdbo --json: run every row again")
     args = ap.parse_args()
     if args.what in ("bias", "kelley", "frozen"):
         {"bias": bias, "kelley": kelley, "frozen": frozen}[args.what]()
@@ -268,7 +269,8 @@ def main() -> None:
         t0 = time.time()
         if args.what == "sdbo":
             rounds = args.rounds or 40000
-            if name in results and results[name]["rounds"] == rounds and results[name]["keys"] == ROWS[name]:
+            if not args.force and name in results and results[name]["rounds"] == rounds \
+                    and results[name]["keys"] == ROWS[name]:
                 res = results[name]
             else:
                 res = sdbo(ROWS[name], rounds)

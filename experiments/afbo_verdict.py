@@ -298,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
     ap.add_argument("--target", type=float, default=0.895)
     ap.add_argument("--auc-target", type=float, default=0.9)
+    ap.add_argument("--no-figures", action="store_true", help="the numbers only")
     ap.add_argument("--diverged-below", type=float, default=0.5,
                     help="a run whose final test accuracy is below this counts as diverged (default 0.5)")
     a = ap.parse_args(argv)
@@ -306,11 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     out = a.src or a.out
     if a.src is None:
         pack(a.runs, out, a.diverged_below)
-    report(out, a.target, a.auc_target, a.diverged_below)
+    report(out, a.target, a.auc_target, a.diverged_below, figures=not a.no_figures)
     print((out / "verdict.md").read_text())
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())

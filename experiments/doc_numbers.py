@@ -27,8 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "docs" / "results"
+ROOT = Path(__file__).resolve().parent.parent  # the repository (--root: another tree laid out the same way)
 MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ()]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
 PM = "+-"
 
@@ -58,11 +57,12 @@ FORMATS = {
 }
 
 
-def lookup(file: str, path: str, cache: dict) -> object:
+def lookup(file: str, path: str, cache: dict, root: Path) -> object:
     """The value at ``path`` (keys separated by /; list items by index) in docs/results/``file`` (JSON); a
     KeyError naming what is missing."""
-    target = (RESULTS / file).resolve()
-    if RESULTS.resolve() not in target.parents or target.suffix != ".json" or not target.is_file():
+    results = (root / "docs" / "results").resolve()
+    target = (results / file).resolve()
+    if results not in target.parents or target.suffix != ".json" or not target.is_file():
         raise KeyError(f"{file}: not a JSON file under docs/results")
     if target not in cache:
         cache[target] = json.loads(target.read_text())
@@ -77,17 +77,17 @@ def lookup(file: str, path: str, cache: dict) -> object:
     return value
 
 
-def render(m: re.Match, cache: dict) -> str:
+def render(m: re.Match, cache: dict, root: Path) -> str:
     if m["fmt"] not in FORMATS:
         raise KeyError(f"{m['file']}#{m['path']}: unknown format {m['fmt']!r} (one of {', '.join(FORMATS)})")
-    return FORMATS[m["fmt"]](lookup(m["file"], m["path"], cache))
+    return FORMATS[m["fmt"]](lookup(m["file"], m["path"], cache, root))
 
 
-def pages(root: Path = ROOT / "docs") -> list[Path]:
-    return sorted(p for p in root.rglob("*.md") if p.is_file())
+def pages(root: Path = ROOT) -> list[Path]:
+    return sorted(p for p in (root / "docs").rglob("*.md") if p.is_file())
 
 
-def check(paths: list[Path], write: bool = False) -> tuple[int, list[str]]:
+def check(paths: list[Path], write: bool = False, root: Path = ROOT) -> tuple[int, list[str]]:
     """(figures seen, one line per figure that differs from its file or cannot be read)."""
     cache: dict = {}
     seen, problems = 0, []
@@ -98,12 +98,12 @@ def check(paths: list[Path], write: bool = False) -> tuple[int, list[str]]:
             nonlocal seen
             seen += 1
             try:
-                want = render(m, cache)
+                want = render(m, cache, root)
             except KeyError as e:
-                problems.append(f"{page.relative_to(ROOT)}: {e.args[0]}")
+                problems.append(f"{page.relative_to(root)}: {e.args[0]}")
                 return m[0]
             if m["text"] != want and not write:
-                problems.append(f"{page.relative_to(ROOT)}: {m['file']}#{m['path']} is {want!r}, the page says "
+                problems.append(f"{page.relative_to(root)}: {m['file']}#{m['path']} is {want!r}, the page says "
                                 f"{m['text']!r}")
             return m[0][:m.start("text") - m.start()] + want + "<!--/n-->"
 
@@ -116,9 +116,11 @@ def check(paths: list[Path], write: bool = False) -> tuple[int, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="rewrite the quoted text from the study files")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose docs/ to read (default: this repository)")
     ap.add_argument("pages", nargs="*", type=Path, help="pages to check (default: every .md under docs/)")
     a = ap.parse_args(argv)
-    seen, problems = check([p.resolve() for p in a.pages] or pages(), write=a.write)
+    root = a.root.resolve()
+    seen, problems = check([p.resolve() for p in a.pages] or pages(root), write=a.write, root=root)
     for line in problems:
         print(line)
     print(f"{seen} quoted figures, {len(problems)} {'unreadable' if a.write else 'differing or unreadable'}")

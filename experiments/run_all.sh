@@ -353,6 +353,23 @@ if want afbo; then
   done
   to docs/results/afbo_reg_mnist/latency.md python experiments/afbo_comm_gaps_vs_latency.py --task reg-mnist
   to docs/results/afbo_reg_mnist/penalty.md python experiments/afbo_comm_straggler_penalty.py --task reg-mnist
+  # every run counted, equal budgets, plateaus and targets (issue 50): each study folder's verdict.md / .json
+  for f in study stragglers stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c \
+           stragglers_noniid stragglers_noniid_comm0 stragglers_noniid_comm10c; do
+    run python experiments/afbo_verdict.py --from docs/results/afbo_cleaning/$f
+  done
+  for f in study stragglers stragglers_comm0 stragglers_comm10c nostragglers_comm1c nostragglers_comm10c; do
+    run python experiments/afbo_verdict.py --from docs/results/afbo_reg_mnist/$f
+  done
+  # AFBO against FedNest at equal budgets long enough for every curve to stop rising (issue 50): docs/results/afbo_verdict
+  for g in iid stragglers; do
+    run python -m zofl.compare experiments/afbo_verdict_$g.toml --out "$afbo/verdict-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+    run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g
+  done
+  # SDBO on the closed-form quadratic, one change at a time (docs/afbo.md, "ADBO"): docs/results/adbo_quadratic
+  run python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json --force
+  run python experiments/adbo_quadratic.py sdbo all --rounds 80000 --json docs/results/adbo_quadratic/sdbo_80000.json --force
+  run python experiments/doc_numbers.py --write
 fi
 
 # --- Poisoning: 0-3 hostile clients against every method and aggregation rule (digits) --------------
