@@ -19,7 +19,8 @@ Readings, per setting (a task, split, stragglers and communication cost; one fig
 - T: the equal budget, the smallest final simulated clock over the runs that did not stop early (the grids
   give every method the same clock by design). Each curve is read at T by zero-order hold.
 - Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
-  its seeds has an upper end below 0.1 points (``RISE_TOL``); otherwise the table says "still rising".
+  its seeds has an upper end below 0.1 points (``RISE_TOL``); "rising" when its lower end is above 0, otherwise
+  "undecided" (the seeds' noise is too large to tell).
 - Targets (``--target``, default 89.5% test accuracy, above the noise-label controls; ``--auc-target`` 0.9):
   the first simulated time each run reaches them within T; a seed that does not reach one is counted, not
   averaged; the paired ratio of times uses the seeds where both reached.
@@ -164,6 +165,7 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
             "final_clock_s": iv([float(r["clock"][-1]) for r in rs]),
             "rise_last_quarter": rise,
             "stopped_rising": bool(rise[1] is not None and rise[0] + rise[1] < RISE_TOL),
+            "rising": bool(rise[1] is not None and rise[0] - rise[1] > 0),
             "reached_target": sum(math.isfinite(t) for t in times),
             "time_to_target": iv([t for t in times if math.isfinite(t)]),
             "reached_auc_target": sum(math.isfinite(t) for t in auc_times),
@@ -210,6 +212,11 @@ def pm(v: list, scale: float = 100, digits: int = 2, signed: bool = False) -> st
     return head if v[1] is None else f"{head} +- {v[1] * scale:.{digits}f}"
 
 
+def curve(m: dict) -> str:
+    """The curve at T: "stopped rising" (the rule), "rising" (its gain's interval above 0), or "undecided"."""
+    return "stopped rising" if m["stopped_rising"] else "rising" if m["rising"] else "undecided"
+
+
 def table_md(setting: str, S: dict) -> list[str]:
     tgt = f"{100 * S['target_acc']:g}%"
     lines = [f"### {setting}", "",
@@ -222,7 +229,7 @@ def table_md(setting: str, S: dict) -> list[str]:
         lines.append(
             f"| {m['label']} | {','.join(map(str, m['seeds']))} | {m['diverged']}/{m['n']} | {pm(m['acc_at_T'])} | "
             f"{pm(m['loss_at_T'], 1, 4)} | {pm(m['auc_at_T'], 1, 3)} | {pm(m['rise_last_quarter'], 100, 2, True)} | "
-            f"{'stopped rising' if m['stopped_rising'] else 'still rising'} | {m['reached_target']}/{m['n']} | "
+            f"{curve(m)} | {m['reached_target']}/{m['n']} | "
             f"{pm(m['time_to_target'], 1, 2)} | {m['reached_auc_target']}/{m['n']} | "
             f"{pm(m['time_to_auc_target'], 1, 2)} | {pm(m['final_acc'])} | {pm(m['final_clock_s'], 1, 1)} |")
     lines += ["", "Paired by seed (A - B; points of accuracy, test loss, AUC):", "",

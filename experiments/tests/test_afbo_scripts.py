@@ -158,7 +158,8 @@ def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from
     assert p["acc_at_T"][2] == p["bilevel_part_acc_at_T"][2] == p["final_acc"][2] == 2
     assert S["T_s"] == min(float(r["final_clock_s"]) for r in __import__("csv").DictReader(open(out / "runs.csv")))
     table = (out / "verdict.md").read_text()
-    assert "| AFBO (async) | 0,1 | 0/2 |" in table and ("stopped rising" in table or "still rising" in table)
+    assert "| AFBO (async) | 0,1 | 0/2 |" in table
+    assert any(c in table for c in ("| stopped rising |", "| rising |", "| undecided |"))
     before = (out / "verdict.json").read_bytes()
     (out / "verdict.json").unlink()
     _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5", "--diverged-below", "0")
