@@ -362,7 +362,7 @@ if want afbo; then
     run python experiments/afbo_verdict.py --from docs/results/afbo_reg_mnist/$f
   done
   # AFBO against FedNest at equal budgets long enough for every curve to stop rising (issue 50): docs/results/afbo_verdict
-  for g in iid stragglers; do
+  for g in iid iid_long stragglers; do
     run python -m zofl.compare experiments/afbo_verdict_$g.toml --out "$afbo/verdict-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
     run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g
   done
