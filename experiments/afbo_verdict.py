@@ -261,11 +261,12 @@ def figure(setting: str, runs: list[dict], S: dict, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     grid = np.linspace(0, S["T_s"], 200)
-    for i, (key, m) in enumerate(S["methods"].items()):
+    strategies = sorted({key.split(":")[0] for key in S["methods"]})
+    for key, m in S["methods"].items():
         rs = [r for r in runs if r["key"] == key]
         mat = np.array([[at(r, "acc", t) for t in grid] for r in rs]) * 100
         mean = mat.mean(axis=0)
-        color = f"C{i}"
+        color = f"C{strategies.index(key.split(':')[0])}"  # a method and its control: one colour, solid / dashed
         ax.plot(grid, mean, color=color, ls="--" if key.endswith(":control") else "-",
                 label=f"{m['label']} (n={m['n']})")
         if len(rs) > 1:

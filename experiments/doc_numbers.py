@@ -13,7 +13,8 @@ and compares it with the text between the markers; ``--write`` rewrites the text
 Formats of a value [mean, half-width of the 95% interval, n] (the studies' summary.json convention) or a number:
     pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2
     loss  four decimals, signed:  -0.1543 +- 0.0092          num   as written in the file, three significant digits
-    n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x ; f3  three decimals: 0.832 +- 0.008
+    n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
+    f3    three decimals: 0.832 +- 0.008 ; d2  two decimals (e.g. seconds): 7.86 +- 2.67
 
     python experiments/doc_numbers.py            # check every page under docs/ (exit 1 on a difference)
     python experiments/doc_numbers.py --write    # rewrite the quoted text from the files
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository (--root: another tree laid out the same way)
-MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ()]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
+MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ():]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
 PM = "+-"
 
 
@@ -51,6 +52,7 @@ FORMATS = {
     "loss": lambda v: _interval(v, 1, 4, True),
     "x": lambda v: _interval(v, 1, 1, False, "x"),
     "f3": lambda v: _interval(v, 1, 3, False),
+    "d2": lambda v: _interval(v, 1, 2, False),
     "num": lambda v: f"{float(v):.3g}",
     "int": lambda v: f"{int(v)}",
     "n": lambda v: f"{int(v[2])}",
@@ -107,7 +109,11 @@ def check(paths: list[Path], write: bool = False, root: Path = ROOT) -> tuple[in
                                 f"{m['text']!r}")
             return m[0][:m.start("text") - m.start()] + want + "<!--/n-->"
 
+        before = seen
         new = MARK.sub(sub, text)
+        if text.count("<!--n ") != seen - before:
+            problems.append(f"{page.relative_to(root)}: {text.count('<!--n ') - (seen - before)} marker(s) that do "
+                            f"not parse (<!--n FILE#PATH FORMAT-->TEXT<!--/n-->)")
         if write and new != text:
             page.write_text(new)
     return seen, problems

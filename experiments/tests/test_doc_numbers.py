@@ -26,14 +26,14 @@ def test_a_page_that_differs_from_its_study_is_found_and_rewritten(tmp_path):
     page = tmp_path / "docs" / "p.md"
     page.write_text("gap <!--n s/summary.json#a.b/gap pts-->+1.00 +- 0.45<!--/n--> points, "
                     "<!--n s/summary.json#a.b/gap n-->5<!--/n--> seeds, "
-                    "<!--n s/summary.json#a.b/none pts-->?<!--/n-->\n")
+                    "<!--n s/summary.json#a.b/none pts-->?<!--/n--> <!--n s/summary.json#a.b/gap+ pts-->?<!--/n-->\n")
     res = _script("experiments/doc_numbers.py", "--root", tmp_path)
     assert res.returncode == 1
     assert "is '+1.23 +- 0.45', the page says '+1.00 +- 0.45'" in res.stdout and "no 'none'" in res.stdout
-    assert "3 quoted figures, 2 differing" in res.stdout
+    assert "3 quoted figures, 3 differing" in res.stdout and "1 marker(s) that do not parse" in res.stdout
     _script("experiments/doc_numbers.py", "--root", tmp_path, "--write")
     assert "-->+1.23 +- 0.45<!--/n--> points" in page.read_text()
-    assert "3 quoted figures, 1 differing" in _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
+    assert "3 quoted figures, 2 differing" in _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
     page.write_text("<!--n ../../../etc/passwd.json#x pts-->1<!--/n-->")
     assert "not a JSON file under docs/results" in _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
 
