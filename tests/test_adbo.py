@@ -358,3 +358,18 @@ def prepare_and_check(run_config):
     from zofl.setup import check_run
 
     return check_run(run_config)
+
+
+def test_a_lower_step_that_makes_the_cuts_rounds_diverge_is_warned_about():
+    """The master's z step is on a sum over the m workers: stable only for inner-lr x cut-penalty x m < 2. The
+    defaults (0.5 x 1 x 10 clients) are past it; the warning names the keys and the bound."""
+    from zofl.config import config_warnings, parse_config
+
+    for strategy, extra in (("adbo", {"engine": "async"}), ("sdbo", {"beta": 1.0})):
+        warned = " ".join(config_warnings(parse_config({"strategy": strategy, **extra})))
+        assert f"strategy '{strategy}': inner-lr x cut-penalty x num-clients = 5 >= 2" in warned
+        assert "use inner-lr below 0.2" in warned
+        assert not any("cut-penalty" in w for w in config_warnings(parse_config(
+            {"strategy": strategy, **extra, "inner-lr": 0.1})))
+        assert not any("cut-penalty" in w for w in config_warnings(parse_config(
+            {"strategy": strategy, **extra, "num-clients": 3})))

@@ -154,6 +154,19 @@ class ADBO(Method):
     def check(cls, cfg, task, spec) -> None:
         _check_cut_keys(cfg)  # buffer-size (ADBO's S) above num-clients: refused by Method.check_config
 
+    @classmethod
+    def config_warnings(cls, cfg) -> list[str]:
+        """The lower rounds behind a cut diverge when inner-lr x cut-penalty x num-clients >= 2: the master's z step
+        (``lower_master_step``, as the authors' code) is on a sum over the workers, so z_k's own coefficient is
+        1 - inner-lr mu m (docs/afbo.md, "ADBO": "Why the defaults diverge")."""
+        hp, out = cls.Params.of(cfg), super().config_warnings(cfg)
+        gain = hp.inner_lr * hp.cut_penalty * cfg.num_clients
+        if gain >= 2:
+            out.append(f"strategy '{cls.name}': inner-lr x cut-penalty x num-clients = {gain:g} >= 2, so the lower "
+                       f"rounds behind every cutting plane diverge (their z step is on a sum over the workers); use "
+                       f"inner-lr below {2 / (hp.cut_penalty * cfg.num_clients):g} (docs/afbo.md, \"ADBO\")")
+        return out
+
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
