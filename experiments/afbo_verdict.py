@@ -148,7 +148,10 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
     methods: dict[str, dict] = {}
     by_key: dict[str, dict[int, dict]] = {}
     for r in sorted(runs, key=lambda r: (r["key"], r["seed"])):
-        by_key.setdefault(r["key"], {})[r["seed"]] = r
+        if r["seed"] in by_key.setdefault(r["key"], {}):  # e.g. a tuning folder: several settings of one method
+            raise SystemExit(f"{r['setting']}: two runs of {r['key']} with seed {r['seed']} ({r['cell']}, "
+                             f"{by_key[r['key']][r['seed']]['cell']}): one run per method and seed is read")
+        by_key[r["key"]][r["seed"]] = r
     for key, seeds in by_key.items():
         rs = list(seeds.values())
         times = [first_time(r, "acc", target, T) for r in rs]
