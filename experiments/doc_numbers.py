@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository (--root: another tree laid out the same way)
-MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ():]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
+MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ():,]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
 PM = "+-"
 
 
