@@ -41,13 +41,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from afbo_plot import failed, first_reach, hold, method_of, read_cells, setting_of, varying_step_keys, write_records
+from report_common import band  # modules beside this script
 
 from zofl.stats import interval
 
 RISE_TOL = 0.001  # 0.1 points of accuracy: the largest gain over the last quarter that counts as flat
 FIELDS = ("setting", "method", "strategy", "control", "cell", "seed", "status", "diverged", "final_clock_s",
           "final_acc", "final_loss", "records")
-KIND = {"afbo": "AFBO", "fednest": "FedNest", "afbo-global": "afbo-global (ours)", "adbo": "ADBO", "sdbo": "SDBO"}
 PAIRS = (("afbo", "fednest"), ("afbo-global", "afbo"), ("afbo-global", "fednest"), ("afbo", "adbo"),
          ("fednest", "adbo"), ("afbo", "sdbo"), ("fednest", "sdbo"))
 
@@ -55,26 +56,27 @@ PAIRS = (("afbo", "fednest"), ("afbo-global", "afbo"), ("afbo-global", "fednest"
 # -- packing the compare folders ---------------------------------------------------------------------------------
 def pack(dirs: list[Path], out: Path, below: float) -> None:
     """OUT/rounds.parquet and OUT/runs.csv from the finished cells of ``dirs``."""
-    from afbo_plot import failed, method_of, read_cells, setting_of, varying_step_keys, write_records
-
     cells = read_cells(dirs)
     if not cells:
         raise SystemExit(f"no finished cell under {', '.join(map(str, dirs))}")
     vary = varying_step_keys(cells)
     out.mkdir(parents=True, exist_ok=True)
     write_records(cells, vary, out)
-    rows = []
-    for c in cells:
-        cfg, loss = c["cfg"], c["loss"]
-        stopped = failed(c)
-        diverged = stopped or not np.all(np.isfinite(loss[1:])) or float(c["acc"][-1]) < below
-        rows.append({"setting": setting_of(cfg), "method": method_of(cfg, vary), "strategy": cfg["strategy"],
-                     "control": int(float(cfg.get("outer-lr", 1.0)) == 0.0), "cell": Path(c["dir"]).name,
-                     "seed": int(cfg["seed"]), "status": "stopped early" if stopped else "ok",
-                     "diverged": int(diverged), "final_clock_s": f"{float(c['clock'][-1]):.6g}",
-                     "final_acc": f"{float(c['acc'][-1]):.6g}", "final_loss": f"{float(loss[-1]):.6g}",
-                     "records": len(c["acc"])})
+    rows = [run_row(setting_of(c["cfg"]), method_of(c["cfg"], vary), c["cfg"]["strategy"],
+                    float(c["cfg"].get("outer-lr", 1.0)), Path(c["dir"]).name, c["cfg"]["seed"], failed(c),
+                    c["clock"], c["acc"], c["loss"], below) for c in cells]
     write_runs(out, rows)
+
+
+def run_row(setting: str, method: str, strategy: str, outer_lr: float, cell: str, seed: int, stopped: bool,
+            clock: np.ndarray, acc: np.ndarray, loss: np.ndarray, below: float) -> dict:
+    """One run's row of runs.csv (FIELDS) from its records: diverged = stopped early, a non-finite test loss after
+    x_0's, or a final test accuracy below ``below``."""
+    diverged = stopped or not np.all(np.isfinite(loss[1:])) or float(acc[-1]) < below
+    return {"setting": setting, "method": method, "strategy": strategy, "control": int(outer_lr == 0.0),
+            "cell": cell, "seed": int(seed), "status": "stopped early" if stopped else "ok", "diverged": int(diverged),
+            "final_clock_s": f"{float(clock[-1]):.6g}", "final_acc": f"{float(acc[-1]):.6g}",
+            "final_loss": f"{float(loss[-1]):.6g}", "records": len(acc)}
 
 
 def write_runs(out: Path, rows: list[dict]) -> None:
@@ -94,14 +96,11 @@ def runs_from_records(out: Path, below: float) -> None:
     rows = []
     for cell, g in recs.groupby("cell", sort=True):
         g = g.sort_values("round")
-        last, loss = g.iloc[-1], g["test_loss"].to_numpy(float)
+        last = g.iloc[-1]
         early = int(last["round"]) < int(planned[(last["setting"], last["method"])])
-        rows.append({"setting": last["setting"], "method": last["method"], "strategy": last["strategy"],
-                     "control": int(float(last["outer_lr"]) == 0.0), "cell": cell, "seed": int(last["seed"]),
-                     "status": "stopped early" if early else "ok",
-                     "diverged": int(early or not np.all(np.isfinite(loss[1:])) or last["test_acc"] < below),
-                     "final_clock_s": f"{float(last['clock_s']):.6g}", "final_acc": f"{float(last['test_acc']):.6g}",
-                     "final_loss": f"{float(last['test_loss']):.6g}", "records": len(g)})
+        rows.append(run_row(last["setting"], last["method"], last["strategy"], float(last["outer_lr"]), cell,
+                            last["seed"], early, g["clock_s"].to_numpy(float), g["test_acc"].to_numpy(float),
+                            g["test_loss"].to_numpy(float), below))
     write_runs(out, rows)
 
 
@@ -127,14 +126,8 @@ def load(out: Path, below: float) -> tuple[list[dict], dict[str, dict]]:
 
 
 def at(r: dict, what: str, t: float) -> float:
-    """``what`` of the newest record at simulated time t (zero-order hold; ties: the last record)."""
-    i = int(np.searchsorted(r["clock"], t, side="right")) - 1
-    return float(r[what][max(i, 0)])
-
-
-def first_time(r: dict, what: str, target: float, T: float) -> float:
-    ok = np.nonzero((r[what] >= target) & (r["clock"] <= T))[0]
-    return float(r["clock"][ok[0]]) if len(ok) else math.nan
+    """``what`` of the newest record at simulated time t (afbo_plot.hold: zero-order hold, ties the last record)."""
+    return float(hold(r["clock"], r[what], np.array([t]))[0])
 
 
 def iv(values) -> list:
@@ -154,8 +147,8 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
         by_key[r["key"]][r["seed"]] = r
     for key, seeds in by_key.items():
         rs = list(seeds.values())
-        times = [first_time(r, "acc", target, T) for r in rs]
-        auc_times = [first_time(r, "auc", auc_target, T) for r in rs]
+        times = [first_reach(r, target, T, "acc") for r in rs]
+        auc_times = [first_reach(r, auc_target, T, "auc") for r in rs]
         rise = iv([at(r, "acc", T) - at(r, "acc", 0.75 * T) for r in rs])
         methods[key] = {
             "label": rs[0]["method"], "seeds": sorted(seeds), "n": len(rs),
@@ -192,7 +185,7 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
              "auc_at_T": diff(a, b, lambda r: at(r, "auc", T)),
              "final_acc": diff(a, b, lambda r: float(r["acc"][-1]))}
         common = sorted(set(by_key[a]) & set(by_key[b]))
-        ratios = [first_time(by_key[b][s], "acc", target, T) / first_time(by_key[a][s], "acc", target, T)
+        ratios = [first_reach(by_key[b][s], target, T, "acc") / first_reach(by_key[a][s], target, T, "acc")
                   for s in common]
         p["time_to_target_ratio_b_over_a"] = iv([q for q in ratios if math.isfinite(q)])
         ca, cb = a + ":control", b + ":control"
@@ -268,13 +261,12 @@ def figure(setting: str, runs: list[dict], S: dict, path: Path) -> None:
     for key, m in S["methods"].items():
         rs = [r for r in runs if r["key"] == key]
         mat = np.array([[at(r, "acc", t) for t in grid] for r in rs]) * 100
-        mean = mat.mean(axis=0)
+        mean, half = band(mat)  # the 95% t band over the seeds
         color = f"C{strategies.index(key.split(':')[0])}"  # a method and its control: one colour, solid / dashed
         ax.plot(grid, mean, color=color, ls="--" if key.endswith(":control") else "-",
                 label=f"{m['label']} (n={m['n']})")
         if len(rs) > 1:
-            h = 1.96 * mat.std(axis=0, ddof=1) / math.sqrt(len(rs))
-            ax.fill_between(grid, mean - h, mean + h, color=color, alpha=0.15)
+            ax.fill_between(grid, mean - half, mean + half, color=color, alpha=0.15)
     ax.axhline(100 * S["target_acc"], color="grey", lw=0.8, ls=":")
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("test accuracy (%)")
