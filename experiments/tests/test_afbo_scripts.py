@@ -146,7 +146,7 @@ def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
 
 def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from_its_files(cleaning_runs, tmp_path):
     """experiments/afbo_verdict.py: packs the cells, one table row per method with every run counted, the paired
-    readings (gap, controls' gap, bilevel part, final levels) over both seeds; --from gives the same summary from
+    readings (gap, controls' gap, the 2 x 2 interaction, final levels) over both seeds; --from gives the same summary from
     the packed files alone."""
     out = tmp_path / "verdict"
     _script("experiments/afbo_verdict.py", cleaning_runs, "--out", out, "--target", "0.5", "--diverged-below", "0")
@@ -155,7 +155,9 @@ def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from
     assert set(S["methods"]) == {"afbo", "afbo:control", "fednest", "fednest:control"}
     assert all(m["n"] == 2 and m["seeds"] == [0, 1] for m in S["methods"].values())
     p = S["paired"]["afbo_minus_fednest"]
-    assert p["acc_at_T"][2] == p["bilevel_part_acc_at_T"][2] == p["final_acc"][2] == 2
+    assert p["acc_at_T"][2] == p["interaction_acc_at_T"][2] == p["final_acc"][2] == 2
+    # the interaction is the gap less the controls' gap, seed by seed (so also in the mean)
+    assert p["interaction_acc_at_T"][0] == pytest.approx(p["acc_at_T"][0] - p["controls_acc_at_T"][0], abs=1e-12)
     assert S["T_s"] == min(float(r["final_clock_s"]) for r in __import__("csv").DictReader(open(out / "runs.csv")))
     table = (out / "verdict.md").read_text()
     assert "| AFBO (async) | 0,1 | 0/2 |" in table
