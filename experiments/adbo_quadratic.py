@@ -10,7 +10,7 @@ change at a time (docs/afbo.md, section "ADBO", the table of the Method's runs).
     python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json   # every row, kept
     python experiments/adbo_quadratic.py table --json docs/results/adbo_quadratic/sdbo.json  # its table
 
-Steps as in tests/test_adbo.py (lower-lr 0.2, outer-lr 0.1, inner-lr 0.2, dual-lr 0.2, K = cut-steps 20, k_pre =
+Steps as in tests/test_adbo.py (lower-lr 0.2, outer-lr 0.1, z-lr 0.2, dual-lr 0.2, K = cut-steps 20, k_pre =
 cut-every 10, 20 slots); a cut costs 2K rounds (K forward, K reverse). SDBO prints the error after 5000, 10000,
 20000 and 40000 rounds (those <= --rounds), its largest value over the last quarter of the run and the first round
 at which it is <= 1e-3. ADBO: S = 3 of 4, tau = 3, speeds U(0.5, 1), as the test; prints the error at the end.
@@ -33,7 +33,7 @@ from zofl.results import read_rounds
 from zofl.setup import prepare
 
 TOY = "zofl.tasks.hypergrad:QuadraticHypergrad"
-STEPS = {"lower-lr": 0.2, "outer-lr": 0.1, "inner-lr": 0.2, "dual-lr": 0.2, "cut-steps": 20, "cut-every": 10,
+STEPS = {"lower-lr": 0.2, "outer-lr": 0.1, "z-lr": 0.2, "dual-lr": 0.2, "cut-steps": 20, "cut-every": 10,
          "batch-size": 1}
 KEPT = {"drop-inactive-cuts": False, "max-cuts": 50}
 ALL = {"cut-start-gradient": True, "cut-normalize": True, **KEPT}

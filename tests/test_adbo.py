@@ -30,7 +30,7 @@ from zofl.setup import prepare
 
 TOY = "zofl.tasks.hypergrad:QuadraticHypergrad"
 # step sizes for the quadratic (A's eigenvalues in [1, 2.4]); K = 20 lower rounds per cut, a cut every 10 steps
-STEPS = {"lower-lr": 0.2, "outer-lr": 0.1, "inner-lr": 0.2, "dual-lr": 0.2, "cut-steps": 20, "cut-every": 10,
+STEPS = {"lower-lr": 0.2, "outer-lr": 0.1, "z-lr": 0.2, "dual-lr": 0.2, "cut-steps": 20, "cut-every": 10,
          "batch-size": 1}
 
 
@@ -339,7 +339,7 @@ def test_resume_equals_the_uninterrupted_run_bit_for_bit(tmp_path):
 
 def test_hyper_cleaning_runs_and_ends_finite(tmp_path):
     d, x = run_inprocess({"strategy": "adbo", "engine": "async", "task": "hyper-cleaning", "num-clients": 4,
-                          "server-fraction": 0.0, "buffer-size": 2, "lower-lr": 0.5, "outer-lr": 1.0, "inner-lr": 0.5,
+                          "server-fraction": 0.0, "buffer-size": 2, "lower-lr": 0.5, "outer-lr": 1.0, "z-lr": 0.5,
                           "cut-steps": 2, "cut-every": 4, "num-rounds": 24, "output-dir": str(tmp_path),
                           "run-name": "hc"}, workers=0)
     rec = read_rounds(d)
@@ -361,15 +361,43 @@ def prepare_and_check(run_config):
 
 
 def test_a_lower_step_that_makes_the_cuts_rounds_diverge_is_warned_about():
-    """The master's z step is on a sum over the m workers: stable only for inner-lr x cut-penalty x m < 2. The
-    defaults (0.5 x 1 x 10 clients) are past it; the warning names the keys and the bound."""
+    """The master's z step is on a sum over the m workers: stable only for z-lr x cut-penalty x m < 2. The old
+    default (the shared inner-lr, 0.5 x 1 x 10 clients) was past it; the warning names the keys and the bound, and
+    the default (z-lr = 0: 1 / (mu m)) is inside it at any m."""
     from zofl.config import config_warnings, parse_config
 
     for strategy, extra in (("adbo", {"engine": "async"}), ("sdbo", {"beta": 1.0})):
-        warned = " ".join(config_warnings(parse_config({"strategy": strategy, **extra})))
-        assert f"strategy '{strategy}': inner-lr x cut-penalty x num-clients = 5 >= 2" in warned
-        assert "use inner-lr below 0.2" in warned
-        assert not any("cut-penalty" in w for w in config_warnings(parse_config(
-            {"strategy": strategy, **extra, "inner-lr": 0.1})))
-        assert not any("cut-penalty" in w for w in config_warnings(parse_config(
-            {"strategy": strategy, **extra, "num-clients": 3})))
+        warned = " ".join(config_warnings(parse_config({"strategy": strategy, **extra, "z-lr": 0.5})))
+        assert f"strategy '{strategy}': z-lr x cut-penalty x num-clients = 5 >= 2" in warned
+        assert "use z-lr below 0.2" in warned
+        for ok in ({}, {"z-lr": 0.1}, {"z-lr": 0.5, "num-clients": 3}, {"num-clients": 1000, "cut-penalty": 7.0}):
+            assert not any("cut-penalty" in w for w in config_warnings(parse_config(
+                {"strategy": strategy, **extra, **ok})))
+
+
+def test_the_default_z_step_is_the_exact_minimiser_of_a_lower_rounds_z_part():
+    """z-lr = 0 gives lr_z = 1 / (mu m): one lower round's z is then mean_j y_j + sum_j phi_j / (mu m) whatever z_k
+    was (its own coefficient 1 - lr_z mu m is 0), i.e. argmin_z of -sum_j phi_j^T z + (mu / 2) sum_j ||z - y_j||^2."""
+    from zofl.algorithms.adbo import lower_master_step, z_step_size
+
+    rng = np.random.default_rng(0)
+    m, q, mu = 7, 3, 2.5
+    ys, phi = rng.normal(size=(m, q)), rng.normal(size=(m, q))
+    lr = z_step_size(0.0, mu, m)
+    assert lr == pytest.approx(1 / (mu * m)) and z_step_size(0.3, mu, m) == 0.3 and z_step_size(0.0, 0.0, m) == 1 / m
+    want = ys.mean(axis=0) + phi.sum(axis=0) / (mu * m)
+    for z0 in (np.zeros(q), rng.normal(size=q) * 100):
+        z1, _ = lower_master_step(z0, ys, phi, mu, lr, 0.1)
+        np.testing.assert_allclose(z1, want, atol=1e-10)
+
+
+@pytest.mark.parametrize("strategy, extra", [("adbo", {"engine": "async"}), ("sdbo", {"beta": 1.0})])
+def test_at_its_defaults_it_learns_past_the_first_cut(strategy, extra, tmp_path):
+    """At every default (10 clients, hyper-cleaning on digits) the first cut's lower rounds stay stable: the test
+    loss never rises above its start and has fallen by the 40th version. With the old z step (the shared inner-lr,
+    0.5: z-lr x mu x m = 5) the first cut's phi was ~484 and the loss jumped to ~436 at the first outer step after
+    it (version 13)."""
+    d, x = run_inprocess({"strategy": strategy, **extra, "task": "hyper-cleaning", "num-rounds": 40, "seed": 100,
+                          "output-dir": str(tmp_path), "run-name": "defaults"}, workers=0)
+    loss = [r["test_loss"] for r in read_rounds(d)]
+    assert np.isfinite(x).all() and max(loss) <= loss[0] + 1e-9 and loss[-1] < loss[0] - 1e-3

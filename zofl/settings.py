@@ -498,7 +498,7 @@ class OuterStep(Settings):
 
 @dataclass(frozen=True)
 class ServerInner(Settings):
-    """The server's step on y (AFBO, afbo-global, ADBO, SDBO)."""
+    """The server's step on y (AFBO, afbo-global)."""
 
     inner_lr: float = key(0.5, "a number > 0",
         "beta: AFBO's server step on y with the mean stored G_i", "ours", positive)

@@ -146,8 +146,8 @@ def test_afbo_global_script_runs_its_three_methods_and_controls(tmp_path):
 
 def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from_its_files(cleaning_runs, tmp_path):
     """experiments/afbo_verdict.py: packs the cells, one table row per method with every run counted, the paired
-    readings (gap, controls' gap, the 2 x 2 interaction, final levels) over both seeds; --from gives the same summary from
-    the packed files alone."""
+    readings (gap, controls' gap, the 2 x 2 interaction, final levels) over both seeds; --from gives the same
+    summary from the packed files alone."""
     out = tmp_path / "verdict"
     _script("experiments/afbo_verdict.py", cleaning_runs, "--out", out, "--target", "0.5", "--diverged-below", "0")
     summary = json.loads((out / "verdict.json").read_text())

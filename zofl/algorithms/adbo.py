@@ -93,6 +93,16 @@ def lower_worker_step(grad_y_g: Vec, y: Vec, phi_j: Vec, z_k: Vec, mu: float, lr
     return y - lr * (grad_y_g + phi_j + mu * (y - z_k))
 
 
+def z_step_size(z_lr: float, mu: float, m: int) -> float:
+    """The master's step size lr_z on z (the code's z_lr): ``z_lr`` when it is > 0, else 1 / (mu m) (1 / m when mu
+    = 0). Why (ours): the lower rounds' z step (``lower_master_step``) is a gradient step on a sum over the m
+    workers, so z_k's own coefficient is 1 - lr_z mu m: the rounds diverge for lr_z mu m > 2, and 1 / (mu m) sets
+    the coefficient to 0, i.e. z_{k+1} = mean_j y_j + sum_j phi_j / (mu m), the exact minimiser of the z part."""
+    if z_lr > 0:
+        return float(z_lr)
+    return 1.0 / (m * mu) if mu > 0 else 1.0 / m
+
+
 def lower_master_step(z_k: Vec, ys: np.ndarray, phi: np.ndarray, mu: float, lr_z: float,
                       lr_phi: float) -> tuple[Vec, np.ndarray]:
     """The master's step of the consensus lower problem, from the workers' new y_j (all of them: the

@@ -23,8 +23,9 @@ of the engine:
   stored with a unit normal (the same half-space).
 
 Steps: ``lower-lr`` (worker steps on y_j, both kinds: the code's w_lr), ``outer-lr`` (worker steps on x_j
-and master steps on v: hp_lr, v_lr), ``inner-lr`` (master steps on z and z_k: z_lr), ``dual-lr`` (lam,
-theta, phi: lbda_lr, theta_lr, phi_lr), ``dual-reg`` (c1 = c2, constant as in the code).
+and master steps on v: hp_lr, v_lr), ``z-lr`` (master steps on z and z_k: z_lr; 0, the default, gives 1 / (mu m):
+``z_step_size``), ``dual-lr`` (lam, theta, phi: lbda_lr, theta_lr, phi_lr), ``dual-reg`` (c1 = c2, constant as in
+the code).
 
 Choices (ours, labelled in docs/afbo.md): a worker's own variables (x_j, y_j) are kept by the server and
 sent with each task (exact: a worker has one task in flight and the server has its last reply); the cuts
@@ -59,6 +60,7 @@ from ..algorithms.adbo import (
     may_update,
     new_cut,
     worker_step,
+    z_step_size,
 )
 from ..algorithms.lower_level import minibatch_indices
 from ..algorithms.smoothing import seed_sequence
@@ -69,7 +71,6 @@ from ..settings import (
     ConfigError,
     LowerSGD,
     OuterStep,
-    ServerInner,
     Settings,
     TaskSettings,
     choice,
@@ -104,6 +105,11 @@ class Cuts(Settings):
         "ADBO: remove the planes whose dual is ~0 before a new one is added (the public code's active_set)", "ours")
     cut_warm_start: bool = key(False, "true or false",
         "ADBO: the lower problem's duals phi_j start from their last values (false: from 0, as the code)", "ours")
+    z_lr: float = key(0.0, "a number >= 0 (0: 1 / (cut-penalty x num-clients))",
+        "ADBO: lr_z, the master's step on z (its outer step and the lower rounds behind a cut; the code's z_lr). 0 "
+        "(ours): 1 / (mu m), which makes each lower round's z the exact minimiser of its z part; the rounds "
+        "diverge for z-lr x cut-penalty x num-clients > 2 (their z step is on a sum over the m workers)", "ours",
+        nonnegative)
     dual_lr: float = key(0.1, "a number > 0",
         "ADBO: ascent step of the duals lambda, theta_j and phi_j", "ours", positive)
     dual_reg: float = key(0.0, "a number >= 0",
@@ -125,7 +131,7 @@ class Cuts(Settings):
 
 
 @dataclass(frozen=True)
-class SDBOParams(LowerSGD, OuterStep, ServerInner, Cuts):
+class SDBOParams(LowerSGD, OuterStep, Cuts):
     """SDBO."""
 
 
@@ -156,21 +162,23 @@ class ADBO(Method):
 
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:
-        """The lower rounds behind a cut diverge when inner-lr x cut-penalty x num-clients >= 2: the master's z step
+        """The lower rounds behind a cut diverge when z-lr x cut-penalty x num-clients >= 2: the master's z step
         (``lower_master_step``, as the authors' code) is on a sum over the workers, so z_k's own coefficient is
         1 - inner-lr mu m (docs/afbo.md, "ADBO": "Why the defaults diverge")."""
         hp, out = cls.Params.of(cfg), super().config_warnings(cfg)
-        gain = hp.inner_lr * hp.cut_penalty * cfg.num_clients
+        gain = z_step_size(hp.z_lr, hp.cut_penalty, cfg.num_clients) * hp.cut_penalty * cfg.num_clients
         if gain >= 2:
-            out.append(f"strategy '{cls.name}': inner-lr x cut-penalty x num-clients = {gain:g} >= 2, so the lower "
+            out.append(f"strategy '{cls.name}': z-lr x cut-penalty x num-clients = {gain:g} >= 2, so the lower "
                        f"rounds behind every cutting plane diverge (their z step is on a sum over the workers); use "
-                       f"inner-lr below {2 / (hp.cut_penalty * cfg.num_clients):g} (docs/afbo.md, \"ADBO\")")
+                       f"z-lr below {2 / (hp.cut_penalty * cfg.num_clients):g}, or 0 for 1 / (cut-penalty x "
+                       f"num-clients) (docs/afbo.md, \"ADBO\")")
         return out
 
     def __init__(self, cfg, task, spec):
         super().__init__(cfg, task, spec)
         self.p, self.q = task.dims(self.task_cfg, spec)
         self.L, self.K = self.hp.max_cuts, self.hp.cut_steps
+        self.lr_z = z_step_size(self.hp.z_lr, self.hp.cut_penalty, self.m)  # the master's step on z
         self.rows = max(self.L, 2)  # a task's "rows": b_j (outer), phi_j and z_k (cut), y_j^k and u_j (adjoint)
 
     def init(self) -> State:
@@ -217,7 +225,7 @@ class ADBO(Method):
         y_j's own adjoint alone: the same rounds then sum the code's gradient."""
         if self.hp.cut_gradient == "code":
             return s["yb"]
-        return adjoint_u(s["yb"], s["zb"], s["pb"], self.hp.cut_penalty, self.hp.inner_lr, self.hp.dual_lr)
+        return adjoint_u(s["yb"], s["zb"], s["pb"], self.hp.cut_penalty, self.lr_z, self.hp.dual_lr)
 
     def task_steps(self, work: Work) -> int:
         return work.H
@@ -281,7 +289,7 @@ class ADBO(Method):
         t, _, _, cuts = (int(v) for v in s["counters"])
         Q = s["fresh"]
         hp = self.hp
-        s["x"], s["y"] = master_step(s["x"], s["y"], s["theta"], s["lam"], s["a"], s["c"], hp.outer_lr, hp.inner_lr)
+        s["x"], s["y"] = master_step(s["x"], s["y"], s["theta"], s["lam"], s["a"], s["c"], hp.outer_lr, self.lr_z)
         values = cut_values(s["a"], s["b"], s["c"], s["kappa"], s["x"], s["ys"], s["y"])
         s["lam"] = cut_dual_step(s["lam"], s["on"], values, self.hp.dual_lr, self.hp.dual_reg)
         s["theta"] = consensus_dual_step(s["theta"], s["xs"], s["x"], Q, self.hp.dual_lr, self.hp.dual_reg)
@@ -318,7 +326,7 @@ class ADBO(Method):
         new = s["yK"] if last else s["traj"][k + 1]
         if not s["got"].all():  # sync engine with failed workers: a silent worker's y stays where it was
             new = np.where(s["got"][:, None], new, s["traj"][k])
-        s["zk"], s["phi"] = lower_master_step(s["zk"], new, s["phi"], self.hp.cut_penalty, self.hp.inner_lr,
+        s["zk"], s["phi"] = lower_master_step(s["zk"], new, s["phi"], self.hp.cut_penalty, self.lr_z,
                                               self.hp.dual_lr)
         s["got"] = np.zeros(self.m, bool)
         fields = {"step": CUT, "outer_round": t, "cut_round": k + 1, "cuts": int(s["on"].sum())}
@@ -336,7 +344,7 @@ class ADBO(Method):
         phi_j^k (master). A silent worker (sync engine, failures) contributes nothing this round."""
         t, _, k, cuts = (int(v) for v in s["counters"])
         u, got = self._u(s), s["got"]
-        s["zb"], s["pb"] = adjoint_master(s["zb"], s["pb"], u, self.hp.cut_penalty, self.hp.lower_lr, self.hp.inner_lr,
+        s["zb"], s["pb"] = adjoint_master(s["zb"], s["pb"], u, self.hp.cut_penalty, self.hp.lower_lr, self.lr_z,
                                           self.hp.dual_lr)
         s["yb"] = np.where(got[:, None], s["wb"], 0.0)
         s["vb"] = s["vb"] + s["ga"][got].sum(axis=0)
