@@ -690,6 +690,23 @@ def references_md(S: dict, reg: bool) -> list[str]:
 
 
 # -- the tuning table --------------------------------------------------------------------------
+def minus_control(c: dict, cells: list[dict], diverged: list[dict], T: float) -> str:
+    """A run minus its outer-lr = 0 control at T (the same strategy, seed and every other step key; what the upper
+    level adds), as "acc. points, test loss"; "control" for a control, "-" when the control is missing or diverged."""
+    if is_control(c["cfg"]):
+        return "control"
+    same = [k for k in STEP_KEYS if k != "outer-lr"]
+    for d in cells:
+        if (is_control(d["cfg"]) and d["cfg"]["strategy"] == c["cfg"]["strategy"] and d["cfg"]["seed"] == c["cfg"]["seed"]
+                and all(d["cfg"].get(k) == c["cfg"].get(k) for k in same)):
+            if any(d is e for e in diverged):
+                return "- (control diverged)"
+            da = hold(c["clock"], c["acc"], np.array([T]))[0] - hold(d["clock"], d["acc"], np.array([T]))[0]
+            dl = hold(c["clock"], c["loss"], np.array([T]))[0] - hold(d["clock"], d["loss"], np.array([T]))[0]
+            return f"{100 * da:+.2f}, {dl:+.4f}"
+    return "-"
+
+
 def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
     cells = read_cells(dirs)
     vary = varying_step_keys(cells)
@@ -705,7 +722,7 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
         if any(c is d for d in diverged):
             rows.append(f"{head} diverged: its rounds failed from clock {c['clock'][-1]:.2f} s (replies not finite or "
                         "beyond reply-max-abs) | | | | | "
-                        + ("| " if auc else "") + f"{c['clock'][-1]:.2f} |")
+                        + ("| " if auc else "") + f"| {c['clock'][-1]:.2f} |")
             continue
         grid = np.linspace(0, T, GRID_POINTS)
         accs = hold(c["clock"], c["acc"], grid)
@@ -715,7 +732,7 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
             f"{float(hold(c['clock'], c['w_corrupt'], np.array([T]))[0]):.3f} / "
             f"{float(hold(c['clock'], c['w_clean'], np.array([T]))[0]):.3f} | "
             + (f"{float(hold(c['clock'], c['auc'], np.array([T]))[0]):.3f} | " if auc else "")
-            + f"{c['clock'][-1]:.2f} |"
+            + f"{minus_control(c, cells, diverged, T)} | {c['clock'][-1]:.2f} |"
         )
     extra = "mean / spread of log coefficients" if is_reg(c0) else "weight corrupted / clean"
     seeds = ", ".join(str(s) for s in sorted({c["cfg"]["seed"] for c in cells}))
@@ -724,8 +741,9 @@ def tuning(dirs: list[Path], out: Path, records: bool = False) -> None:
         f"simulated budget T = {T:.2f} s (the smallest final clock of the runs that did not diverge).",
         "",
         "| method, steps | seed | acc. at T (%) | mean acc. over [T/2, T] (%) | best acc. (%) | test loss at T "
-        f"| {extra} at T | " + ("AUC at T | " if auc else "") + "final clock (s) |",
-        "|---|---|---|---|---|---|---|---|" + ("---|" if auc else ""),
+        f"| {extra} at T | " + ("AUC at T | " if auc else "") + "minus its control at T: acc. (points), test loss "
+        "| final clock (s) |",
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if auc else ""),
         *rows,
     ]
     out.mkdir(parents=True, exist_ok=True)

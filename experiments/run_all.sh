@@ -366,6 +366,9 @@ if want afbo; then
     run python -m zofl.compare experiments/afbo_verdict_$g.toml --out "$afbo/verdict-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
     run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g
   done
+  # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)
+  run python -m zofl.compare experiments/adbo_pilot_mnist.toml --out "$afbo/adbo-pilot-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/adbo-pilot-mnist" --out docs/results/adbo_pilot_mnist --records
   # SDBO on the closed-form quadratic, one change at a time (docs/afbo.md, "ADBO"): docs/results/adbo_quadratic
   run python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json --force
   run python experiments/adbo_quadratic.py sdbo all --rounds 80000 --json docs/results/adbo_quadratic/sdbo_80000.json --force

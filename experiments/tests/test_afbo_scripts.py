@@ -1,6 +1,7 @@
 """The AFBO study scripts at their smallest setting, on tiny in-process runs, so that none breaks silently:
 experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report)."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,12 @@ def test_afbo_plot_figures_tables_the_auc_the_bilevel_part_and_writes_the_record
     assert {type(r["seed"]) for r in rows} == {int} and all(isinstance(r["test_acc"], float) for r in rows)
     assert [f.stat().st_size > 10_000 for f in out.glob("fig_*.png")] == [True]
     _script("experiments/afbo_plot.py", "tuning", cleaning_runs, "--out", tmp_path / "tuning", "--records")
-    assert "| seed | acc. at T (%)" in (tmp_path / "tuning" / "tuning.md").read_text()
+    tuning = (tmp_path / "tuning" / "tuning.md").read_text()
+    assert "| seed | acc. at T (%)" in tuning
+    # each run minus its outer-lr = 0 control at T (same strategy and seed): the upper level's own effect
+    with_steps = [r for r in tuning.splitlines() if r.startswith("| ") and "control" not in r and "|---" not in r]
+    assert len(with_steps) == 4 and all(re.search(r"\| [+-]\d+\.\d\d, [+-]\d\.\d{4} \|", r) for r in with_steps)
+    assert sum(" control |" in r for r in tuning.splitlines()) == 4
     assert (tmp_path / "tuning" / "tuning_rounds.parquet").read_bytes() == (out / "rounds.parquet").read_bytes()
 
 
