@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from zofl.core.checks import reply_problem
-from zofl.faults import CORRUPTIONS, DTYPE_CORRUPTIONS, corrupt, draw_fault, slowdown_s, speed_factor
+from zofl.faults import (
+    CORRUPTIONS,
+    DTYPE_CORRUPTIONS,
+    burn_cpu_s,
+    corrupt,
+    delay_factor,
+    draw_fault,
+    slowdown_s,
+    speed_factor,
+)
 from zofl.inprocess import run_inprocess
 from zofl.launch import local_superlink
 from zofl.results import read_rounds
@@ -149,6 +158,42 @@ def test_slow_devices_miss_the_deadline_and_are_counted(tmp_path):
     assert r["dropped"] == 3 and r["participants"] == 3 and r["failed_clients"] == slow and r["late"] == 3, r
     assert r["sampled"] == list(range(m)) and r["local_steps"] == 20 * 3
     assert 0.1 < r["client_wall_max_s"] < deadline, r  # the fast clients' 20 x 5 ms, at least
+
+
+@pytest.mark.parametrize("how", ["sleep", "compute"])
+def test_real_delays_live_the_simulated_clocks_draws(tmp_path, how):
+    """real-delays on a synchronous engine (whose clock is real): every client sleeps the download and upload delays
+    the simulated clock draws for it and stretches its solve by its compute multiplier (slept or computed), so the
+    slowest client's real time in a round is at least the round's simulated duration, the same draws' maximum
+    (sim-step-s = step-time-s; speed 1). A lower bound: sleeping and computing never end early, at any load."""
+    cfg = {"strategy": "fedavg", "num-rounds": 3, "num-clients": 3, "beta": 1.0, "local-steps": 2, "comm-s": 0.1,
+           "slow-clients": "0", "straggler-factor": 3.0, "step-time-s": 0.02, "sim-step-s": 0.02,
+           "real-delays": how, "output-dir": str(tmp_path), "run-name": how}
+    run_inprocess(cfg, workers=3)
+    recs = read_rounds(tmp_path / how)
+    sim = np.diff([r.get("clock_s", 0.0) for r in recs])  # record 0 (x_0) has no clock: 0
+    assert len(sim) == 3 and (sim > 0.04).all(), sim  # the draws are not all ~0: the bound says something
+    for r, d in zip(recs[1:], sim):
+        assert r["client_wall_max_s"] >= d - 1e-6, (r["round"], r["client_wall_max_s"], d)
+
+
+def test_real_delays_need_a_real_clock_and_a_wall_clock_without_them_is_warned_about():
+    from zofl.config import ConfigError, config_warnings, parse_config
+
+    with pytest.raises(ConfigError, match="'real-delays' = 'sleep' needs a real clock: clock = 'wall'"):
+        parse_config({"strategy": "fedbuff", "engine": "async", "real-delays": "sleep"})
+    warn = {"strategy": "fedbuff", "engine": "async", "clock": "wall", "comm-s": 0.1}
+    assert any("act on the simulated clock only" in w for w in config_warnings(parse_config(warn)))
+    assert not any("simulated clock only" in w for w in config_warnings(parse_config({**warn, "real-delays": "sleep"})))
+    assert delay_factor(2, "0,2", 5.0) == 5.0 and delay_factor(1, "0,2", 5.0) == 1.0
+
+
+def test_a_stretched_solve_and_burned_cpu_time():
+    # (1 + 2 x 0.1) x 3 / 0.5 - 1 = 6.2 s more after a 1 s solve of 2 steps at step-time-s 0.1, multiplier 3, speed 0.5
+    assert slowdown_s(1.0, 2, 0.5, 0.1, 3.0) == pytest.approx(6.2) and slowdown_s(1.0, 2, 0.5, 0.1) == pytest.approx(1.4)
+    t = time.thread_time()
+    burn_cpu_s(0.05)
+    assert time.thread_time() - t >= 0.05  # CPU time of this thread, not a sleep
 
 
 def _start(cmd, env) -> subprocess.Popen:

@@ -47,7 +47,18 @@ from .core.protocol import (
     Reply,
     Work,
 )
-from .faults import InjectedCrash, corrupt, draw_fault, hostile_ids, hostile_reply, slowdown_s, speed_factor
+from .faults import (
+    InjectedCrash,
+    burn_cpu_s,
+    corrupt,
+    delay_factor,
+    draw_fault,
+    hostile_ids,
+    hostile_reply,
+    slowdown_s,
+    speed_factor,
+    task_delays,
+)
 from .methods import METHODS
 from .setup import DATA_FP, check_data, data_stamp, local_task, prepare, prepare_local
 from .strategies.wire import (
@@ -149,16 +160,22 @@ class ZOFLClient(NumPyClient):
         if fault == "crash":
             raise InjectedCrash(f"client {self.pid}: injected crash in round {work.round} (crash-prob)")
         t0 = time.perf_counter()
+        down, up, mult = self.real_delays(work.round)
+        if down > 0:
+            time.sleep(down)
+        t_solve = time.perf_counter()
         state = load_state(self.context)
         reply = self.client_work(cfg, self.task, self.spec, work, state)
         save_state(self.context, state)
-        if self.real_time:  # device speed: wall time = (compute + steps * step-time-s) / s_i
-            wait = slowdown_s(time.perf_counter() - t0, int(reply.metrics.get("steps", 0)), self.speed,
-                              cfg.step_time_s)
-            if fault == "hang":
-                wait += cfg.hang_s
-            if wait > 0:
+        if self.real_time:  # device speed: wall time = (compute + steps * step-time-s) x multiplier / s_i
+            wait = slowdown_s(time.perf_counter() - t_solve, int(reply.metrics.get("steps", 0)), self.speed,
+                              cfg.step_time_s, mult)
+            if cfg.real_delays == "compute":
+                burn_cpu_s(wait)
+            elif wait > 0:
                 time.sleep(wait)
+            if up > 0 or fault == "hang":
+                time.sleep(up + (cfg.hang_s if fault == "hang" else 0.0))
         if self.pid in self.hostile:  # attack injection (ours): replies meant to harm, that pass the checks
             reply.arrays = hostile_reply(work.arrays, reply.arrays, cfg.attack, cfg.attack_scale, cfg.reply_max_abs,
                                          cfg.seed, work.round, self.pid)
@@ -169,6 +186,15 @@ class ZOFLClient(NumPyClient):
         reply.metrics.update(speed=self.speed, wall_s=time.perf_counter() - t0)
         return reply
 
+
+    def real_delays(self, task: int) -> tuple[float, float, float]:
+        """(download s, upload s, compute multiplier) this client lives for real in task (round) ``task``: the
+        simulated clock's own draw (``task_delays``) with ``real-delays`` on, else (0, 0, 1)."""
+        cfg = self.cfg
+        if not self.real_time or cfg.real_delays == "off":
+            return 0.0, 0.0, 1.0
+        return task_delays(cfg.seed, task, self.pid, cfg.comm_s, delay_factor(self.pid, cfg.slow_clients,
+                                                                            cfg.straggler_factor))
 
     def evaluate(self, parameters, config):
         """NumPyClient's evaluate (the legacy API's handler calls it): x_r on this client's held-out data, as

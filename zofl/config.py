@@ -130,6 +130,9 @@ def _cross_checks(cfg: Config) -> None:
     if cfg.hang_prob > 0 and not 0 < cfg.round_deadline_s < cfg.hang_s:
         raise ConfigError(f"run-config key 'hang-prob' > 0 needs 0 < round-deadline-s < hang-s (a hang must miss a "
                           f"deadline), got round-deadline-s={cfg.round_deadline_s}, hang-s={cfg.hang_s}")
+    if cfg.real_delays != "off" and cfg.engine == "async" and cfg.clock == "simulated":
+        raise ConfigError(f"run-config key 'real-delays' = {cfg.real_delays!r} needs a real clock: clock = 'wall' "
+                          f"(on the simulated clock the delays are computed, not lived)")
     if cfg.resume and not cfg.run_name:
         raise ConfigError("run-config key 'resume' = true needs 'run-name': the run to continue")
     if cfg.engine == "async" and cfg.min_replies > cfg.num_clients:
@@ -147,6 +150,10 @@ def config_warnings(cfg: Config) -> list[str]:
                    "accuracy, docs/results/README.md); set standardize = true and scale the steps to the data (the "
                    "CIFAR-10 tables use x0-lr = 0.001); the default stays false so that recorded runs keep their "
                    "meaning")
+    if cfg.engine == "async" and cfg.clock == "wall" and cfg.real_delays == "off" and (
+            cfg.comm_s > 0 or cfg.straggler_factor > 1):
+        out.append("run-config keys 'comm-s' and 'straggler-factor' act on the simulated clock only: with clock = "
+                   "'wall' they change nothing unless real-delays = 'sleep' or 'compute'")
     if cfg.aggregation != "mean":
         key, per_step = METHODS[cfg.strategy].server.updates_per_step(cfg)
         if per_step < 3:

@@ -12,6 +12,12 @@
   clients in ``slow-clients`` with ``straggler-factor`` = F > 1 the delays' mean is F comm-s and the
   multiplier 1 + F' Exp(1) with F' = F - 1 (mean F): their mean communication + computation time is
   F times a normal client's (the AFBO paper's stragglers, F = 5), drawn afresh for every task.
+* The same delays for real (``real-delays``, where the clock is real: ``clock`` = 'wall' on the
+  asynchronous engine, every synchronous engine): a client sleeps its drawn download delay before its
+  solve and its upload delay after it, and stretches its solve of t seconds and K steps to
+  (t + K step-time-s) x multiplier / s_i, the extra time slept ('sleep') or spent computing on its own
+  thread ('compute': ``burn_cpu_s``, CPU time, so a busy machine stretches it as it would a slower
+  device's solve). 'off' (the default): comm-s and straggler-factor act on the simulated clock only.
 * Faults (``crash-prob``, ``hang-prob``, ``corrupt-prob``), drawn per (seed, round, client): a crash
   raises in the client; a hang sleeps ``hang-s`` seconds (past the deadline) before replying; a
   corrupt reply has NaN, Inf, a wrong shape or an absurd magnitude. The server drops all of them.
@@ -20,6 +26,8 @@
   them. Ours (no paper considers hostile clients).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -54,15 +62,33 @@ def speed_factor(seed: int, pid: int, profile: str, param: float, slow: str = ""
     raise ValueError(f"unknown speed-profile {profile!r}")
 
 
-def slowdown_s(compute_s: float, steps: int, speed: float, step_time_s: float = 0.0) -> float:
-    """Extra wait so that a solve of ``compute_s`` seconds and ``steps`` local steps takes
-    (compute_s + steps * step_time_s) / speed in all."""
-    return compute_s * (1.0 / speed - 1.0) + steps * step_time_s / speed
+def slowdown_s(compute_s: float, steps: int, speed: float, step_time_s: float = 0.0, mult: float = 1.0) -> float:
+    """Extra time so that a solve of ``compute_s`` seconds and ``steps`` local steps takes
+    (compute_s + steps * step_time_s) * mult / speed in all (``mult``: a straggler's compute multiplier,
+    ``task_delays``)."""
+    return (compute_s + steps * step_time_s) * mult / speed - compute_s
+
+
+def burn_cpu_s(seconds: float) -> None:
+    """Compute for ``seconds`` of this thread's CPU time (``real-delays`` = 'compute': a slower device's extra
+    solve time, spent computing rather than sleeping, so that it competes for the machine's cores). Element-wise
+    numpy work (single-threaded, unlike a BLAS product) in slices of ~0.1 ms."""
+    if seconds <= 0:
+        return
+    end = time.thread_time() + seconds
+    a = np.linspace(0.0, 1.0, 2048)
+    while time.thread_time() < end:
+        a = np.sin(a) + 0.5
 
 
 def straggler_ids(slow: str) -> set[int]:
     """The clients named in ``slow-clients``."""
     return {int(t) for t in slow.split(",") if t.strip()}
+
+
+def delay_factor(pid: int, slow: str, straggler_factor: float) -> float:
+    """``straggler-factor`` for a client of ``slow-clients``, 1 for the others (``task_delays``' factor)."""
+    return float(straggler_factor) if pid in straggler_ids(slow) else 1.0
 
 
 def task_delays(seed: int, task: int, pid: int, comm_s: float, factor: float = 1.0) -> tuple[float, float, float]:

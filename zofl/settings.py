@@ -387,6 +387,13 @@ class Clock(Settings):
         "time is this many times a normal client's, drawn per task: delays Exp(mean factor x comm-s), compute "
         "time x (1 + (factor - 1) Exp(1)) (the AFBO paper: at most 5 stragglers, factor 5); on top of "
         "speed-profile", "ours", lambda v: v >= 1 and math.isfinite(v))
+    real_delays: str = key("off", "'off', 'sleep' or 'compute' (not 'off': a real clock, i.e. clock = 'wall' on the "
+        "async engine, or a synchronous engine)",
+        "where the clock is real, clients realise comm-s and straggler-factor: they sleep their drawn download and "
+        "upload delays and stretch their solve by the compute multiplier (and 1 / s_i), the extra time slept "
+        "('sleep') or computed on the client's thread ('compute': CPU time, so it competes for cores as a slower "
+        "device's solve would); off: the two act on the simulated clock only (zofl.faults)", "ours",
+        choice("off", "sleep", "compute"))
     buffer_size: int = key(2, "an integer >= 1",
         "fedbuff: K replies per server update", "ours", lambda v: v >= 1)
     reply_timeout_s: float = key(120.0, "a number > 0",

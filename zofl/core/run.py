@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..faults import speed_factor, straggler_ids, task_delays
+from ..faults import delay_factor, speed_factor, task_delays
 from ..results import RunFolderError
 from ..settings import ConfigError
 from .checkpoint import (
@@ -104,7 +104,7 @@ class Run:
         self.speeds = [speed_factor(cfg.seed, pid, cfg.speed_profile, cfg.speed_param, cfg.slow_clients)
                        for pid in range(cfg.num_clients)]
         # straggler-factor F for the clients of slow-clients, 1 for the others (``sim_delays``)
-        self.delay_factors = [cfg.straggler_factor if pid in straggler_ids(cfg.slow_clients) else 1.0
+        self.delay_factors = [delay_factor(pid, cfg.slow_clients, cfg.straggler_factor)
                               for pid in range(cfg.num_clients)]
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
