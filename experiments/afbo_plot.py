@@ -697,8 +697,7 @@ def minus_control(c: dict, cells: list[dict], diverged: list[dict], T: float) ->
         return "control"
     same = [k for k in STEP_KEYS if k != "outer-lr"]
     for d in cells:
-        if (is_control(d["cfg"]) and d["cfg"]["strategy"] == c["cfg"]["strategy"] and d["cfg"]["seed"] == c["cfg"]["seed"]
-                and all(d["cfg"].get(k) == c["cfg"].get(k) for k in same)):
+        if is_control(d["cfg"]) and all(d["cfg"].get(k) == c["cfg"].get(k) for k in ("strategy", "seed", *same)):
             if any(d is e for e in diverged):
                 return "- (control diverged)"
             da = hold(c["clock"], c["acc"], np.array([T]))[0] - hold(d["clock"], d["acc"], np.array([T]))[0]

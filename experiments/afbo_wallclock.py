@@ -215,7 +215,7 @@ def timelines(r: dict) -> dict[str, np.ndarray]:
     return {"simulated": r["clock"], "wall": r["real"]}  # fednest: both in one run
 
 
-def report_row(r: dict) -> dict:
+def report_row(r: dict, targets: tuple[float, ...] = TARGETS) -> dict:
     """One run's row of results.csv: its end, and the time to each target on each of its clocks."""
     s = r["summary"]
     row = {"run": r["name"], "arm": r["arm"], "seed": r["seed"], "rounds": int(r["round"][-1]),
@@ -225,7 +225,7 @@ def report_row(r: dict) -> dict:
            "command_s": r["machine"].get("command_s", np.nan), "load_before": r["machine"].get("load_before")}
     for axis, t in timelines(r).items():
         row[f"end_{axis}_s"] = float(t[-1])
-        for target in TARGETS:
+        for target in targets:
             row[f"to{target:g}_{axis}_s"] = first(t, r["acc"], target)
     return row
 
@@ -244,13 +244,13 @@ def write_report_files(runs: list[dict], rows: list[dict], out: Path) -> None:
                   float(r["acc"][i]), float(r["loss"][i])] for r in runs for i in range(len(r["round"]))])
 
 
-def times_table(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
+def times_table(by: dict[str, dict[int, dict]], lat: float | None, targets: tuple[float, ...] = TARGETS,
+                wall: str = "wall (real sleeps, real arrival order)") -> list[str]:
     """Per method and clock: the time to each target, the end of the run and the clients' compute."""
-    lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in TARGETS)
+    lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in targets)
              + " | end of run (s) | clients' compute (s, summed) |",
-             "|---|---|---|" + "---|" * len(TARGETS) + "---|---|"]
-    spec = [("AFBO", "simulated", "afbo-simulated", "simulated"), ("AFBO", "wall (real sleeps, real arrival order)",
-                                                                    "afbo-wall", "wall"),
+             "|---|---|---|" + "---|" * len(targets) + "---|---|"]
+    spec = [("AFBO", "simulated", "afbo-simulated", "simulated"), ("AFBO", wall, "afbo-wall", "wall"),
             ("FedNest", "simulated", "fednest", "simulated"), ("FedNest", "wall (same run)", "fednest", "wall")]
     if lat is not None:
         spec.insert(1, ("AFBO", f"simulated, latency-s = {lat:g} (calibrated)", "afbo-simulated-lat", "simulated"))
@@ -262,13 +262,13 @@ def times_table(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
                      + " | ".join(pm(ci([r[f'to{t:g}_{axis}_s'] for r in rs]), 1.0, 2)
                                   + (f" ({sum(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs)}/{len(rs)} reached)"
                                      if not all(np.isfinite(r[f'to{t:g}_{axis}_s']) for r in rs) else "")
-                                  for t in TARGETS)
+                                  for t in targets)
                      + f" | {pm(ci([r[f'end_{axis}_s'] for r in rs]), 1.0, 2)} | "
                        f"{pm(ci([r['client_compute_s'] for r in rs]), 1.0, 2)} |")
     return lines
 
 
-def ratio_lines(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
+def ratio_lines(by: dict[str, dict[int, dict]], lat: float | None, targets: tuple[float, ...] = TARGETS) -> list[str]:
     """Real time over the simulated clock's prediction, paired by seed."""
     ratios = ["", "Real time over the simulated clock's prediction, per seed then mean +- 95% interval:", ""]
     pairs = [("AFBO", ("afbo-simulated", "afbo-wall")), ("FedNest", ("fednest", "fednest"))]
@@ -277,7 +277,7 @@ def ratio_lines(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
                          ("afbo-simulated-lat", "afbo-wall")))
     for method, (sim_arm, wall_arm) in pairs:
         seeds = sorted(set(by.get(sim_arm, {})) & set(by.get(wall_arm, {})))
-        for t in TARGETS:
+        for t in targets:
             v = [by[wall_arm][sd][f"to{t:g}_wall_s"] / by[sim_arm][sd][f"to{t:g}_simulated_s"] for sd in seeds]
             ratios.append(f"- {method}, time to {100 * t:g}%: {pm(ci(v), 1.0, 2)} (n = {sum(np.isfinite(v))} seeds "
                           "reaching it on both clocks)")
@@ -291,10 +291,14 @@ def ratio_lines(by: dict[str, dict[int, dict]], lat: float | None) -> list[str]:
     return ratios
 
 
-def report_head(runs: list[dict], rows: list[dict]) -> list[str]:
+def report_head(runs: list[dict], rows: list[dict], device: str | None = None) -> list[str]:
     """The setting, the machine and its load, and the engine's worker threads where they were set."""
     loads = [r["load_before"] for r in rows if r.get("load_before") is not None]
-    head = [f"Setting: {json.dumps(SETTING)}; device time per local step {STEP_S} s (sim-step-s = step-time-s); "
+    setting = {k: v for k, v in runs[0]["cfg"].items() if k not in ("seed", "run-name", "output-dir", "data-dir")}
+    what = (f"Setting: {json.dumps(SETTING)}; device time per local step {STEP_S} s (sim-step-s = step-time-s)"
+            if device is None else f"Setting (the first run's; the arms' own keys differ): {json.dumps(setting)}; "
+                                   f"{device}")
+    head = [f"{what}; "
             f"`zofl run` on the Ray simulation, --ray-cpus {runs[0]['machine'].get('ray_cpus', '?')} "
             f"on {os.cpu_count()} cores; 1-minute load before the runs {min(loads):.1f}-{max(loads):.1f}." if loads
             else "", ""]
@@ -311,17 +315,20 @@ def cmd_report(a) -> None:
     if not runs:
         sys.exit(f"no finished runs in {a.runs}")
     a.out.mkdir(parents=True, exist_ok=True)
-    rows = [report_row(r) for r in runs]
+    targets = getattr(a, "targets", TARGETS)
+    rows = [report_row(r, targets) for r in runs]
     write_report_files(runs, rows, a.out)
     # table: per method, time to each target on each clock, and the ratio real / simulated paired by seed
     by = {}
     for row in rows:
         by.setdefault(row["arm"], {})[row["seed"]] = row
     lat = next((r["cfg"].get("latency-s") for r in runs if r["arm"] == "afbo-simulated-lat"), None)
-    text = report_head(runs, rows) + times_table(by, lat) + ratio_lines(by, lat)
+    wall = getattr(a, "wall_label", "wall (real sleeps, real arrival order)")
+    text = report_head(runs, rows, getattr(a, "head", None)) + times_table(by, lat, targets, wall) + \
+        ratio_lines(by, lat, targets)
     (a.out / "table.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
-    figure(runs, a.out)
+    figure(runs, a.out, getattr(a, "title", None), getattr(a, "ylim", (50, 100)))
 
 
 def read_trace(path: Path) -> tuple[dict, list[dict]]:
@@ -458,7 +465,7 @@ def cmd_trace(a) -> None:
         a.out.write_text(text + "\n")
 
 
-def figure(runs: list[dict], out: Path) -> None:
+def figure(runs: list[dict], out: Path, title: str | None = None, ylim: tuple[float, float] = (50, 100)) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -485,10 +492,11 @@ def figure(runs: list[dict], out: Path) -> None:
         ax.fill_between(g, mean - half, mean + half, color=col, alpha=0.15, lw=0)
     ax.set_xlabel("time (s): simulated device time, or real seconds")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(50, 100)
+    ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("digits regularization, 5 of 10 clients 5x slower; mean and 95% interval over seeds", fontsize=9)
+    ax.set_title(title or "digits regularization, 5 of 10 clients 5x slower; mean and 95% interval over seeds",
+                 fontsize=9)
     fig.tight_layout()
     save_figure(fig, out / "fig.png", dpi=110)
     plt.close(fig)

@@ -190,7 +190,8 @@ def test_real_delays_need_a_real_clock_and_a_wall_clock_without_them_is_warned_a
 
 def test_a_stretched_solve_and_burned_cpu_time():
     # (1 + 2 x 0.1) x 3 / 0.5 - 1 = 6.2 s more after a 1 s solve of 2 steps at step-time-s 0.1, multiplier 3, speed 0.5
-    assert slowdown_s(1.0, 2, 0.5, 0.1, 3.0) == pytest.approx(6.2) and slowdown_s(1.0, 2, 0.5, 0.1) == pytest.approx(1.4)
+    assert slowdown_s(1.0, 2, 0.5, 0.1, 3.0) == pytest.approx(6.2)
+    assert slowdown_s(1.0, 2, 0.5, 0.1) == pytest.approx(1.4)
     t = time.thread_time()
     burn_cpu_s(0.05)
     assert time.thread_time() - t >= 0.05  # CPU time of this thread, not a sleep
