@@ -128,6 +128,29 @@ def pace_md(runs_dir: Path) -> list[str]:
     return lines
 
 
+def targets_md(runs_dir: Path) -> list[str]:
+    """AFBO's time to each target counted from its first server step (start-up left out) on each clock, and the
+    ratio real / simulated paired by seed over the seeds that reach it on both."""
+    def since_first(d: Path, target: float) -> float:
+        r = read_run(d)
+        ok = np.nonzero(r["acc"][1:] >= target)[0]
+        return float(r["clock"][1:][ok[0]] - r["clock"][1]) if len(ok) else float("nan")
+
+    seeds = sorted(int(d.name.rsplit("-s", 1)[1]) for d in runs_dir.glob("afbo-wall-s*")
+                   if (d / "summary.json").exists()
+                   and (runs_dir / d.name.replace("wall", "simulated") / "summary.json").exists())
+    lines = ["| AFBO, from its first server step | time on the simulated clock (s) | real time (s) | real / simulated, "
+             "paired |", "|---|---|---|---|"]
+    for t in TARGETS:
+        pairs = [(since_first(runs_dir / f"afbo-wall-s{sd}", t), since_first(runs_dir / f"afbo-simulated-s{sd}", t))
+                 for sd in seeds]
+        both = [p for p in pairs if np.isfinite(p[0]) and np.isfinite(p[1])]
+        lines.append(f"| to {100 * t:g}% test accuracy ({len(both)}/{len(pairs)} seeds reach it on both clocks) | "
+                     f"{pm(interval([p[1] for p in both]), 1.0, 2)} | {pm(interval([p[0] for p in both]), 1.0, 2)} | "
+                     f"{pm(interval([p[0] / p[1] for p in both if p[1] > 0]), 1.0, 2)} |")
+    return lines
+
+
 def replies(r: dict, d: Path) -> tuple[float, float]:
     """(share of the used replies from slow-clients, their mean staleness) of an AFBO run's records."""
     slow = {int(c) for c in str(r["cfg"].get("slow-clients", "")).split(",") if c.strip()}
@@ -159,7 +182,7 @@ def cmd_report_delays(a) -> None:
                                   head=f"sim-step-s calibrated to {cal['sim_step_s'] * 1000:.2f} ms per local step "
                                        f"(the clients' compute in a {cal['local_steps']}-step run)",
                                   wall_label="wall (real compute, real delays, real arrival order)"))
-    text = "\n".join(pace_md(a.runs) + [""] + replies_md(a.runs)) + "\n"
+    text = "\n".join(pace_md(a.runs) + [""] + targets_md(a.runs) + [""] + replies_md(a.runs)) + "\n"
     (a.out / "pace.md").write_text(text)
     print(text)
 

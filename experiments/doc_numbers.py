@@ -6,15 +6,19 @@ A page (Markdown under docs/) quotes a figure of a study as
     acc_at_T pts-->-0.78 +- 0.21<!--/n--> points           (on one line in the page)
 
 (the comment is invisible where the page is rendered): the file under docs/results/, a path into its JSON
-(keys separated by /, list items by index), and a format. This script recomputes every such figure from its file
-and compares it with the text between the markers; ``--write`` rewrites the text instead. A test
+(keys separated by /, list items by index; a key that holds / itself is found too), and a format. This script
+recomputes every such figure from its file and compares it with the text between the markers; ``--write``
+rewrites the text instead. A test
 (experiments/tests/test_doc_numbers.py) runs the check over every page, so a page and its study cannot differ.
 
 Formats of a value [mean, half-width of the 95% interval, n] (the studies' summary.json convention) or a number:
     pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2
     loss  four decimals, signed:  -0.1543 +- 0.0092          num   as written in the file, three significant digits
     n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
-    f3    three decimals: 0.832 +- 0.008 ; d2  two decimals (e.g. seconds): 7.86 +- 2.67
+    f3    three decimals: 0.832 +- 0.008 ; d2, d1, d0  two, one, no decimals (e.g. seconds): 7.86 +- 2.67
+    mag   pts without its sign (the size of a gap a sentence names as a lead or a loss): 0.78 +- 0.21
+A CSV table under docs/results (e.g. a study's results.csv) is read as FILE.csv#COL=VALUE[,COL=VALUE]/COLUMN: the
+one row whose columns hold those values, that row's COLUMN (a number).
 
     python experiments/doc_numbers.py            # check every page under docs/ (exit 1 on a difference)
     python experiments/doc_numbers.py --write    # rewrite the quoted text from the files
@@ -29,7 +33,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository (--root: another tree laid out the same way)
-MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ():,]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
+MARK = re.compile(r"<!--n (?P<file>[\w./-]+)#(?P<path>[\w.\-/ ():,=+]+?) (?P<fmt>\w+)-->(?P<text>.*?)<!--/n-->", re.S)
 PM = "+-"
 
 
@@ -53,29 +57,54 @@ FORMATS = {
     "x": lambda v: _interval(v, 1, 1, False, "x"),
     "f3": lambda v: _interval(v, 1, 3, False),
     "d2": lambda v: _interval(v, 1, 2, False),
+    "d1": lambda v: _interval(v, 1, 1, False),
+    "d0": lambda v: _interval(v, 1, 0, False),
+    "mag": lambda v: _interval([abs(float(v[0])), *v[1:]] if isinstance(v, list) else abs(float(v)), 100, 2, False),
     "num": lambda v: f"{float(v):.3g}",
     "int": lambda v: f"{int(v)}",
     "n": lambda v: f"{int(v[2])}",
 }
 
 
+def csv_value(rows: list[dict], file: str, path: str) -> float:
+    """A results.csv cell: ``path`` = COL=VALUE[,COL=VALUE...]/COLUMN, the one row whose columns hold those values."""
+    where, _, column = path.rpartition("/")
+    conds = [c.partition("=")[::2] for c in where.split(",") if c]
+    hits = [r for r in rows if all(r.get(k) == v for k, v in conds)]
+    if len(hits) != 1 or column not in hits[0]:
+        raise KeyError(f"{file}#{path}: {len(hits)} rows match (need one, with column {column!r})")
+    return float(hits[0][column])
+
+
 def lookup(file: str, path: str, cache: dict, root: Path) -> object:
-    """The value at ``path`` (keys separated by /; list items by index) in docs/results/``file`` (JSON); a
-    KeyError naming what is missing."""
+    """The value at ``path`` in docs/results/``file``: a JSON file (keys separated by /; list items by index) or a
+    CSV table (``csv_value``); a KeyError naming what is missing."""
     results = (root / "docs" / "results").resolve()
     target = (results / file).resolve()
-    if results not in target.parents or target.suffix != ".json" or not target.is_file():
-        raise KeyError(f"{file}: not a JSON file under docs/results")
+    if results not in target.parents or target.suffix not in (".json", ".csv") or not target.is_file():
+        raise KeyError(f"{file}: not a JSON or CSV file under docs/results")
     if target not in cache:
-        cache[target] = json.loads(target.read_text())
-    value = cache[target]
-    for part in path.split("/"):
+        if target.suffix == ".csv":
+            import csv
+
+            with open(target, newline="") as fh:
+                cache[target] = list(csv.DictReader(fh))
+        else:
+            cache[target] = json.loads(target.read_text())
+    if target.suffix == ".csv":
+        return csv_value(cache[target], file, path)
+    value, parts = cache[target], path.split("/")
+    while parts:
+        part = parts.pop(0)
         if isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
-        elif isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
+            continue
+        # a key may itself hold '/' (e.g. "B=32/lr=0.1"): the shortest run of parts that names a key
+        k = next((k for k in range(len(parts) + 1) if "/".join([part, *parts[:k]]) in value), None) \
+            if isinstance(value, dict) else None
+        if k is None:
             raise KeyError(f"{file}#{path}: no {part!r}")
+        value, parts = value["/".join([part, *parts[:k]])], parts[k:]
     return value
 
 

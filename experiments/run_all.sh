@@ -337,6 +337,9 @@ if want afbo; then
   # the simulated clock against real time (Ray simulation through zofl run): docs/results/afbo_wallclock
   run python experiments/afbo_wallclock.py run --out "$afbo/wallclock"
   run python experiments/afbo_wallclock.py report "$afbo/wallclock" --out docs/results/afbo_wallclock
+  # the straggler and communication model against real time with real compute (issue 50): docs/results/delay_model
+  run python experiments/delay_model_check.py run --out "$afbo/delay-model" --data-dir "$data"
+  run python experiments/delay_model_check.py report "$afbo/delay-model" --out docs/results/delay_model
   # regularization coefficients on MNIST (784 features): the step-size pilot (docs/results/afbo_reg_mnist)
   run python -m zofl.compare experiments/afbo_reg_mnist_tuning.toml --out "$afbo/reg-mnist-tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python -m zofl.compare experiments/afbo_reg_mnist_tuning2.toml --out "$afbo/reg-mnist-tuning" --via inprocess --parallel 2 --set "data-dir=\"$data\""

@@ -81,6 +81,23 @@ def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
     assert (out / "rounds.parquet").exists()
 
 
+def test_delay_model_check_runs_through_ray_with_real_delays_and_reports(tmp_path):
+    """experiments/delay_model_check.py at its smallest: the calibration (in-process), one AFBO run on the wall clock
+    with real-delays = 'compute' through `zofl run` (the Ray simulation; digits, 3 server steps, small delays), and
+    the report on it."""
+    out = tmp_path / "delays"
+    _script("experiments/delay_model_check.py", "run", "--out", out, "--dataset", "digits", "--seeds", "0", "--steps",
+            "3", "--calibration-steps", "2", "--comm-s", "0.01", "--arms", "afbo-wall")
+    cal = json.loads((out / "calibration.json").read_text())
+    cfg = json.loads((out / "afbo-wall-s0" / "config.json").read_text())
+    cfg = cfg.get("run_config", cfg)
+    assert cal["sim_step_s"] > 0 and cfg["sim-step-s"] == cal["sim_step_s"] and cfg["real-delays"] == "compute"
+    assert json.loads((out / "afbo-wall-s0" / "summary.json").read_text())["status"] == "ok"
+    text = _script("experiments/delay_model_check.py", "report", out, "--out", tmp_path / "report")
+    assert "| AFBO | wall (real compute, real delays, real arrival order) | 0 |" in text
+    assert (tmp_path / "report" / "pace.md").exists() and (tmp_path / "report" / "fig.png").exists()
+
+
 def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     """experiments/afbo_comm_*.py on docs/results/afbo/comm's committed records: the tables they print are the
     committed ones, and the figure script runs."""

@@ -26,7 +26,7 @@ def test_a_page_that_differs_from_its_study_is_found_and_rewritten(tmp_path):
     page = tmp_path / "docs" / "p.md"
     page.write_text("gap <!--n s/summary.json#a.b/gap pts-->+1.00 +- 0.45<!--/n--> points, "
                     "<!--n s/summary.json#a.b/gap n-->5<!--/n--> seeds, "
-                    "<!--n s/summary.json#a.b/none pts-->?<!--/n--> <!--n s/summary.json#a.b/gap+ pts-->?<!--/n-->\n")
+                    "<!--n s/summary.json#a.b/none pts-->?<!--/n--> <!--n s/summary.json#a.b/gap! pts-->?<!--/n-->\n")
     res = _script("experiments/doc_numbers.py", "--root", tmp_path)
     assert res.returncode == 1
     assert "is '+1.23 +- 0.45', the page says '+1.00 +- 0.45'" in res.stdout and "no 'none'" in res.stdout
@@ -35,7 +35,16 @@ def test_a_page_that_differs_from_its_study_is_found_and_rewritten(tmp_path):
     assert "-->+1.23 +- 0.45<!--/n--> points" in page.read_text()
     assert "3 quoted figures, 2 differing" in _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
     page.write_text("<!--n ../../../etc/passwd.json#x pts-->1<!--/n-->")
-    assert "not a JSON file under docs/results" in _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
+    res = _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
+    assert "not a JSON or CSV file under docs/results" in res
+    # a results.csv cell (the one row whose columns hold the values), keys with '=', a gap's size without its sign
+    (results / "results.csv").write_text("arm,seed,end_s\nwall,0,12.5\nwall,1,13.25\nsim,0,10\n")
+    (results / "steps.json").write_text(json.dumps({"B=32/lr=0.1": {"gap": [-0.0078, 0.0021, 5]}}))
+    page.write_text("<!--n s/results.csv#arm=wall,seed=1/end_s d2-->13.25<!--/n--> "
+                    "<!--n s/steps.json#B=32/lr=0.1/gap mag-->0.78 +- 0.21<!--/n--> "
+                    "<!--n s/results.csv#arm=wall/end_s d2-->?<!--/n-->")
+    res = _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
+    assert "3 quoted figures, 1 differing" in res and "arm=wall/end_s: 2 rows match (need one" in res, res
 
 
 def test_every_committed_verdict_is_what_its_records_give(tmp_path):
