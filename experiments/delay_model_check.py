@@ -24,8 +24,9 @@ at once, 6 on a 2-core machine (docs/results/afbo_wallclock), and the model assu
 
 ``report`` writes what experiments/afbo_wallclock.py's report writes (results.csv, rounds.parquet, table.md with
 the real / simulated ratios paired by seed, fig.png), plus pace.md: the steady seconds per server step (AFBO) or
-per round (FedNest) on each clock and their ratio, start-up left out; and on each clock the share of the replies
-AFBO's steps used that came from the stragglers and their mean staleness (what the arrival order changes).
+per round (FedNest) on each clock and their ratio, start-up left out, AFBO's time to each target from its first
+server step, and on each clock the share of the replies AFBO's steps used that came from the stragglers and their
+mean staleness (what the arrival order changes); summary.json holds these figures for the pages that quote them.
 """
 from __future__ import annotations
 
@@ -103,7 +104,12 @@ def cmd_run(a) -> None:
             print(f"{name}: {took:.0f} s (load {load:.1f})", flush=True)
 
 
-def pace_md(runs_dir: Path) -> list[str]:
+def iv(values) -> list:
+    """[mean, half-width of the 95% t interval, n] with None for what is not finite (summary.json)."""
+    return [None if not np.isfinite(v) else float(v) for v in interval(values)[:2]] + [int(interval(values)[2])]
+
+
+def pace_md(runs_dir: Path, S: dict) -> list[str]:
     """Steady pace: AFBO's seconds per server step from its first step on (start-up left out), on each clock, and
     their ratio paired by seed; FedNest's real and simulated seconds per round from round 2 on (the same runs)."""
     def per_step(d: Path, real: bool = False) -> float:
@@ -120,15 +126,18 @@ def pace_md(runs_dir: Path) -> list[str]:
     fpairs = [(per_step(d, real=True), per_step(d)) for d in fed.values()]
     lines = ["| steady pace (start-up left out) | real s | simulated s | real / simulated, paired |",
              "|---|---|---|---|"]
-    for label, pr in (("AFBO, per server step (separate runs)", pairs), ("FedNest, per round (the same runs)", fpairs)):
+    for key, label, pr in (("afbo", "AFBO, per server step (separate runs)", pairs),
+                           ("fednest", "FedNest, per round (the same runs)", fpairs)):
         if pr:
             real, simulated, ratio = (interval([f(p) for p in pr]) for f in (lambda p: p[0], lambda p: p[1],
                                                                              lambda p: p[0] / p[1]))
             lines.append(f"| {label} | {pm(real, 1.0, 3)} | {pm(simulated, 1.0, 3)} | {pm(ratio, 1.0, 2)} |")
+            S.setdefault("pace", {})[key] = {w: iv([f(p) for p in pr]) for w, f in (
+                ("real_s", lambda p: p[0]), ("simulated_s", lambda p: p[1]), ("ratio", lambda p: p[0] / p[1]))}
     return lines
 
 
-def targets_md(runs_dir: Path) -> list[str]:
+def targets_md(runs_dir: Path, S: dict) -> list[str]:
     """AFBO's time to each target counted from its first server step (start-up left out) on each clock, and the
     ratio real / simulated paired by seed over the seeds that reach it on both."""
     def since_first(d: Path, target: float) -> float:
@@ -148,6 +157,9 @@ def targets_md(runs_dir: Path) -> list[str]:
         lines.append(f"| to {100 * t:g}% test accuracy ({len(both)}/{len(pairs)} seeds reach it on both clocks) | "
                      f"{pm(interval([p[1] for p in both]), 1.0, 2)} | {pm(interval([p[0] for p in both]), 1.0, 2)} | "
                      f"{pm(interval([p[0] / p[1] for p in both if p[1] > 0]), 1.0, 2)} |")
+        S.setdefault("to_target", {})[f"{t:g}"] = {
+            "simulated_s": iv([p[1] for p in both]), "real_s": iv([p[0] for p in both]),
+            "ratio": iv([p[0] / p[1] for p in both if p[1] > 0]), "reached": len(both), "seeds": len(pairs)}
     return lines
 
 
@@ -161,7 +173,7 @@ def replies(r: dict, d: Path) -> tuple[float, float]:
     return float(np.mean([u["client"] in slow for u in used])), float(np.mean([u["delay"] for u in used]))
 
 
-def replies_md(runs_dir: Path) -> list[str]:
+def replies_md(runs_dir: Path, S: dict) -> list[str]:
     lines = ["| AFBO on | seeds | share of used replies from the stragglers | mean staleness of a used reply |",
              "|---|---|---|---|"]
     for arm, label in (("afbo-simulated", "the simulated clock"), ("afbo-wall", "the wall clock (real compute)")):
@@ -171,7 +183,21 @@ def replies_md(runs_dir: Path) -> list[str]:
             seeds = ",".join(d.name.rsplit("-s", 1)[1] for d in dirs)
             lines.append(f"| {label} | {seeds} | {pm(interval([v[0] for v in vals]), 1.0, 3)} | "
                          f"{pm(interval([v[1] for v in vals]), 1.0, 2)} |")
+            S.setdefault("replies", {})[arm] = {"stragglers_share": iv([v[0] for v in vals]),
+                                                "staleness": iv([v[1] for v in vals])}
     return lines
+
+
+def whole_run(out: Path) -> dict:
+    """Real / simulated time of the whole run (start-up included), paired by seed, from the report's results.csv."""
+    import csv
+
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    by = {(r["arm"], int(r["seed"])): r for r in rows}
+    afbo = [float(by[("afbo-wall", sd)]["end_wall_s"]) / float(by[("afbo-simulated", sd)]["end_simulated_s"])
+            for arm, sd in by if arm == "afbo-wall" and ("afbo-simulated", sd) in by]
+    fed = [float(r["end_wall_s"]) / float(r["end_simulated_s"]) for r in rows if r["arm"] == "fednest"]
+    return {"afbo": iv(afbo), "fednest": iv(fed)}
 
 
 def cmd_report_delays(a) -> None:
@@ -182,8 +208,10 @@ def cmd_report_delays(a) -> None:
                                   head=f"sim-step-s calibrated to {cal['sim_step_s'] * 1000:.2f} ms per local step "
                                        f"(the clients' compute in a {cal['local_steps']}-step run)",
                                   wall_label="wall (real compute, real delays, real arrival order)"))
-    text = "\n".join(pace_md(a.runs) + [""] + targets_md(a.runs) + [""] + replies_md(a.runs)) + "\n"
+    S = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(a.out)}
+    text = "\n".join(pace_md(a.runs, S) + [""] + targets_md(a.runs, S) + [""] + replies_md(a.runs, S)) + "\n"
     (a.out / "pace.md").write_text(text)
+    (a.out / "summary.json").write_text(json.dumps(S, indent=1, sort_keys=True) + "\n")
     print(text)
 
 

@@ -12,7 +12,7 @@ rewrites the text instead. A test
 (experiments/tests/test_doc_numbers.py) runs the check over every page, so a page and its study cannot differ.
 
 Formats of a value [mean, half-width of the 95% interval, n] (the studies' summary.json convention) or a number:
-    pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2
+    pts   fractions as points, signed:  +0.83 +- 0.25        pct   fractions as percent:  89.1 +- 0.2 (pct2: 89.14)
     loss  four decimals, signed:  -0.1543 +- 0.0092          num   as written in the file, three significant digits
     n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
     f3    three decimals: 0.832 +- 0.008 ; d2, d1, d0  two, one, no decimals (e.g. seconds): 7.86 +- 2.67
@@ -53,6 +53,7 @@ def _interval(v, scale: float, digits: int, signed: bool, suffix: str = "") -> s
 FORMATS = {
     "pts": lambda v: _interval(v, 100, 2, True),
     "pct": lambda v: _interval(v, 100, 1, False),
+    "pct2": lambda v: _interval(v, 100, 2, False),
     "loss": lambda v: _interval(v, 1, 4, True),
     "x": lambda v: _interval(v, 1, 1, False, "x"),
     "f3": lambda v: _interval(v, 1, 3, False),
