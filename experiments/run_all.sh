@@ -365,9 +365,10 @@ if want afbo; then
     run python experiments/afbo_verdict.py --from docs/results/afbo_reg_mnist/$f
   done
   # AFBO against FedNest at equal budgets long enough for every curve to stop rising (issue 50): docs/results/afbo_verdict
-  for g in iid iid_long stragglers; do
+  for g in iid iid_long stragglers noniid comm reg; do
     run python -m zofl.compare experiments/afbo_verdict_$g.toml --out "$afbo/verdict-$g" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-    run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g
+    target=0.895; [ "$g" = reg ] && target=0.925  # reg: above both controls (experiments/afbo_verdict_reg.toml)
+    run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g --target "$target"
   done
   # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)
   run python -m zofl.compare experiments/adbo_pilot_mnist.toml --out "$afbo/adbo-pilot-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
