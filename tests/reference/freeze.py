@@ -7,7 +7,10 @@ issue 34): only the entries the file lacks are computed, the others are kept byt
 use the freezing machine's kernels (AVX2, OpenBLAS Haswell: ``kernels_env``, as test_engines' digest test)
 so that their x_sha256 is that machine's too.
 
-    python tests/reference/freeze.py [--force | --add]
+    python tests/reference/freeze.py [--force | --add] --reason 'what changed in the numbers and why it is right'
+
+Every write is recorded with its reason and the file's SHA-256 in tests/reference/ledger.json (ledger.py); a test
+fails when the file's bytes are not the last recorded ones.
 """
 import argparse
 import hashlib
@@ -17,6 +20,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+try:
+    from .ledger import record  # imported as tests.reference.freeze (by the tests)
+except ImportError:
+    from ledger import record  # run as a script: the module beside it
 
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
@@ -67,10 +75,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--add", action="store_true", help="freeze only the RUNS the file lacks, keep the others")
+    ap.add_argument("--reason", default="", help="what changed in the numbers and why it is right (required: "
+                                                 "recorded in tests/reference/ledger.json)")
     args = ap.parse_args()
+    if not args.reason.strip():
+        sys.exit("pass --reason 'what changed and why it is right': a frozen reference is never rewritten silently")
     env = kernels_env()
     if args.add and any(os.environ.get(k) != env[k] for k in ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE")):
-        sys.exit(subprocess.run([sys.executable, __file__, "--add"], env=env).returncode)  # the freezing kernels
+        sys.exit(subprocess.run([sys.executable, __file__, "--add", "--reason", args.reason],
+                                env=env).returncode)  # the freezing kernels
     if OUT.exists() and not (args.force or args.add):
         sys.exit(f"{OUT} exists: it is the frozen reference; pass --force to overwrite it or --add for new RUNS")
     out = json.loads(OUT.read_text()) if args.add else {}
@@ -82,6 +95,7 @@ def main() -> None:
             out[name] = {"run-config": cfg, "rounds": figures(d), "x_sha256": x_digest(x)}
             print(name, out[name]["rounds"][-1]["test_loss"])
     OUT.write_text(json.dumps(out, indent=1) + "\n")
+    record(OUT.name, args.reason)
 
 
 if __name__ == "__main__":

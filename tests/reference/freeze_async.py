@@ -8,7 +8,8 @@ chosen so that what it guards is exercised: stale replies (FedBuff's staleness w
 slow client applied 9 versions late with a = 1, AFBO's outer steps with N_i drawn per client and
 APHE's random depth (a depth never 0 changes every outer step), stored updates of silent clients.
 
-    python tests/reference/freeze_async.py [--force]
+    python tests/reference/freeze_async.py [--force] --reason 'what changed in the numbers and why it is right'
+(recorded with the file's SHA-256 in tests/reference/ledger.json)
 """
 import argparse
 import json
@@ -17,6 +18,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+try:
+    from .ledger import record  # imported as tests.reference.freeze (by the tests)
+except ImportError:
+    from ledger import record  # run as a script: the module beside it
 
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds
@@ -55,7 +61,11 @@ def model_figures(x: np.ndarray) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--force", action="store_true")
-    if OUT.exists() and not ap.parse_args().force:
+    ap.add_argument("--reason", default="", help="what changed in the numbers and why it is right (required)")
+    args = ap.parse_args()
+    if not args.reason.strip():
+        sys.exit("pass --reason 'what changed and why it is right': a frozen reference is never rewritten silently")
+    if OUT.exists() and not args.force:
         sys.exit(f"{OUT} exists: it is the frozen reference; pass --force to overwrite it")
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,6 +74,7 @@ def main() -> None:
             out[name] = {"run-config": cfg, "rounds": figures(d), "x": model_figures(x)}
             print(name, out[name]["rounds"][-1]["test_loss"])
     OUT.write_text(json.dumps(out, indent=1) + "\n")
+    record(OUT.name, args.reason)
 
 
 if __name__ == "__main__":
