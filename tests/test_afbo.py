@@ -184,6 +184,34 @@ def test_fednest_round_schedule():
     assert phase_of(6, 2, 3)[0] == 1
 
 
+@pytest.mark.parametrize("N", [1, 2, 5])
+def test_fednests_rounds_step_x_by_the_shared_neumann_hypergradient_bit_for_bit(N):
+    """FedNest's server, fed the exact global products each round asks for (one client: its mean is its reply), from
+    a gradf round through N - 1 neumann rounds to the hyper round, steps x by eta times ``neumann_hypergradient``
+    on the same d, W, H, v: bit for bit, the series FedNest runs is the tested function's (``neumann_term``)."""
+    from zofl.core.method import RoundPlan
+    from zofl.methods.fednest import FedNest
+
+    cfg, task, spec = prepare({"strategy": "fednest", "task": TOY, "num-clients": 2, "inner-rounds": 1,
+                               "neumann-steps": str(N), "lipschitz-g": 2.6, "outer-lr": 0.3})
+    method = FedNest(cfg, task, spec)
+    rng = np.random.default_rng(7)
+    d, W, Hs, v = _problem(rng, p=method.p, q=method.q, n_hess=1)
+    l_g, H = 2.6, Hs[0]
+    state = {**method.init(), "x": rng.normal(size=method.p)}
+    x0 = state["x"].copy()
+    phases = []
+    for r in range(1, N + 2):  # round 0 is the inner round
+        ph = method.phase(r)[1]
+        phases.append(ph)
+        arrays = {"gradf": lambda: {"gy": v, "gx": d}, "neumann": lambda: {"hv": H @ state["v"]},
+                  "hyper": lambda: {"jv": W @ (state["h"] / l_g)}}[ph]()
+        state, _ = method.update(state, RoundPlan(r, [0], [], []), [Reply(0, arrays, 1, {})])
+    assert phases == ["gradf"] + ["neumann"] * (N - 1) + ["hyper"]
+    want = x0 - 0.3 * neumann_hypergradient(d, lambda z: W @ z, v, lambda z: H @ z, N, l_g)
+    assert state["x"].tobytes() == want.tobytes()
+
+
 TOY_RUN = {"task": TOY, "num-clients": 4, "local-steps": 1, "lower-lr": 0.2, "inner-lr": 0.3, "inner-rounds": 5,
            "lipschitz-g": 2.6, "neumann-steps": "20", "aphe": "sum", "beta": 1.0, "checkpoint-every": 0}
 # l_{g,1} = 2.6 >= the largest eigenvalue of A (2.36 for seed 0, 4 clients), so the series converges

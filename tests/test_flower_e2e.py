@@ -11,6 +11,7 @@ the wall clock and FedNest's rounds in tests/test_async_records.py, ``zofl run``
 tests/test_cli.py."""
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,18 @@ def superlink(tmp_path_factory):
 
 
 def run_both(superlink, cfg: dict, num_supernodes: int) -> tuple[list[dict], list[dict], str]:
-    """The run's records through Flower (it must succeed), the same run-config's in-process, and Flower's output."""
+    """The run's records through Flower (it must succeed), the same run-config's in-process, and Flower's output.
+    Without a run-name the Flower run must land in its default folder (``assert_in_default_folder``)."""
+    from .test_wire_and_names import assert_in_default_folder
+
+    t0 = time.time()
     res = superlink.run(cfg, num_supernodes=num_supernodes)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    d, _ = run_inprocess({**cfg, "run-name": cfg["run-name"] + "-inprocess"}, workers=0)
-    return read_rounds(Path(cfg["output-dir"]) / cfg["run-name"]), read_rounds(d), res.stdout + res.stderr
+    out = Path(cfg["output-dir"])
+    folder = out / cfg["run-name"] if "run-name" in cfg else assert_in_default_folder(out, cfg["strategy"], t0,
+                                                                                      time.time())
+    d, _ = run_inprocess({**cfg, "run-name": folder.name + "-inprocess"}, workers=0)
+    return read_rounds(folder), read_rounds(d), res.stdout + res.stderr
 
 
 def bench_engines():
@@ -72,8 +80,11 @@ HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 
 
 
 def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
+    """Also a plain ``flwr run`` without run-name (the App's default, "", as a user who does not go through ``zofl
+    run``, which names every run itself): the server names the run <strategy>-<dataset>-<start time> and writes into
+    that folder of output-dir, never into output-dir itself (issue 52)."""
     cfg = {**HYPERCLEANING, "strategy": "afbo", "engine": "async", "num-rounds": 8, "speed-profile": "uniform",
-           "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path), "run-name": "afbo"}
+           "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path / "out")}
     rec, ref, out = run_both(superlink, cfg, 4)
     keys = ("test_loss", "clients", "staleness", "clock_s", "outer_delay_mean")
     assert [[r.get(k) for k in keys] for r in rec] == [[r.get(k) for k in keys] for r in ref]

@@ -120,12 +120,21 @@ def stored_mean(stored: np.ndarray, have: np.ndarray, average: str, combine=None
     return stored[have].mean(axis=0)
 
 
+def neumann_term(term: Vec, h: Vec, hv: Vec, lipschitz: float) -> tuple[Vec, Vec]:
+    """One more term of FedNest's truncated Neumann series (FedIHGP, one communication round): from the current
+    term v_j, its product hv = H v_j with the global Hessian and the sum h of the terms so far, the next term
+    v_{j+1} = v_j - hv / l and the sum h + v_{j+1}. FedNest's server (``zofl.methods.fednest``) takes one per
+    round; ``neumann_hypergradient`` takes N - 1 in a row."""
+    term = term - hv / lipschitz
+    return term, h + term
+
+
 def neumann_hypergradient(grad_x_f: Vec, jvp_of: Callable[[Vec], Vec], v: Vec, hvp_of: Callable[[Vec], Vec],
                           N: int, lipschitz: float) -> Vec:
     """grad_x f - W (1/l) sum_{j<N} (I - H/l)^j grad_y f with global (exact, averaged) products:
-    FedNest's FedIHGP read as one function (each hvp_of is one communication round there)."""
-    term, h = v.copy(), v.copy()
+    FedNest's FedIHGP read as one function (each hvp_of is one communication round there, each term one
+    ``neumann_term``)."""
+    term, h = v, v
     for _ in range(N - 1):
-        term = term - hvp_of(term) / lipschitz
-        h += term
+        term, h = neumann_term(term, h, hvp_of(term), lipschitz)
     return grad_x_f - jvp_of(h / lipschitz)

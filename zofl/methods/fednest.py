@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .. import streams
-from ..algorithms.afbo import aligned_local_sgd
+from ..algorithms.afbo import aligned_local_sgd, neumann_term
 from ..algorithms.lower_level import local_steps, minibatch_indices
 from ..algorithms.smoothing import seed_sequence
 from ..core.method import HYPERGRAD, Method, RoundPlan, State
@@ -125,9 +125,8 @@ class FedNest(Method):
                 s["y"] = mean("y")
             elif ph == GRADF:
                 s["v"], s["h"], s["d"] = mean("gy"), mean("gy"), mean("gx")
-            elif ph == NEUMANN:
-                s["v"] = state["v"] - mean("hv") / l_g
-                s["h"] = state["h"] + s["v"]
+            elif ph == NEUMANN:  # the series' next term (zofl.algorithms.afbo.neumann_hypergradient's)
+                s["v"], s["h"] = neumann_term(state["v"], state["h"], mean("hv"), l_g)
             else:
                 s["x"] = state["x"] - self.hp.outer_lr * (state["d"] - mean("jv"))
         return s, {"phase": ph, "level": "upper" if ph == HYPER else "lower", "outer_round": t}
