@@ -77,6 +77,29 @@ def test_aphe_with_products_equals_the_dense_computation(mode):
         np.testing.assert_allclose(want, _truncated_series(d, W, Hs[:N_i], v, N_i, l_g), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["random-depth", "sum", "printed"])
+def test_aphe_evaluates_each_gradient_on_its_own_minibatch(mode):
+    """d = grad_x f on batches[0], W on batches[1], grad_y f on batches[2], the products on batches[3:]: for a task
+    whose f depends on x through its data (the built-in tasks' grad_x f ignore their batch, which once let
+    ``grad_x_f(None)`` pass as harmless: docs/mutation-survivors.md)."""
+    seen = {}
+
+    def record(name, value):
+        def f(*args):
+            seen.setdefault(name, []).append(args[-1])
+            return value(*args)
+        return f
+
+    v, q = np.array([1.0, 2.0]), np.array([0.5])
+    batches = [np.array([k]) for k in range(3 + 4)]
+    H = aphe(record("dx", lambda b: q * float(b[0] + 1)), record("dy", lambda b: v.copy()),
+             record("hvp", lambda p, b: 0.1 * p), record("jvp", lambda p, b: q * p.sum()), batches, 4, 2.0, mode,
+             rng=np.random.default_rng(0), N=4)
+    assert [int(b[0]) for b in seen["dx"]] == [0] and [int(b[0]) for b in seen["jvp"]] == [1]
+    assert [int(b[0]) for b in seen["dy"]] == [2] and all(int(b[0]) >= 3 for b in seen.get("hvp", []))
+    assert np.isfinite(H).all()
+
+
 def test_random_depth_aphe_walks_every_depth_and_averages_to_the_truncated_series():
     """The real ``aphe``, with a generator that hands it every depth in turn: depth k makes exactly k
     Hessian-vector products and gives the dense estimate of depth k; the N_i estimates average to the

@@ -137,6 +137,25 @@ def test_common_random_numbers_reduce_estimator_variance():
     assert diffs[True] < diffs[False] / 10, diffs
 
 
+def test_the_plus_and_minus_solves_draw_their_minibatches_from_streams_0_and_1(monkeypatch):
+    """The draws of a direction's two solves: (batch_seed, j, 0) for x + eta v_j, and (batch_seed, j, 1) for
+    x - eta v_j unless crn shares the first. Any other distinct stream would be as valid, but it would change every
+    crn = false run against its records (a mutant that did so passed as harmless: docs/mutation-survivors.md)."""
+    from zofl.algorithms import zohfl
+
+    c, grad = _quad_grad()
+    v = sphere_directions(0, 2, 6)
+    words = []
+    real = zohfl.seed_sequence
+    monkeypatch.setattr(zohfl, "seed_sequence", lambda *w: words.append(w) or real(*w))
+    for crn in (False, True):
+        words.clear()
+        spec = SolveSpec(eta=0.1, lam=5.0, mu=1.0, lr0=0.1, batch_size=4, crn=crn)
+        client_solve(_hier(grad, spec), len(c), np.ones(6), v, 3, spec, (7, 9))
+        want = [(7, 9, j, side) for j in range(2) for side in ((0,) if crn else (0, 1))]
+        assert words == want, (crn, words)
+
+
 def test_vectors_and_scalars_agree_on_f2():
     c, grad = _quad_grad()
     x, v = np.arange(6.0), sphere_directions(3, 3, 6)
