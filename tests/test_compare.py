@@ -36,6 +36,11 @@ def test_expand_grid():
         expand_grid({"grid": {"alpha": [1.0, -1.0]}})
     with pytest.raises(ConfigError, match="non-empty list"):
         expand_grid({"grid": {"seed": 3}})
+    # an axis of tables (keys that vary together) must set a key in each entry, and cannot be named after a key
+    with pytest.raises(ConfigError, match=r"\[grid\] settings entry 2 is an empty table"):
+        expand_grid({"grid": {"settings": [{"beta": 1.0}, {}]}})
+    with pytest.raises(ConfigError, match=r"\[grid\] drop-inactive-cuts is a run-config key, so it lists its values"):
+        expand_grid({"grid": {"drop-inactive-cuts": [{}]}})
 
 
 def test_a_grid_with_one_bad_cell_stops_before_any_cell_runs(tmp_path, capsys):

@@ -45,10 +45,13 @@ HARNESS = {
 
 
 def user_run(strategy: str, out: Path, node_config=None) -> dict[str, dict]:
-    """The user's ServerApp on an in-process Grid whose nodes run the user's ClientApp; {strategy: its output}."""
+    """The user's ServerApp on an in-process Grid whose nodes run the user's ClientApp; {strategy: its output}. The
+    nodes run in a process of their own (workers = 1, forked: it has the user's App on its path), for the reason
+    ``harness_x`` gives: with workers = 0 the server's torch evaluation and a client's torch steps run in two
+    threads at once, and one FedBuff run under pytest-xdist at load ended on other numbers (seen once)."""
     rc = {**USER, "strategy": strategy, "out": str(out)}
     torch.set_num_threads(1)
-    grid = InProcessGrid(rc, 3, workers=0, client_app="userapp.client_app:app", node_config=node_config)
+    grid = InProcessGrid(rc, 3, workers=1, client_app="userapp.client_app:app", node_config=node_config)
     try:
         server_app.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=rc))
     finally:

@@ -82,6 +82,12 @@ def expand_grid(spec: dict[str, Any], overrides: dict[str, Any] | None = None) -
             raise ConfigError(f"grid file: [grid] {key} must be a non-empty list")
         refuse_repeats(key, values)
         if all(isinstance(v, dict) for v in values):  # e.g. settings: keys that vary together
+            if key in KEY_BY_NAME:
+                raise ConfigError(f"grid file: [grid] {key} is a run-config key, so it lists its values, not "
+                                  f"tables (keys that vary together go under another name, e.g. settings = [{{...}}])")
+            empty = [i + 1 for i, v in enumerate(values) if not v]
+            if empty:
+                raise ConfigError(f"grid file: [grid] {key} entry {empty[0]} is an empty table: it sets no key")
             dims.append([dict(v) for v in values])
         else:
             dims.append([{key: v} for v in values])
