@@ -39,6 +39,7 @@ def fake_npz_dir(tmp_path):
 # with the processes it keeps busy (docs/testing.md, "Under load"). The groups hold only with pytest < 9.2
 # (pyproject.toml; tests/test_groups.py checks it).
 HERE = Path(__file__).resolve().parent
+EXPERIMENT_TESTS = HERE.parent / "experiments" / "tests"
 RAY_MODULES = {"test_flower_e2e", "test_ray_cluster"}
 DEPLOY_MODULES = {"test_deploy"}
 CLI_MODULES = {"test_cli"}
@@ -59,7 +60,7 @@ def group_of(module: str, flower: bool) -> str | None:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.parent != HERE:
+        if item.path.parent not in (HERE, EXPERIMENT_TESTS):  # the experiments' smoke tests too (one runs Ray)
             continue
         group = group_of(item.path.stem, item.get_closest_marker("flower") is not None)
         if group:

@@ -81,6 +81,7 @@ def test_afbo_wallclock_report_pairs_the_two_clocks(cleaning_runs, tmp_path):
     assert (out / "rounds.parquet").exists()
 
 
+@pytest.mark.flower  # a run through Ray: in the "ray" group, one at a time (tests/conftest.py)
 def test_delay_model_check_runs_through_ray_with_real_delays_and_reports(tmp_path):
     """experiments/delay_model_check.py at its smallest: the calibration (in-process), one AFBO run on the wall clock
     with real-delays = 'compute' through `zofl run` (the Ray simulation; digits, 3 server steps, small delays), and
