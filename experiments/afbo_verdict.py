@@ -43,9 +43,7 @@ from pathlib import Path
 
 import numpy as np
 from afbo_plot import failed, first_reach, hold, method_of, read_cells, setting_of, varying_step_keys, write_records
-from report_common import band  # modules beside this script
-
-from zofl.stats import interval
+from report_common import band, iv  # modules beside this script
 
 RISE_TOL = 0.001  # 0.1 points of accuracy: the largest gain over the last quarter that counts as flat
 FIELDS = ("setting", "method", "strategy", "control", "cell", "seed", "status", "diverged", "final_clock_s",
@@ -129,11 +127,6 @@ def load(out: Path, below: float) -> tuple[list[dict], dict[str, dict]]:
 def at(r: dict, what: str, t: float) -> float:
     """``what`` of the newest record at simulated time t (afbo_plot.hold: zero-order hold, ties the last record)."""
     return float(hold(r["clock"], r[what], np.array([t]))[0])
-
-
-def iv(values) -> list:
-    m, h, n = interval(values)
-    return [None if math.isnan(m) else m, None if math.isnan(h) else h, n]
 
 
 # -- the readings ------------------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ ARMS = {  # name: (extra run-config)
     "fednest": {"strategy": "fednest", "beta": 1.0, "sim-step-s": STEP_S, "step-time-s": STEP_S},
 }
 TARGETS = (0.8, 0.9)  # test accuracy (digits: 180 test images, steps of 0.56 points)
+WALL = "wall (real sleeps, real arrival order)"  # the table's label of the wall-clock arm
 
 # --trace / --vce-workers: a sitecustomize module on the runs' PYTHONPATH. It acts only in Flower's
 # simulation process (flwr-simulation: the ServerApp thread, the LinkState and the engine's worker threads)
@@ -245,7 +246,7 @@ def write_report_files(runs: list[dict], rows: list[dict], out: Path) -> None:
 
 
 def times_table(by: dict[str, dict[int, dict]], lat: float | None, targets: tuple[float, ...] = TARGETS,
-                wall: str = "wall (real sleeps, real arrival order)") -> list[str]:
+                wall: str = WALL) -> list[str]:
     """Per method and clock: the time to each target, the end of the run and the clients' compute."""
     lines = ["| method | clock | seeds | " + " | ".join(f"time to {100 * t:g}% (s)" for t in targets)
              + " | end of run (s) | clients' compute (s, summed) |",
@@ -310,25 +311,30 @@ def report_head(runs: list[dict], rows: list[dict], device: str | None = None) -
     return head
 
 
-def cmd_report(a) -> None:
-    runs = [read_run(d) for d in sorted(a.runs.iterdir()) if (d / "summary.json").exists()]
+def report(runs_dir: Path, out: Path, targets: tuple[float, ...] = TARGETS, device: str | None = None,
+           title: str | None = None, ylim: tuple[float, float] = (50, 100), wall: str = WALL) -> list[dict]:
+    """results.csv, rounds.parquet, table.md and fig.png of the finished runs in ``runs_dir``; returns the rows of
+    results.csv (``device``: the setting's line about device time, default this study's sleeps)."""
+    runs = [read_run(d) for d in sorted(runs_dir.iterdir()) if (d / "summary.json").exists()]
     if not runs:
-        sys.exit(f"no finished runs in {a.runs}")
-    a.out.mkdir(parents=True, exist_ok=True)
-    targets = getattr(a, "targets", TARGETS)
+        sys.exit(f"no finished runs in {runs_dir}")
+    out.mkdir(parents=True, exist_ok=True)
     rows = [report_row(r, targets) for r in runs]
-    write_report_files(runs, rows, a.out)
+    write_report_files(runs, rows, out)
     # table: per method, time to each target on each clock, and the ratio real / simulated paired by seed
     by = {}
     for row in rows:
         by.setdefault(row["arm"], {})[row["seed"]] = row
     lat = next((r["cfg"].get("latency-s") for r in runs if r["arm"] == "afbo-simulated-lat"), None)
-    wall = getattr(a, "wall_label", "wall (real sleeps, real arrival order)")
-    text = report_head(runs, rows, getattr(a, "head", None)) + times_table(by, lat, targets, wall) + \
-        ratio_lines(by, lat, targets)
-    (a.out / "table.md").write_text("\n".join(text) + "\n")
+    text = report_head(runs, rows, device) + times_table(by, lat, targets, wall) + ratio_lines(by, lat, targets)
+    (out / "table.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))
-    figure(runs, a.out, getattr(a, "title", None), getattr(a, "ylim", (50, 100)))
+    figure(runs, out, title, ylim)
+    return rows
+
+
+def cmd_report(a) -> None:
+    report(a.runs, a.out)
 
 
 def read_trace(path: Path) -> tuple[dict, list[dict]]:

@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from afbo_wallclock import cmd_report, read_run, toml_value  # a module beside this script
-from report_common import pm
+from afbo_wallclock import read_run, report, toml_value  # modules beside this script
+from report_common import iv, pm
 
 from zofl.stats import interval
 
@@ -102,11 +102,6 @@ def cmd_run(a) -> None:
                 {"command_s": took, "load_before": load, "load_after": os.getloadavg()[0], "cpus": os.cpu_count(),
                  "ray_cpus": M, "sim_step_s": step_s}) + "\n")
             print(f"{name}: {took:.0f} s (load {load:.1f})", flush=True)
-
-
-def iv(values) -> list:
-    """[mean, half-width of the 95% t interval, n] with None for what is not finite (summary.json)."""
-    return [None if not np.isfinite(v) else float(v) for v in interval(values)[:2]] + [int(interval(values)[2])]
 
 
 def pace_md(runs_dir: Path, S: dict) -> list[str]:
@@ -188,27 +183,23 @@ def replies_md(runs_dir: Path, S: dict) -> list[str]:
     return lines
 
 
-def whole_run(out: Path) -> dict:
-    """Real / simulated time of the whole run (start-up included), paired by seed, from the report's results.csv."""
-    import csv
-
-    rows = list(csv.DictReader(open(out / "results.csv")))
-    by = {(r["arm"], int(r["seed"])): r for r in rows}
-    afbo = [float(by[("afbo-wall", sd)]["end_wall_s"]) / float(by[("afbo-simulated", sd)]["end_simulated_s"])
+def whole_run(rows: list[dict]) -> dict:
+    """Real / simulated time of the whole run (start-up included), paired by seed, from the report's rows."""
+    by = {(r["arm"], r["seed"]): r for r in rows}
+    afbo = [by[("afbo-wall", sd)]["end_wall_s"] / by[("afbo-simulated", sd)]["end_simulated_s"]
             for arm, sd in by if arm == "afbo-wall" and ("afbo-simulated", sd) in by]
-    fed = [float(r["end_wall_s"]) / float(r["end_simulated_s"]) for r in rows if r["arm"] == "fednest"]
+    fed = [r["end_wall_s"] / r["end_simulated_s"] for r in rows if r["arm"] == "fednest"]
     return {"afbo": iv(afbo), "fednest": iv(fed)}
 
 
 def cmd_report_delays(a) -> None:
     cal = json.loads((a.runs / "calibration.json").read_text())
-    title = (f"MNIST hyper-cleaning, m = {M}, clients 0-2 stragglers (x5), comm-s 0.5 s, real compute; mean and 95% "
-             "interval over seeds")
-    cmd_report(argparse.Namespace(runs=a.runs, out=a.out, targets=TARGETS, title=title, ylim=(0, 100),
-                                  head=f"sim-step-s calibrated to {cal['sim_step_s'] * 1000:.2f} ms per local step "
-                                       f"(the clients' compute in a {cal['local_steps']}-step run)",
-                                  wall_label="wall (real compute, real delays, real arrival order)"))
-    S = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(a.out)}
+    rows = report(a.runs, a.out, TARGETS, ylim=(0, 100), wall="wall (real compute, real delays, real arrival order)",
+                  device=f"sim-step-s calibrated to {cal['sim_step_s'] * 1000:.2f} ms per local step (the clients' "
+                         f"compute in a {cal['local_steps']}-step run)",
+                  title=f"MNIST hyper-cleaning, m = {M}, clients 0-2 stragglers (x5), comm-s 0.5 s, real compute; "
+                        "mean and 95% interval over seeds")
+    S = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(rows)}
     text = "\n".join(pace_md(a.runs, S) + [""] + targets_md(a.runs, S) + [""] + replies_md(a.runs, S)) + "\n"
     (a.out / "pace.md").write_text(text)
     (a.out / "summary.json").write_text(json.dumps(S, indent=1, sort_keys=True) + "\n")

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from zofl.packed import read_table
-from zofl.stats import t_quantile
+from zofl.stats import interval, t_quantile
 
 # afbo_plot.py's names of the two methods' lines, and the suffix of their outer-lr = 0 controls' lines
 AFBO, FEDNEST = "AFBO (async)", "FedNest (sync)"
@@ -26,6 +26,13 @@ def band(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if n < 2:
         return mean, np.zeros_like(mean)
     return mean, t_quantile(n) * mat.std(axis=0, ddof=1) / np.sqrt(n)
+
+
+def iv(values) -> list:
+    """[mean, half-width of the 95% t interval, n] of ``values`` for a JSON file, None where a figure is not defined
+    (n < 2 has no interval; no value has no mean)."""
+    m, h, n = interval(values)
+    return [None if math.isnan(m) else m, None if math.isnan(h) else h, n]
 
 
 def pm(t: tuple[float, float, int], scale: float = 100.0, digits: int = 1) -> str:
