@@ -104,21 +104,27 @@ def cmd_run(a) -> None:
             print(f"{name}: {took:.0f} s (load {load:.1f})", flush=True)
 
 
-def pace_md(runs_dir: Path, S: dict) -> list[str]:
+def finished(runs_dir: Path) -> dict[str, dict[int, tuple[dict, Path]]]:
+    """Every finished run of ``runs_dir``, read once: arm -> seed -> (its records as ``read_run`` gives them, its
+    folder)."""
+    out: dict[str, dict[int, tuple[dict, Path]]] = {}
+    for d in sorted(runs_dir.iterdir()):
+        arm, _, seed = d.name.rpartition("-s")
+        if arm and seed.isdigit() and (d / "summary.json").exists():
+            out.setdefault(arm, {})[int(seed)] = (read_run(d), d)
+    return out
+
+
+def pace_md(R: dict, S: dict) -> list[str]:
     """Steady pace: AFBO's seconds per server step from its first step on (start-up left out), on each clock, and
     their ratio paired by seed; FedNest's real and simulated seconds per round from round 2 on (the same runs)."""
-    def per_step(d: Path, real: bool = False) -> float:
-        r = read_run(d)
+    def per_step(r: dict, real: bool = False) -> float:
         t = r["real"] if real else r["clock"]
         return float((t[-1] - t[1]) / (len(t) - 2))
 
-    def runs(arm: str) -> dict[int, Path]:
-        return {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs_dir.glob(f"{arm}-s*"))
-                if (d / "summary.json").exists()}
-
-    sim, wall, fed = runs("afbo-simulated"), runs("afbo-wall"), runs("fednest")
-    pairs = [(per_step(wall[sd]), per_step(sim[sd])) for sd in sorted(set(sim) & set(wall))]
-    fpairs = [(per_step(d, real=True), per_step(d)) for d in fed.values()]
+    sim, wall, fed = (R.get(arm, {}) for arm in ("afbo-simulated", "afbo-wall", "fednest"))
+    pairs = [(per_step(wall[sd][0]), per_step(sim[sd][0])) for sd in sorted(set(sim) & set(wall))]
+    fpairs = [(per_step(r, real=True), per_step(r)) for r, _ in fed.values()]
     lines = ["| steady pace (start-up left out) | real s | simulated s | real / simulated, paired |",
              "|---|---|---|---|"]
     for key, label, pr in (("afbo", "AFBO, per server step (separate runs)", pairs),
@@ -132,22 +138,19 @@ def pace_md(runs_dir: Path, S: dict) -> list[str]:
     return lines
 
 
-def targets_md(runs_dir: Path, S: dict) -> list[str]:
+def targets_md(R: dict, S: dict) -> list[str]:
     """AFBO's time to each target counted from its first server step (start-up left out) on each clock, and the
     ratio real / simulated paired by seed over the seeds that reach it on both."""
-    def since_first(d: Path, target: float) -> float:
-        r = read_run(d)
+    def since_first(r: dict, target: float) -> float:
         ok = np.nonzero(r["acc"][1:] >= target)[0]
         return float(r["clock"][1:][ok[0]] - r["clock"][1]) if len(ok) else float("nan")
 
-    seeds = sorted(int(d.name.rsplit("-s", 1)[1]) for d in runs_dir.glob("afbo-wall-s*")
-                   if (d / "summary.json").exists()
-                   and (runs_dir / d.name.replace("wall", "simulated") / "summary.json").exists())
+    sim, wall = R.get("afbo-simulated", {}), R.get("afbo-wall", {})
+    seeds = sorted(set(sim) & set(wall))
     lines = ["| AFBO, from its first server step | time on the simulated clock (s) | real time (s) | real / simulated, "
              "paired |", "|---|---|---|---|"]
     for t in TARGETS:
-        pairs = [(since_first(runs_dir / f"afbo-wall-s{sd}", t), since_first(runs_dir / f"afbo-simulated-s{sd}", t))
-                 for sd in seeds]
+        pairs = [(since_first(wall[sd][0], t), since_first(sim[sd][0], t)) for sd in seeds]
         both = [p for p in pairs if np.isfinite(p[0]) and np.isfinite(p[1])]
         lines.append(f"| to {100 * t:g}% test accuracy ({len(both)}/{len(pairs)} seeds reach it on both clocks) | "
                      f"{pm(interval([p[1] for p in both]), 1.0, 2)} | {pm(interval([p[0] for p in both]), 1.0, 2)} | "
@@ -168,15 +171,14 @@ def replies(r: dict, d: Path) -> tuple[float, float]:
     return float(np.mean([u["client"] in slow for u in used])), float(np.mean([u["delay"] for u in used]))
 
 
-def replies_md(runs_dir: Path, S: dict) -> list[str]:
+def replies_md(R: dict, S: dict) -> list[str]:
     lines = ["| AFBO on | seeds | share of used replies from the stragglers | mean staleness of a used reply |",
              "|---|---|---|---|"]
     for arm, label in (("afbo-simulated", "the simulated clock"), ("afbo-wall", "the wall clock (real compute)")):
-        dirs = [d for d in sorted(runs_dir.glob(f"{arm}-s*")) if (d / "summary.json").exists()]
-        vals = [replies(read_run(d), d) for d in dirs]
+        runs = R.get(arm, {})
+        vals = [replies(r, d) for r, d in runs.values()]
         if vals:
-            seeds = ",".join(d.name.rsplit("-s", 1)[1] for d in dirs)
-            lines.append(f"| {label} | {seeds} | {pm(interval([v[0] for v in vals]), 1.0, 3)} | "
+            lines.append(f"| {label} | {','.join(map(str, runs))} | {pm(interval([v[0] for v in vals]), 1.0, 3)} | "
                          f"{pm(interval([v[1] for v in vals]), 1.0, 2)} |")
             S.setdefault("replies", {})[arm] = {"stragglers_share": iv([v[0] for v in vals]),
                                                 "staleness": iv([v[1] for v in vals])}
@@ -199,8 +201,8 @@ def cmd_report_delays(a) -> None:
                          f"compute in a {cal['local_steps']}-step run)",
                   title=f"MNIST hyper-cleaning, m = {M}, clients 0-2 stragglers (x5), comm-s 0.5 s, real compute; "
                         "mean and 95% interval over seeds")
-    S = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(rows)}
-    text = "\n".join(pace_md(a.runs, S) + [""] + targets_md(a.runs, S) + [""] + replies_md(a.runs, S)) + "\n"
+    S, R = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(rows)}, finished(a.runs)
+    text = "\n".join(pace_md(R, S) + [""] + targets_md(R, S) + [""] + replies_md(R, S)) + "\n"
     (a.out / "pace.md").write_text(text)
     (a.out / "summary.json").write_text(json.dumps(S, indent=1, sort_keys=True) + "\n")
     print(text)
