@@ -26,11 +26,13 @@ at once, 6 on a 2-core machine (docs/results/afbo_wallclock), and the model assu
 the real / simulated ratios paired by seed, fig.png), plus pace.md: the steady seconds per server step (AFBO) or
 per round (FedNest) on each clock and their ratio, start-up left out, AFBO's time to each target from its first
 server step, and on each clock the share of the replies AFBO's steps used that came from the stragglers and their
-mean staleness (what the arrival order changes); summary.json holds these figures for the pages that quote them.
+mean staleness (what the arrival order changes; per run in replies.csv, since the records' ``used`` lists are not in
+rounds.parquet); summary.json holds these figures for the pages that quote them.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -171,17 +173,27 @@ def replies(r: dict, d: Path) -> tuple[float, float]:
     return float(np.mean([u["client"] in slow for u in used])), float(np.mean([u["delay"] for u in used]))
 
 
-def replies_md(R: dict, S: dict) -> list[str]:
+def reply_rows(R: dict) -> list[dict]:
+    """Per AFBO run: the share of the replies its steps used that came from the stragglers and their mean staleness
+    (replies.csv: the records' ``used`` lists are not in rounds.parquet)."""
+    rows = []
+    for arm in ("afbo-simulated", "afbo-wall"):
+        for seed, (r, d) in R.get(arm, {}).items():
+            share, staleness = replies(r, d)
+            rows.append({"arm": arm, "seed": seed, "stragglers_share": share, "staleness": staleness})
+    return rows
+
+
+def replies_md(rows: list[dict], S: dict) -> list[str]:
     lines = ["| AFBO on | seeds | share of used replies from the stragglers | mean staleness of a used reply |",
              "|---|---|---|---|"]
     for arm, label in (("afbo-simulated", "the simulated clock"), ("afbo-wall", "the wall clock (real compute)")):
-        runs = R.get(arm, {})
-        vals = [replies(r, d) for r, d in runs.values()]
-        if vals:
-            lines.append(f"| {label} | {','.join(map(str, runs))} | {pm(interval([v[0] for v in vals]), 1.0, 3)} | "
-                         f"{pm(interval([v[1] for v in vals]), 1.0, 2)} |")
-            S.setdefault("replies", {})[arm] = {"stragglers_share": iv([v[0] for v in vals]),
-                                                "staleness": iv([v[1] for v in vals])}
+        mine = [r for r in rows if r["arm"] == arm]
+        if mine:
+            share, staleness = ([r[k] for r in mine] for k in ("stragglers_share", "staleness"))
+            lines.append(f"| {label} | {','.join(str(r['seed']) for r in mine)} | {pm(interval(share), 1.0, 3)} | "
+                         f"{pm(interval(staleness), 1.0, 2)} |")
+            S.setdefault("replies", {})[arm] = {"stragglers_share": iv(share), "staleness": iv(staleness)}
     return lines
 
 
@@ -202,7 +214,12 @@ def cmd_report_delays(a) -> None:
                   title=f"MNIST hyper-cleaning, m = {M}, clients 0-2 stragglers (x5), comm-s 0.5 s, real compute; "
                         "mean and 95% interval over seeds")
     S, R = {"sim_step_s": cal["sim_step_s"], "whole_run": whole_run(rows)}, finished(a.runs)
-    text = "\n".join(pace_md(R, S) + [""] + targets_md(R, S) + [""] + replies_md(R, S)) + "\n"
+    per_reply = reply_rows(R)
+    with open(a.out / "replies.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, ["arm", "seed", "stragglers_share", "staleness"], lineterminator="\n")
+        w.writeheader()
+        w.writerows(per_reply)
+    text = "\n".join(pace_md(R, S) + [""] + targets_md(R, S) + [""] + replies_md(per_reply, S)) + "\n"
     (a.out / "pace.md").write_text(text)
     (a.out / "summary.json").write_text(json.dumps(S, indent=1, sort_keys=True) + "\n")
     print(text)
