@@ -107,3 +107,12 @@ def test_bench_scale_at_its_smallest_setting(data, tmp_path):
             "--out", out)
     text = out.read_text()
     assert "- clients (SuperNodes): 4; rounds: 1; clients per round: " in text and "peak memory" in text, text
+
+
+def test_bench_splits_at_its_smallest_setting(data, tmp_path):
+    out = tmp_path / "splits.json"
+    text = _script("benchmarks/bench_splits.py", "--data-dir", data, "--clients", 3, 200, "--out", out)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["clients"] for r in rows] == [3, 200] and all(r["same_split"] for r in rows)
+    assert rows[1]["moved"] > 0 and rows[1]["min_size"] == 3  # 630 client rows: at most 3 each, topped up
+    assert "| 200 | " in text and not list(Path(data).glob("splits"))  # the user's folder untouched

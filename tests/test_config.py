@@ -156,8 +156,8 @@ def test_an_unknown_strategy_is_named_with_the_registered_ones():
 def test_impossible_split_is_refused_before_round_one():
     """The split's keys are named for a split that cannot be made, the dataset's for a missing file."""
     with pytest.raises(ConfigError, match="^run-config keys 'num-clients'/'partitioner'/'alpha'/"
-                                          "'min-partition-size': .*min-partition-size=100"):
-        prepare({"num-clients": 20, "alpha": 0.05, "min-partition-size": 100})
+                                          "'min-partition-size'/'split-fallback': .*min-partition-size=100"):
+        prepare({"num-clients": 20, "alpha": 0.05, "min-partition-size": 100, "split-fallback": "fail"})
     with pytest.raises(ConfigError, match="^run-config keys 'dataset'/'data-dir': ") as missing:
         prepare({"dataset": "mnist", "data-dir": "/nonexistent-zofl-data"})
     assert "alpha" not in str(missing.value) and "num-clients" not in str(missing.value)

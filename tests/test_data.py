@@ -29,9 +29,9 @@ def test_splits_add_up_and_are_disjoint():
 
 
 def test_splits_are_deterministic():
-    a = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, ())  # uncached: computed twice
-    b = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, ())
-    c = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 4, "", False, 10, ())
+    a = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, (), "top-up")  # uncached: computed twice
+    b = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 3, "", False, 10, (), "top-up")
+    c = _make_splits.__wrapped__("digits", 5, 0.5, 0.3, 4, "", False, 10, (), "top-up")
     for u, v in zip((a.test, a.server, *a.clients), (b.test, b.server, *b.clients)):
         np.testing.assert_array_equal(u, v)
     assert not np.array_equal(a.server, c.server)

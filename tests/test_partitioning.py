@@ -79,9 +79,9 @@ def test_grouped_natural_partitions_and_the_splits_are_a_function_of_the_keys(tm
     _, task, spec = prepare(cfg)
     first = [task.client_data(spec, i).y.copy() for i in range(3)]
     assert data_spec(prepare(cfg)[0]) == spec
-    from zofl.tasks.base import _scheme_splits
+    from zofl.tasks.data import release_data
 
-    _scheme_splits.cache_clear()
+    release_data()
     assert all(np.array_equal(a, task.client_data(spec, i).y) for i, a in enumerate(first))
 
 

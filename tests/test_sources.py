@@ -363,8 +363,11 @@ def test_dirichlet_matches_data_dirichlet_partition_bit_for_bit(m, alpha, seed, 
     (("pathological", 5), {"params": PartitionParams(classes_per_client=11)},
      "classes_per_client=11 must lie in 1..10, the number of distinct labels"),
     (("dirichlet", 5), {"params": PartitionParams(alpha=0.0)}, "needs alpha > 0"),
-    (("dirichlet", 50), {"params": PartitionParams(alpha=0.01, min_size=12)}, "^scheme 'dirichlet' over 50 clients of "
-                                                                              "600 examples: ValueError: "),
+    (("dirichlet", 50), {"params": PartitionParams(alpha=0.01, min_size=12, fallback="fail")},
+     "^scheme 'dirichlet' over 50 clients of 600 examples: ValueError: "),
+    (("dirichlet", 50), {"params": PartitionParams(alpha=0.01, min_size=13)},
+     "^scheme 'dirichlet' over 50 clients of 600 examples: .*600 examples cannot give 50 clients 13 each"),
+    (("dirichlet", 5), {"params": PartitionParams(fallback="retry")}, "fallback must be one of"),
     (("shards", 200), {"params": PartitionParams(shards_per_client=4)}, "600 examples cannot make 200 x 4 shards"),
 ])
 def test_impossible_partitions_are_refused_in_one_line(args, kwargs, match):

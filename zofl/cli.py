@@ -59,12 +59,16 @@ def check_locally(run_config: dict[str, Any]):
     and what a resume would continue), here, before anything starts."""
     from .config import config_warnings
     from .server_app import make_run
+    from .tasks.data import release_data
 
     cfg, method, writer = make_run(run_config)
     writer.close()
+    records = method.communication_rounds()  # records rounds.jsonl will hold
+    del method
+    release_data()  # the server and the clients load what they need: this process holds nothing for the run
     for warning in config_warnings(cfg):
         print(f"zofl run: warning: {warning}", file=sys.stderr)
-    return cfg, writer.dir.name, writer.dir, method.communication_rounds()  # records rounds.jsonl will hold
+    return cfg, writer.dir.name, writer.dir, records
 
 
 def concurrency_warning(cfg, ray_cpus: int | None, cpus_per_client: int, cores: int) -> str | None:

@@ -236,7 +236,8 @@ def grid_warnings(cells: list[dict[str, Any]]) -> list[str]:
 
 
 # keys that change no number
-NOT_RESULTS = ("data-dir", "download", "output-dir", "run-name", "client-wait-s", "checkpoint-every", "resume")
+NOT_RESULTS = ("data-dir", "download", "split-cache", "output-dir", "run-name", "client-wait-s", "checkpoint-every",
+               "resume")
 
 
 def cell_id(cell: dict[str, Any]) -> str:

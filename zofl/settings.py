@@ -36,6 +36,7 @@ MAX_RUN_NAME = 200  # run-name: one folder's name, well under the 255 bytes file
 MIN_AVAILABILITY = 0.01
 DATASETS = ("digits", "covtype", "mnist", "fashion_mnist", "cifar10")  # = zofl.tasks.data.DATASETS (tested)
 # the simulation's split schemes (zofl.tasks.sources.partition reads this tuple)
+SPLIT_FALLBACKS = ("top-up", "fail")  # what follows a Dirichlet draw that cannot meet min-partition-size
 PARTITIONERS = ("iid", "dirichlet", "pathological", "shards", "natural", "grouped-natural")
 TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 
@@ -260,6 +261,13 @@ class Data(Settings):
         "as the clients report it; evaluate with federated-eval)", "ours", choice("dataset", "none"))
     min_partition_size: int = key(10, "an integer >= 1",
         "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1)
+    split_fallback: str = key("top-up", f"one of {SPLIT_FALLBACKS}",
+        "where the Dirichlet draw cannot give every client min-partition-size examples in 10 tries (e.g. 10,000 "
+        "clients on MNIST): top-up takes its first draw and moves examples from the largest clients to the smaller "
+        "ones (docs/data.md); fail stops the run naming the keys", "ours", choice(*SPLIT_FALLBACKS))
+    split_cache: bool = key(True, "true or false",
+        "keep the run's split as an index file in <data-dir>/splits/, made by the first process that needs it and "
+        "memory-mapped by the others (false: every process makes it)", "run")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ def data_spec(cfg: Config) -> DataSpec:
                     download=cfg.download, num_clients=cfg.num_clients, alpha=cfg.alpha,
                     server_fraction=cfg.server_fraction, seed=cfg.seed, min_partition_size=cfg.min_partition_size,
                     standardize=cfg.standardize, stamp=data_stamp(cfg), path=path, read=read if path else (),
-                    scheme=cfg.partitioner, params=params, num_features=cfg.num_features, num_classes=cfg.num_classes)
+                    scheme=cfg.partitioner, params=params, num_features=cfg.num_features, num_classes=cfg.num_classes,
+                    fallback=cfg.split_fallback, cache=cfg.split_cache)
 
 
 def data_stamp(cfg) -> tuple:
@@ -105,7 +106,8 @@ def prepare(run_config: Mapping[str, Any]) -> tuple[Config, Task, DataSpec]:
         where = "'data-path'" if spec.path else f"'data-dir' (dataset {cfg.dataset!r})"
         raise ConfigError(f"run-config key {where}: {exc}") from exc
     except SplitError as exc:  # the file is fine; the split asked of it cannot be made
-        raise ConfigError(f"run-config keys 'num-clients'/'partitioner'/'alpha'/'min-partition-size': {exc}") from exc
+        raise ConfigError(f"run-config keys 'num-clients'/'partitioner'/'alpha'/'min-partition-size'/'split-fallback': "
+                          f"{exc}") from exc
     except (DataError, ValueError) as exc:  # no such dataset, or its file is missing or unreadable
         if spec.path:
             raise ConfigError(f"run-config key 'data-path' (read with label-column, feature-columns, x-key, y-key, "

@@ -51,6 +51,8 @@ ADBO_OUTER = stream(0xAD, "ADBO's outer-step minibatches (methods/adbo.py; the s
 ADBO_CUT = stream(0xAE, "ADBO's cut-round minibatches (methods/adbo.py; the second word)")
 SPLIT = stream(0x5E1, "the test / server / clients split of a run's data (tasks/data.py make_splits, tasks/sources.py "
                       "split_rows; SeedSequence([seed, SPLIT]))")
+SPLIT_TOP_UP = stream(0x5E2, "the order in which split-fallback 'top-up' hands the examples it moved to the small "
+                             "clients (tasks/data.py top_up)")
 TEST_SPLIT = stream(0x7E57, "a node's held-out part of its own data, when it names no test-path (tasks/sources.py: "
                             "split_test; the generator is SeedSequence([seed, TEST_SPLIT]))")
 TEST_SHARE = stream(0x7E58, "a simulated client's share of the test set, its held-out data for federated evaluation "

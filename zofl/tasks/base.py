@@ -12,7 +12,6 @@ implement ``server_data``/``client_data``/``test_data`` yourself.
 """
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -27,6 +26,7 @@ from .data import (
     Pooled,
     SplitError,
     check_available,
+    data_cache,
     load_pooled,
     make_splits,
     take,
@@ -56,6 +56,8 @@ class DataSpec:
     params: tuple[tuple[str, int], ...] = ()  # PartitionParams' fields other than alpha and min_size
     num_features: int = 0  # 0: the data's
     num_classes: int = 0
+    fallback: str = "top-up"  # what follows a Dirichlet draw that cannot meet min_partition_size (split-fallback)
+    cache: bool = True  # the split kept in <data_dir>/splits/ and memory-mapped (split-cache; tasks/splitcache.py)
 
     @property
     def name(self) -> str:
@@ -114,7 +116,7 @@ def pooled_of(spec: DataSpec):
     return load_pooled(spec.dataset, spec.data_dir, spec.download)
 
 
-@functools.lru_cache(maxsize=4)
+@data_cache(maxsize=4)
 def _file_pooled(path: str, read: tuple, num_features: int, num_classes: int, stamp: tuple) -> tuple:
     """(Pooled: the training rows then the file's own test part if it has one, the client ids of the training rows
     or None, the test part's size) of a file of the user's, read and checked once per process and version."""
@@ -129,24 +131,48 @@ def _file_pooled(path: str, read: tuple, num_features: int, num_classes: int, st
 
 
 def splits_of(spec: DataSpec):
+    """The run's split (a pure function of the data and ``spec``), made once per process; with ``spec.cache``
+    made once per machine: kept in <data-dir>/splits/ and memory-mapped (``zofl.tasks.splitcache``)."""
+    return _splits(spec)
+
+
+@data_cache(maxsize=8)
+def _splits(spec: DataSpec):
+    if not spec.cache or not spec.data_dir:
+        return _make(spec)
+    from . import splitcache
+
+    if spec.path:
+        pooled, _, n_test = _file_pooled(spec.path, spec.read, spec.num_features, spec.num_classes, spec.stamp)
+    else:
+        pooled, n_test = pooled_of(spec), 0
+    fields = {"data": pooled.fingerprint, "rows": len(pooled.y), "n_test": n_test, "read": spec.read,
+              "builtin": not spec.path, "scheme": spec.scheme, "m": spec.num_clients, "alpha": spec.alpha,
+              "min_size": spec.min_partition_size, "params": spec.params, "server_fraction": spec.server_fraction,
+              "seed": spec.seed, "fallback": spec.fallback}
+    path = splitcache.index_path(spec.data_dir, spec.name, spec.num_clients, splitcache.split_key(fields))
+    return splitcache.cached(path, len(pooled.y), spec.num_clients, lambda: _make(spec))
+
+
+def _make(spec: DataSpec):
     if not spec.path and spec.scheme == "dirichlet":  # the papers' split of a built-in dataset, as always
         return make_splits(spec.dataset, spec.num_clients, spec.alpha, spec.server_fraction, spec.seed,
-                           spec.data_dir, spec.download, spec.min_partition_size)
+                           spec.data_dir, spec.download, spec.min_partition_size, spec.fallback)
     return _scheme_splits(spec)
 
 
-@functools.lru_cache(maxsize=8)
 def _scheme_splits(spec: DataSpec):
     """A file's split, or a built-in dataset's by another scheme than Dirichlet (``sources.split_rows``)."""
     if spec.path:
         pooled, ids, n_test = _file_pooled(spec.path, spec.read, spec.num_features, spec.num_classes, spec.stamp)
     else:
         pooled, ids, n_test = pooled_of(spec), None, 0
-    params = PartitionParams(alpha=spec.alpha, min_size=spec.min_partition_size, **dict(spec.params))
+    params = PartitionParams(alpha=spec.alpha, min_size=spec.min_partition_size, fallback=spec.fallback,
+                             **dict(spec.params))
     return split_rows(pooled.y, ids, n_test, spec.scheme, spec.num_clients, params, spec.server_fraction, spec.seed)
 
 
-@functools.lru_cache(maxsize=8)
+@data_cache(maxsize=8)
 def feature_scaling(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     """(mean, std) of every feature over the training rows (the server's and the clients', never the
     test rows); a constant feature gets std 1."""
@@ -166,7 +192,7 @@ def take_rows(spec: DataSpec, idx: np.ndarray) -> ArrayData:
     return ArrayData(np.ascontiguousarray((data.x - mean) / std, dtype=np.float32), data.y, data.num_classes)
 
 
-@functools.lru_cache(maxsize=None)
+@data_cache(maxsize=None)
 def _client_slice(spec: DataSpec, pid: int) -> ArrayData:
     """Client ``pid``'s rows, copied once per process (Flower rebuilds clients every round)."""
     return take_rows(spec, splits_of(spec).clients[pid])
@@ -211,7 +237,7 @@ class SplitTask:
         return f"{pooled.fingerprint}-{_split_fingerprint(spec)}", pooled.source
 
 
-@functools.lru_cache(maxsize=8)
+@data_cache(maxsize=8)
 def _split_fingerprint(spec: DataSpec) -> str:
     return splits_of(spec).fingerprint()
 

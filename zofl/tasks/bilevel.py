@@ -27,7 +27,6 @@ Built-in tasks:
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
@@ -36,7 +35,7 @@ import numpy as np
 from .. import streams
 from ..algorithms.smoothing import seed_sequence
 from .base import DataSpec, SplitTask
-from .data import ArrayData
+from .data import ArrayData, data_cache
 from .relunet import ReluNetTask
 
 UpperFn = Callable[[np.ndarray, np.ndarray, np.ndarray], float]
@@ -111,7 +110,7 @@ def logistic_grad(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return u.T @ (-v * s) / len(v)
 
 
-@functools.lru_cache(maxsize=None)
+@data_cache(maxsize=None)
 def _hyper_arrays(cls: type, spec: DataSpec, pid: int, fraction: float):
     """Client pid's (u, v) of its training and held-out parts, made once per process."""
     data = cls().client_data(spec, pid)
@@ -120,7 +119,7 @@ def _hyper_arrays(cls: type, spec: DataSpec, pid: int, fraction: float):
     return data.x[lo], v[lo], data.x[up], v[up], len(data)
 
 
-@functools.lru_cache(maxsize=4)
+@data_cache(maxsize=4)
 def _test_arrays(cls: type, spec: DataSpec):
     """The test set's features, binary targets v and class labels, loaded once per process."""
     test = cls().test_data(spec)

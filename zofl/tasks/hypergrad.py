@@ -34,7 +34,6 @@ and grad^2_xy g_i v (an x-sized vector), each on a minibatch ``idx`` of the clie
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,7 +43,7 @@ from .. import streams
 from ..algorithms.smoothing import seed_sequence
 from .base import DataSpec, SplitTask
 from .bilevel import holdout_split
-from .data import ArrayData
+from .data import ArrayData, data_cache
 
 STREAM_CORRUPT = streams.CORRUPT
 Oracle = Callable[..., np.ndarray]
@@ -111,7 +110,7 @@ def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-@functools.lru_cache(maxsize=None)
+@data_cache(maxsize=None)
 def _cleaning_arrays(spec: DataSpec, pid: int, fraction: float, corruption: float):
     """Client pid's (u_train, noisy labels, true labels, u_val, val labels, C) with a bias column."""
     data = SplitTask().client_data(spec, pid)
@@ -139,7 +138,7 @@ def roc_auc(score: np.ndarray, positive: np.ndarray) -> float:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-@functools.lru_cache(maxsize=4)
+@data_cache(maxsize=4)
 def corrupted_mask(spec: DataSpec, fraction: float, corruption: float) -> np.ndarray:
     """True where a training example's noisy label differs from its true one, in x's order (client by client).
     (A label redrawn uniformly can land on the true class: at corruption 0.5 with 10 classes 45% are corrupted.)"""
@@ -149,7 +148,7 @@ def corrupted_mask(spec: DataSpec, fraction: float, corruption: float) -> np.nda
     return mask
 
 
-@functools.lru_cache(maxsize=4)
+@data_cache(maxsize=4)
 def _offsets(spec: DataSpec, fraction: float) -> tuple[int, ...]:
     """Where each client's slice of x starts (x: one weight per training example of every client)."""
     sizes = [len(holdout_split(spec, i, len(SplitTask().client_data(spec, i)), fraction)[0])
@@ -226,7 +225,7 @@ class HyperCleaningTask(SplitTask):
         return corrupted_mask(spec, settings.holdout_fraction, settings.corruption)
 
 
-@functools.lru_cache(maxsize=None)
+@data_cache(maxsize=None)
 def _labelled_arrays(spec: DataSpec, pid: int, fraction: float):
     """Client pid's (u_train, train labels, u_val, val labels, C), rows with a trailing 1 (bias)."""
     data = SplitTask().client_data(spec, pid)

@@ -25,7 +25,6 @@ data, and sending them would tell it more than the protocol does).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -33,7 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.protocol import DATA_FINGERPRINT, NUM_CLASSES_KEY, NUM_EXAMPLES, NUM_FEATURES_KEY
-from .data import TEST_FRACTION, ArrayData, DataError, array_fingerprint, path_stamp
+from .data import TEST_FRACTION, ArrayData, DataError, array_fingerprint, data_cache, path_stamp
 from .sources import FORMATS, LocalData, read_local, split_test
 
 DATA_PATH = "data-path"
@@ -109,7 +108,7 @@ def read_node_data(nd: NodeData, num_features: int, num_classes: int, seed: int)
     return _read(nd, source_stamp(nd.path), test_stamp, num_features, num_classes, seed)
 
 
-@functools.lru_cache(maxsize=4)
+@data_cache(maxsize=4)
 def _read(nd: NodeData, stamp: tuple, test_stamp: tuple, num_features: int, num_classes: int, seed: int) -> LocalData:
     columns = nd.feature_columns or None
 
