@@ -54,6 +54,11 @@ GRID_POINTS = 300
 
 
 # -- reading -----------------------------------------------------------------------------------
+def _num(v) -> float:
+    """A record's number; null (a NaN as JSON writes it) and a missing field are NaN."""
+    return np.nan if v is None else float(v)
+
+
 def read_cells(dirs: list[Path]) -> list[dict]:
     cells = []
     for root in dirs:
@@ -69,12 +74,12 @@ def read_cells(dirs: list[Path]) -> list[dict]:
                 replies += r.get("participants", 0) or 0
                 clock.append(float(r.get("clock_s", 0.0)))
                 comm.append(replies / m)
-                acc.append(float(r["test_acc"]))
-                loss.append(float(r.get("test_loss", np.nan)))
+                acc.append(_num(r.get("test_acc")))  # a diverged run's NaN is written as null
+                loss.append(_num(r.get("test_loss")))
                 steps.append(int(r["round"]))
-                wc.append(float(r.get("weight_corrupted", r.get("mean_log_coef", np.nan))))
-                wk.append(float(r.get("weight_clean", r.get("spread_log_coef", np.nan))))
-                auc.append(float(r.get("weight_auc", np.nan)))  # hyper-cleaning only
+                wc.append(_num(r.get("weight_corrupted", r.get("mean_log_coef"))))
+                wk.append(_num(r.get("weight_clean", r.get("spread_log_coef"))))
+                auc.append(_num(r.get("weight_auc")))  # hyper-cleaning only
             cells.append(
                 {
                     "dir": str(d),
