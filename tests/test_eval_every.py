@@ -54,7 +54,7 @@ def _without_times(rec: dict) -> dict:
     return {k: v for k, v in rec.items() if k not in TIMES}
 
 
-@pytest.mark.parametrize("cfg", [SYNC, ASYNC], ids=["sync", "async"])
+@pytest.mark.parametrize("cfg", [SYNC, {**SYNC, "engine": "legacy"}, ASYNC], ids=["sync", "legacy", "async"])
 def test_eval_every_evaluates_only_its_rounds_and_changes_no_number(tmp_path, passes, cfg):
     """eval-every = 3 over 7 rounds: 4 test passes (x_0, rounds 3, 6, 7), not 8; the evaluated records are those of
     eval-every = 1 bit for bit, the others the same but for the evaluation's fields (null) and eval_skipped; the
@@ -75,6 +75,31 @@ def test_eval_every_evaluates_only_its_rounds_and_changes_no_number(tmp_path, pa
     for key in ("final_test_acc", "final_test_loss", "initial_test_acc", "total_uplink_bytes", "total_local_steps"):
         assert summary[key] == summary1[key] is not None, key
     assert summary["best_test_acc"] == max(r["test_acc"] for r in every if r["round"] in EVALUATED)
+
+
+def test_a_bilevel_tasks_own_fields_are_null_where_the_server_did_not_evaluate(tmp_path, monkeypatch):
+    """FedNest on a toy task (11 communication rounds, eval-every = 4: rounds 0, 4, 8 and 10): the task's own field
+    y_error is null with the others where the server did not evaluate, and equal to eval-every = 1's where it did."""
+    from zofl.tasks.hypergrad import QuadraticHypergrad
+
+    cfg = {"strategy": "fednest", "task": "zofl.tasks.hypergrad:QuadraticHypergrad", "num-clients": 4,
+           "local-steps": 2, "lower-lr": 0.2, "inner-rounds": 2, "outer-lr": 0.3, "lipschitz-g": 2.6,
+           "neumann-steps": "2", "beta": 1.0, "num-rounds": 2}
+    calls = []
+    real = QuadraticHypergrad.evaluate
+    monkeypatch.setattr(QuadraticHypergrad, "evaluate", lambda self, *a: calls.append(1) or real(self, *a))
+    spaced, summary, x = _run(tmp_path, "spaced", {**cfg, "eval-every": 4})
+    assert len(calls) == 4
+    every, summary1, x1 = _run(tmp_path, "every", cfg)
+    np.testing.assert_array_equal(x, x1)
+    assert [r["round"] for r in spaced if evaluated(r)] == [0, 4, 8, 10] and len(spaced) == 11
+    for r, r1 in zip(spaced, every, strict=True):
+        if evaluated(r):
+            assert _without_times(r) == _without_times(r1)
+        else:
+            assert r["y_error"] is None and r["test_loss"] is None and r1["y_error"] is not None
+            assert set(r) == set(r1) | {"eval_skipped"}
+    assert summary["final_test_loss"] == summary1["final_test_loss"] is not None
 
 
 def test_a_resume_gives_the_uninterrupted_run(tmp_path, passes, monkeypatch):
