@@ -118,6 +118,17 @@ BUGS: list[Bug] = [
         ("tests/test_async.py::test_resume_under_the_simulated_clock_gives_the_uninterrupted_run",
          "tests/test_resume_validation.py::test_an_unedited_asynchronous_checkpoint_still_resumes_bit_for_bit"),
         "a resumed asynchronous run restoring task_no - 1"),
+    Bug("eval-every-server-every-round", "zofl/core/evaluation.py",
+        "    return k % every == 0 or k == total",
+        "    return True",
+        ("tests/test_eval_every.py::test_eval_every_evaluates_only_its_rounds_and_changes_no_number",),
+        "eval-every ignored by the server: a full test pass every round"),
+    Bug("eval-every-last-round-not-evaluated", "zofl/core/evaluation.py",
+        "    return k % every == 0 or k == total",
+        "    return k % every == 0",
+        ("tests/test_eval_every.py::test_eval_every_evaluates_only_its_rounds_and_changes_no_number",
+         "tests/test_eval_every.py::test_a_resume_gives_the_uninterrupted_run"),
+        "the last round not evaluated by the server when eval-every does not divide it (no final accuracy)"),
 ]
 
 

@@ -116,3 +116,13 @@ def test_bench_splits_at_its_smallest_setting(data, tmp_path):
     assert [r["clients"] for r in rows] == [3, 200] and all(r["same_split"] for r in rows)
     assert rows[1]["moved"] > 0 and rows[1]["min_size"] == 3  # 630 client rows: at most 3 each, topped up
     assert "| 200 | " in text and not list(Path(data).glob("splits"))  # the user's folder untouched
+
+
+def test_bench_outliers_at_its_smallest_setting(tmp_path):
+    """The outlier diagnostic's timing (no data, no Flower): every figure written, the hostile reply 0 flagged."""
+    out = tmp_path / "outliers.json"
+    text = _script("benchmarks/bench_outliers.py", "--replies", 3, 5, "--dim", 20, "--repeats", 1, "--test-rows", 50,
+                   "--out", out)
+    rows = json.loads(out.read_text())["rows"]
+    assert "far_replies (updates)" in text and [r["replies"] for r in rows] == [3, 5]
+    assert all(r["flagged"] == [0] and r["far_replies_models_s"] > 0 and r["test_pass_s"] > 0 for r in rows)

@@ -136,6 +136,7 @@ class _Progress:
         line), so a long run's poll costs its new records, not the whole file again. A resume replaces the
         file (the records up to its checkpoint, then the rounds run again): a new file, or a shorter one, is
         read from its start; progress is the highest round seen, so a round read twice counts once."""
+        from .core.record import evaluated
         from .safeio import RECORD_CAP, FileRefused, load_json, open_regular
 
         try:
@@ -159,7 +160,8 @@ class _Progress:
             self.seen += 1
             self.offset += len(line)
         for rec in new:
-            self.last = rec
+            if evaluated(rec):  # the metrics shown: the newest the server evaluated (eval-every)
+                self.last = rec
             k = rec.get("round", 0)
             if not isinstance(k, int) or k <= self.done:
                 continue

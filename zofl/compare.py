@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import KEY_BY_NAME, ConfigError, config_warnings, parse_config
+from .core.record import evaluated, last_evaluated
 from .figures import save as save_figure
 from .inprocess import run_inprocess
 from .launch import die_with_parent, local_superlink
@@ -329,7 +330,7 @@ def write_reports(out: Path, cells: list[dict[str, Any]], column_keys: list[str]
             full = _full(cell)
             fig = run_figures(accuracies(rec))
             w.writerow([d.name, *[full[k] for k in keys], s["rounds"], rec[0]["test_acc"], s["final_test_acc"],
-                        s["best_test_acc"], fig["last10"], s["final_test_loss"], rec[-1]["f1"],
+                        s["best_test_acc"], fig["last10"], s["final_test_loss"], last_evaluated(rec)["f1"],
                         round(s["total_wall_s"], 2), s["total_local_steps"],  # federated evaluation: empty if none
                         *("" if s.get(k) is None else s[k] for k in ("final_fed_acc", "final_fed_loss"))])
     if finished or failed:
@@ -359,11 +360,11 @@ def federated_only(rec: list[dict[str, Any]]) -> bool:
 
 
 def accuracies(rec: list[dict[str, Any]]) -> list[float]:
-    """A run's test accuracy per record: on the server's test set, or for a run without one the federated
-    evaluation's (the rounds the clients evaluated)."""
+    """A run's test accuracy per record: on the server's test set (the records it evaluated: eval-every), or for a
+    run without one the federated evaluation's (the rounds the clients evaluated)."""
     if federated_only(rec):
         return [r["fed_acc"] for r in rec if r.get("fed_acc") is not None]
-    return [r["test_acc"] for r in rec]
+    return [r["test_acc"] for r in rec if evaluated(r)]
 
 
 FIGURES = (("final", "final round"), ("last10", "mean of the last 10% of rounds"), ("best", "best round"))
@@ -478,9 +479,11 @@ def _plots(out: Path, finished, row_keys: list[str], col_keys: list[str]) -> Non
                 ax.set_prop_cycle(cycler(linestyle=["-", "--", ":"]) * cycler(color=plt.cm.tab20.colors))
         for line, runs in lines.items():  # grid order
             n = min(len(r) for r in runs)
-            rounds = [r["round"] for r in runs[0][:n]]
+            shown = [j for j in range(n) if any(evaluated(run[j]) for run in runs)]  # the server's evaluations
+            rounds = [runs[0][j]["round"] for j in shown]
             for ax, key, scale in zip(axes, ("test_acc", "test_loss"), (100.0, 1.0)):
-                vals = scale * np.array([[r[key] if r[key] is not None else np.nan for r in run[:n]] for run in runs])
+                vals = scale * np.array([[run[j][key] if run[j][key] is not None else np.nan for j in shown]
+                                         for run in runs])
                 mean = np.nanmean(vals, axis=0)
                 drawn, = ax.plot(rounds, mean, label=f"{line} (n = {len(runs)})", linewidth=1.2)
                 if len(runs) > 1:

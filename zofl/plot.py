@@ -13,6 +13,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from .core.record import evaluated
 from .figures import save as save_figure
 from .packed import packed_records
 from .results import read_rounds, read_run_json
@@ -21,8 +22,8 @@ from .safeio import kind
 
 def plot_runs(paths: list[Path], out: Path) -> None:
     """Every run folder checked (``_load``), then test accuracy (left) and loss (right) against the
-    round, one line per run on the server's test set, and a dashed one on the clients' held-out data where the run
-    had a federated evaluation (its rounds), written to ``out``."""
+    round, one line per run on the server's test set (the rounds it evaluated: eval-every), and a dashed one on
+    the clients' held-out data where the run had a federated evaluation (its rounds), written to ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,9 +34,11 @@ def plot_runs(paths: list[Path], out: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for path, rec, cfg in runs:
         label = f"{path.name} ({cfg.get('strategy', '?')}, {cfg.get('dataset', '?')})"
-        rounds = [r["round"] for r in rec]
-        line, = axes[0].plot(rounds, [100 * _value(r, "test_acc") for r in rec], label=f"{label}: server's test set")
-        axes[1].plot(rounds, [_value(r, "test_loss") for r in rec], color=line.get_color())
+        server = [r for r in rec if evaluated(r)]  # the records the server evaluated (eval-every)
+        rounds = [r["round"] for r in server]
+        line, = axes[0].plot(rounds, [100 * _value(r, "test_acc") for r in server],
+                             label=f"{label}: server's test set")
+        axes[1].plot(rounds, [_value(r, "test_loss") for r in server], color=line.get_color())
         fed = [r for r in rec if "fed_examples" in r]  # the rounds the clients evaluated (federated evaluation)
         if fed:
             axes[0].plot([r["round"] for r in fed], [100 * _value(r, "fed_acc") for r in fed], "--o", markersize=3,

@@ -202,14 +202,16 @@ class Run(Settings):
 
 @dataclass(frozen=True)
 class Evaluation(Settings):
-    """Federated evaluation (zofl.core.evaluation): the clients evaluate x_r on their own held-out data."""
+    """Evaluation (zofl.core.evaluation): the server's test pass, and the clients' on their own held-out data."""
 
     federated_eval: bool = key(False, "true or false (single-level tasks)",
         "every eval-every rounds (and the last) the clients evaluate x_r on their held-out data through Flower's "
         "evaluate messages; the record's fed_loss and fed_acc weight their answers by examples (beside the "
         "server's test_loss and test_acc). A simulated client's held-out data: its share of the test set", "ours")
     eval_every: int = key(1, "an integer in [1, 100000]",
-        "rounds between two federated evaluations (the last round is always evaluated)", "ours",
+        "rounds between two evaluations, the server's (its test pass: test_loss, test_acc, f1 and a task's own "
+        "fields) and, with federated-eval, the clients'; x_0 and the last round are always evaluated by the "
+        "server. The other records hold the server's evaluation fields as null and eval_skipped = true", "ours",
         lambda v: 1 <= v <= MAX_ROUNDS)
 
 

@@ -7,7 +7,8 @@ do not choose them unless told: the engines flag, per round (or per asynchronous
 that lie far from the others (``far_replies``), the round record lists them (``outliers``) and the
 summary counts them, and warns under the mean when one client keeps being flagged
 (``zofl.core.summary``). Nothing here changes a reply, a weight or an aggregate: the numbers of a run
-are those without it.
+are those without it. Its cost per round, O(replies x dimension), vectorised: 22 to 43 ms for 100 replies of
+7,850 values, 0.22 to 0.34 s for 1,000 (benchmarks/bench_outliers.py, docs/benchmark-scale.md).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Evaluation of a model: on the server (test accuracy and loss, and f1, the loss on the server's data), and
-federated (issue 48): every client evaluates x_r on its own held-out data and the server weights the answers by
-their examples, as Flower's strategies weight ``num-examples``.
+"""Evaluation of a model: on the server (test accuracy and loss, and f1, the loss on the server's data: in the
+records ``server_eval_due`` names, every ``eval-every`` rounds and the last), and federated (issue 48): every
+client evaluates x_r on its own held-out data and the server weights the answers by their examples, as Flower's
+strategies weight ``num-examples``.
 
 Federated evaluation, in the order a round does it (``SyncRun``; the engines send Flower's ``evaluate`` messages):
 ``fed_eval_due`` (every ``eval-every`` rounds and the last), each client's answer checked (``eval_problem``: a
@@ -36,10 +37,17 @@ class EvalAnswer:
     acc: float
 
 
+def server_eval_due(k: int, every: int, total: int) -> bool:
+    """Whether the record of round ``k`` holds the server's evaluation (its test pass: ``Method.metrics``, run-config
+    eval-every): x_0 (``k`` = 0), every ``every`` rounds, and the last (``total``) always, so that a run's final
+    model is evaluated. The other records hold those fields as null (``zofl.core.record``)."""
+    return k % every == 0 or k == total
+
+
 def fed_eval_due(k: int, every: int, total: int) -> bool:
     """Whether round ``k`` (1-based; 0 is x_0, never evaluated by the clients) ends with a federated evaluation:
-    every ``every`` rounds, and the last (``total``) always, so that a run's final model is evaluated."""
-    return 1 <= k and (k % every == 0 or k == total)
+    the rounds the server evaluates (``server_eval_due``) but x_0."""
+    return 1 <= k and server_eval_due(k, every, total)
 
 
 def eval_problem(num_examples: Any, loss: Any, acc: Any) -> str | None:

@@ -6,6 +6,12 @@ the run folder writes it (``zofl.results``: ``ROUND_FIELDS`` first, then the res
 summary (``zofl.core.summary``), the runner's CSV (``zofl.compare``) and the report scripts read it.
 A method adds its own fields (``Method.update``'s second value: e.g. ZO-HFL's ``gamma_r``, AFBO's
 ``step``); JSON has no NaN, so a NaN is written as null.
+
+With run-config eval-every = K > 1 the server evaluates (its test pass, ``Method.metrics``) only x_0, every K-th
+round and the last (``zofl.core.evaluation.server_eval_due``); the other records hold every field of that
+evaluation (test_acc, test_loss, f1, objective and a task's own, e.g. weight_auc) as null, and
+``eval_skipped: true``. The fields that are no test pass (who took part, failures, bytes, clocks) are in every
+record. A reader of the evaluation skips those records (``evaluated``, ``last_evaluated``).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ class RoundRecord(TypedDict, total=False):
     f1: float  # the loss on the server's data (ZO-HFL's upper objective; nan where meaningless)
     f2_est: float  # ZO-HFL: the round's mean two-point f2 value (else nan)
     objective: float  # f1 + f2_est
+    eval_skipped: bool  # only true, where the server did not evaluate (eval-every): the fields above are null
     # -- who took part ----------------------------------------------------------------------------------
     sampled: list[int]  # S_r (async: the clients whose replies were buffered since the previous update)
     participants: int  # usable replies the update used
@@ -90,6 +97,17 @@ def make_record(k: int, metrics: dict[str, Any], info: dict[str, Any]) -> RoundR
     empty = {key: list(v) if isinstance(v, list) else v for key, v in EMPTY.items()}  # lists of its own
     return {**metrics, "round": k, "f2_est": f2_est, "objective": metrics["f1"] + f2_est, **empty,  # type: ignore
             **info}
+
+
+def evaluated(record: RoundRecord) -> bool:
+    """Whether ``record`` holds the server's evaluation (every record at eval-every = 1)."""
+    return not record.get("eval_skipped")
+
+
+def last_evaluated(records: list[RoundRecord]) -> RoundRecord:
+    """The newest record that holds the server's evaluation (the last round's, once a run is finished; round 0's,
+    x_0, at the latest), or the last record when none does (a folder whose records start after x_0)."""
+    return next((r for r in reversed(records) if evaluated(r)), records[-1])
 
 
 def reply_fields(replies: Iterable[Reply]) -> dict[str, Any]:

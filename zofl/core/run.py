@@ -27,7 +27,7 @@ from .checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from .evaluation import EvalAnswer, fed_eval_due, weighted_metrics
+from .evaluation import EvalAnswer, fed_eval_due, server_eval_due, weighted_metrics
 from .method import Method, State
 from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, late_kind
 from .protocol import Failure, Reply, Work
@@ -109,6 +109,7 @@ class Run:
         self.unheld: set[int] = set()  # partitions no SuperNode holds (``set_federation``)
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
         self.late_seen = dict.fromkeys(LATE_KINDS, 0)  # late replies classified since the last record
+        self.metric_keys: tuple[str, ...] | None = None  # the fields of Method.metrics (``server_metrics``)
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
         x0_state = None
         if ck is None:
@@ -173,11 +174,28 @@ class Run:
     def x(self) -> np.ndarray:
         return self.state["x"]
 
-    def _write_record(self, k: int, info: dict[str, Any]) -> RoundRecord:
+    def server_metrics(self, k: int) -> dict[str, Any]:
+        """The server's evaluation of the model after round (update) ``k``: its test pass (``Method.metrics``)."""
         metrics = self.method.metrics(self.state)
-        record = make_record(k, metrics, info)
-        self.writer.write_round(record)
+        self.metric_keys = tuple(metrics)
         log.info("round %d: test acc %s, test loss %s", k, fmt(metrics["test_acc"]), fmt(metrics["test_loss"]))
+        return metrics
+
+    def skipped_metrics(self) -> dict[str, Any]:
+        """A record's evaluation fields where the server does not evaluate (eval-every): NaN (null in the record),
+        named as the last evaluation named them (after a resume: by one test pass, recorded nowhere)."""
+        if self.metric_keys is None:
+            self.metric_keys = tuple(self.method.metrics(self.state))
+        return dict.fromkeys(self.metric_keys, float("nan"))
+
+    def _write_record(self, k: int, info: dict[str, Any]) -> RoundRecord:
+        """Record round (update) ``k``: the server's evaluation where due (``server_eval_due``: x_0, every eval-every
+        rounds, the last; elsewhere null and ``eval_skipped``), then the checkpoint, the policy's stop, the summary."""
+        if server_eval_due(k, self.cfg.eval_every, self.total):
+            record = make_record(k, self.server_metrics(k), info)
+        else:
+            record = make_record(k, self.skipped_metrics(), {**info, "eval_skipped": True})
+        self.writer.write_round(record)
         every = self.cfg.checkpoint_every
         last = k == self.total
         if every and k > 0 and (k % every == 0 or last):

@@ -5,7 +5,7 @@ from typing import Any
 
 from .policy import kind_counts
 from .protocol import NO_DATA, NO_PARTITION
-from .record import RoundRecord
+from .record import RoundRecord, last_evaluated
 
 
 def fmt(v) -> str:
@@ -13,9 +13,13 @@ def fmt(v) -> str:
 
 
 def summarize(records: list[RoundRecord], **fields) -> dict[str, Any]:
+    """summary.json's figures of ``records``: the final test accuracy and loss are the last evaluated record's (the
+    last round's, always evaluated; of a run the failure policy stopped, the last before it: eval-every), the best
+    counts a null (a record without the server's evaluation) as 0, the totals count every record."""
+    final = last_evaluated(records)
     return {
         **fields,
-        "final_test_acc": records[-1]["test_acc"], "final_test_loss": records[-1]["test_loss"],
+        "final_test_acc": final["test_acc"], "final_test_loss": final["test_loss"],
         "initial_test_acc": records[0]["test_acc"], "best_test_acc": max(r["test_acc"] or 0 for r in records),
         "total_client_compute_s": sum(r["client_compute_s"] or 0 for r in records),
         "total_local_steps": sum(r["local_steps"] or 0 for r in records),

@@ -45,6 +45,7 @@ from ..algorithms.smoothing import seed_sequence, sphere_directions
 from ..algorithms.zohfl import STREAM_BATCHES
 from ..core.method import BILEVEL, Method, RoundPlan, State
 from ..core.protocol import Reply, Work
+from ..core.record import last_evaluated
 from ..settings import CommonRandom, Config, LowerSGD, Smoothing, TaskSettings, choice, key, nonnegative
 from ..tasks import DataSpec
 from .fedrzo_nn import ZOLocal, local_set
@@ -174,7 +175,7 @@ class FedRZObl(Method):
         upper = sum(r.get("level") == "upper" for r in records)
         lower = sum(r.get("level") == "lower" for r in records)
         return {"upper_rounds": upper, "lower_rounds": lower, "communication_rounds": upper + lower,
-                "final_metrics": {k: v for k, v in records[-1].items() if isinstance(v, float)}}
+                "final_metrics": {k: v for k, v in last_evaluated(records).items() if isinstance(v, float)}}
 
 
 def client_work(cfg: Config, task, spec: DataSpec, work: Work, state: dict[str, np.ndarray]) -> Reply:
