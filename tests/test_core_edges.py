@@ -310,7 +310,8 @@ def test_a_task_in_flight_whose_partition_no_node_holds_is_dropped_at_the_resume
     assert others
     nodes = {first: {PARTITION_ID: 99, NUM_PARTITIONS: 100}}
     run_inprocess({**keys, "num-rounds": 12, "resume": True, "client-wait-s": 1.0}, workers=0, node_config=nodes)
-    assert f"resume: client {first}'s task in flight is dropped: no SuperNode holds its partition now" in caplog.messages
+    assert f"resume: client {first}'s task in flight is dropped: no SuperNode holds its partition now" in \
+        caplog.messages
     after = read_rounds(d)[8:]
     assert all(first not in r["clients"] for r in after) and others <= {p for r in after for p in r["clients"]}
 
@@ -825,20 +826,22 @@ FULL_SUMMARY = {
                                                    {"node": 12, "claims": 9, "held_by": -1}],
     "rejoined_nodes": [{"node": 13, "partition": 3}, {"node": 14, "partition": 6}], "total_outlier_replies": 5,
     "outliers_by_client": {"3": 4, "1": 1}, "robust_rule": "median", "outlier_warning": "warning: w",
-    "engine": "async", "status": "failed", "failure": "the policy stopped it", "results_dir": "/r/x"}
+    "engine": "async", "status": "failed", "failure": "the policy stopped it", "results_dir": "/r/x",
+    "startup": {"runtime_s": 41.25, "setup_s": 2.0, "node_map_s": 146.04, "first_round": 1, "first_round_s": 50.0}}
 
 
 def test_the_printed_summary_says_every_part_of_a_run_s_outcome():
-    """summary_lines (run D, continued): what `zofl run` prints last, every branch: a run with failures of each
-    kind (late ones told apart, the rest "with no reply seen"), more than 8 failing clients, unheld
-    partitions, refused and rejoined SuperNodes, outliers under a robust rule and a warning, a failed status;
-    and a clean run, whose lines say only what happened."""
+    """summary_lines (run D, continued): what `zofl run` prints last, every branch: where the start-up went, a
+    run with failures of each kind (late ones told apart, the rest "with no reply seen"), more than 8 failing
+    clients, unheld partitions, refused and rejoined SuperNodes, outliers under a robust rule and a warning, a
+    failed status; and a clean run, whose lines say only what happened."""
     from zofl.core.summary import summary_lines
 
     assert summary_lines("ZO-HFL", FULL_SUMMARY, "20 rounds, m=10") == [
         "ZO-HFL on digits: 20 rounds, m=10",
         "  test accuracy 0.1000 -> 0.5234 (best 0.6000), test loss n/a",
         "  120 local steps, 1.3s client compute, 10.0s wall",
+        "  start-up: runtime 41.2 s, server set-up 2.0 s, node map 146.0 s, round 1 50.0 s",
         "  clients: 40 sampled, 30 replies used, 10 dropped; 12 failures: 7 late (2 queued behind other clients' "
         "work, 1 slow at the client, 4 with no reply seen), 3 errors, 1 rejected, 1 lost (SuperNode gone); the "
         "aggregate was refused in 2 round(s)",
@@ -904,7 +907,8 @@ def test_a_summary_s_outlier_fields_name_the_rule_and_the_unit():
     sync = parse_config({})
     asyn = parse_config({"strategy": "fedbuff", "engine": "async"})
     zohfl = outlier_fields(flagged, sync, True)["outlier_warning"]
-    assert "1 (4 of 4 rounds) lay far outside their rounds'" in zohfl and 'try aggregation = "median" or coef-clip' in zohfl
+    assert "1 (4 of 4 rounds) lay far outside their rounds'" in zohfl
+    assert 'try aggregation = "median" or coef-clip' in zohfl
     assert 'try aggregation = "median" or "trimmed-mean"' in outlier_fields(flagged, sync, False)["outlier_warning"]
     assert "1 (4 of 4 updates) lay far outside their updates'" in \
         outlier_fields(flagged, asyn, False)["outlier_warning"]
@@ -941,10 +945,11 @@ def test_the_printed_late_failures_and_short_lists_say_exactly_what_happened():
         "3 late (1 slow at the client, 2 with no reply seen), 0 errors, 0 rejected, 0 lost (SuperNode gone)"
     assert _kinds({"total_late": 2, "total_late_failed": 1, "total_late_queued": 1}).startswith(
         "2 late (1 queued behind other clients' work, 1 then failed), ")
-    assert _kinds({"total_late": 2, "total_late_failed": 1}).startswith("2 late (1 then failed, 1 with no reply seen), ")
+    assert _kinds({"total_late": 2, "total_late_failed": 1}).startswith(
+        "2 late (1 then failed, 1 with no reply seen), ")
     eight = {**FULL_SUMMARY, "final_test_loss": 1.25, "robust_rule": None, "outlier_warning": None,
              "failures_by_client": {str(p): 1 for p in range(8)}, "total_outlier_replies": 8,
-             "outliers_by_client": {str(p): 1 for p in range(8)}, "engine": "sync", "status": "ok"}
+             "outliers_by_client": {str(p): 1 for p in range(8)}, "engine": "sync", "status": "ok", "startup": None}
     lines = summary_lines("ZO-HFL", eight, "")
     assert lines[1] == "  test accuracy 0.1000 -> 0.5234 (best 0.6000), test loss 1.2500"
     assert lines[4] == "  clients with failures (rounds): " + ", ".join(f"{p} (1)" for p in range(8))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.procs import cmdline, left_behind, lock_free, still_alive
+from zofl.core.checkpoint import load_checkpoint
 from zofl.inprocess import run_inprocess
 from zofl.launch import descendants, local_superlink
 from zofl.results import read_rounds
@@ -101,10 +102,10 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     random rounds two ways, each resumed: SIGKILL of ``zofl run`` and of Flower's simulation process (the
     ServerApp's) at once (nothing of ours runs: its watchdog stops the rest), and Ctrl-C (``flwr stop``
     first, exit 130). After each, no process of the run is left, no lock is held and there is no summary.
-    The last resume, as a user sees it: progress, the summary printed last, exit 0, nothing left; every
-    round once, and the numbers (records and final model) of the uninterrupted run made in-process (no Ray,
-    no SuperLink). SIGTERM (``kill``) goes through the same ``finally`` as Ctrl-C without ``flwr stop``:
-    tested without Ray in test_cli.py (``test_sigterm_of_zofl_run_...``), a Ray start less here."""
+    The last resume, as a user sees it: progress, the summary printed last (with this run's own start-up), exit
+    0, nothing left; every round once, and the numbers (records and final model) of the uninterrupted run made
+    in-process (no Ray, no SuperLink). SIGTERM (``kill``) goes through the same ``finally`` as Ctrl-C without
+    ``flwr stop``: tested without Ray in test_cli.py (``test_sigterm_of_zofl_run_...``), a Ray start less here."""
     import os
     import random
     import signal
@@ -162,7 +163,11 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
         assert not still_alive(started), (how, seed, {p: cmdline(p, 200) for p in still_alive(started)})
         assert lock_free(folder / ".lock") and lock_free(folder / ".cli.lock"), (how, seed)
         assert not (folder / "summary.json").exists() and last_round() < rounds_total, (how, seed)
+    ck = load_checkpoint(folder)
+    first = (ck[0] if ck is not None else 0) + 1  # the first round the last resume runs
+    t0 = time.monotonic()
     res = zofl_run(tmp_path, *args)
+    took = time.monotonic() - t0
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
     rec = read_rounds(folder)
@@ -180,6 +185,7 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     assert not (folder / ".lock").exists() and not (folder / ".cli.lock").exists()  # a finished run's: removed
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["final_test_acc"] == rec[-1]["test_acc"]
+    assert_own_start_up(summary["startup"], first, took, lines[title:])
     with np.load(folder / "checkpoint.npz") as ck:
         assert int(ck["round"]) == rounds_total
         x = ck["x"]
@@ -189,6 +195,18 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     np.testing.assert_array_equal(x, x_ref)
     for a, b in zip(rec, read_rounds(d), strict=True):
         assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])
+
+
+def assert_own_start_up(s: dict, first: int, took: float, lines: list[str]) -> None:
+    """summary.json's ``startup`` of a resume through ``zofl run`` (issue 51, item 5): this run's, every part known
+    (the runtime's start too: ``zofl run`` told the ServerApp when it started the SuperLink), each >= 0, together
+    within the command's time; its first round the one after the checkpoint; and the summary printed says it."""
+    parts = [s[k] for k in ("runtime_s", "setup_s", "node_map_s", "first_round_s")]
+    assert all(isinstance(v, float) and v >= 0 for v in parts) and s["runtime_s"] > 0, s
+    assert s["first_round"] == first and sum(parts) <= took, (s, first, took)
+    line = (f"start-up: runtime {s['runtime_s']:.1f} s, server set-up {s['setup_s']:.1f} s, node map "
+            f"{s['node_map_s']:.1f} s, round {first} {s['first_round_s']:.1f} s")
+    assert line in [x.strip() for x in lines], (line, lines)
 
 
 def test_the_torch_example_runs_from_the_models_folder_as_documented(tmp_path):

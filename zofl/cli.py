@@ -298,6 +298,7 @@ def cmd_run(args) -> int:
 
 def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
     """``flwr run`` on a private SuperLink, progress, then this run's outcome (``zofl.results.run_outcome``)."""
+    from .core.startup import LAUNCH_ENV, launch_stamp
     from .launch import flwr_run_command, local_superlink
     from .results import file_version, run_outcome
 
@@ -309,7 +310,7 @@ def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
     log_lines: list[str] = []
     progress = _Progress(out / "rounds.jsonl", records, args.quiet, unit=progress_unit(cfg, records))
     try:
-        with local_superlink() as link:
+        with local_superlink(extra_env={LAUNCH_ENV: launch_stamp(out)}) as link:  # the summary's runtime_s
             federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
             if args.ray_cpus:  # Ray's own count of CPUs (init-args-num-cpus): how many ClientApps run at once
                 federation += f" init-args-num-cpus={args.ray_cpus}"

@@ -352,10 +352,12 @@ class SuperLink:
 
 
 @contextlib.contextmanager
-def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0) -> Iterator[SuperLink]:
+def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0,
+                    extra_env: Mapping[str, str] | None = None) -> Iterator[SuperLink]:
     """A simulation SuperLink on a free port for the duration of the ``with`` block; every process
     it (and ``SuperLink.popen``) starts is stopped when the block ends, or by the watchdog when this
-    process dies without ending it (module docstring)."""
+    process dies without ending it (module docstring). ``extra_env``: more environment variables for the
+    SuperLink and what it starts (the ServerApp, Ray), e.g. ``zofl run``'s start time (``zofl.core.startup``)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(exit_on_terminate())
         temporary = workdir is None
@@ -370,7 +372,7 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
         port = free_port()
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "zofl"\n\n[superlink.zofl]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
-        env = flwr_env(home)
+        env = {**flwr_env(home), **(extra_env or {})}
         log_path = work / "superlink.log"
         log = stack.enter_context(open(log_path, "w"))
         proc = subprocess.Popen(

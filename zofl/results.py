@@ -322,6 +322,7 @@ class ResultsWriter:
         self.clients: dict[str, str] = {}  # data.json "clients": partition -> the fingerprint of its node's own data
         self.stored_config: dict[str, Any] = {}  # config.json of the run a resume continues
         self.resume_from = None  # the checked checkpoint a resume continues from (zofl.core.run.resume_point)
+        self.startup = None  # this process's start-up (zofl.core.startup.Startup), set by server_app.make_run
         self._lock_fd: int | None = None
         self._lock_pid = os.getpid()
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -488,6 +489,7 @@ class MemoryWriter:
         self.summary: dict[str, Any] = {}
         self.resume_from = None
         self.stored_config: dict[str, Any] = {}
+        self.startup = None  # unknown: a user's App starts inside the user's ServerApp (zofl.core.startup)
 
     def accept(self) -> None:
         """Nothing to write."""

@@ -10,6 +10,7 @@ runs this very function on a Grid of its own, without Ray or a SuperLink.
 from __future__ import annotations
 
 import logging
+import time
 from logging import ERROR
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .config import Config, ConfigError, config_warnings
 from .core.method import Method
 from .core.rounds import SyncRun
 from .core.run import resume_point
+from .core.startup import Startup, runtime_s
 from .methods import METHODS
 from .results import ResultsWriter, default_run_name
 from .setup import data_identity, prepare_server
@@ -35,7 +37,9 @@ GRID_PULL_INTERVAL_S = 0.01
 def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
     """Validate the run-config, open (lock) the results folder, check what a resume would continue,
     and build the method's server half; every refusal is a ``ConfigError`` raised before round 1.
-    The caller closes the writer (``with writer: ...``) to release the folder's lock."""
+    The caller closes the writer (``with writer: ...``) to release the folder's lock. The writer carries the
+    run's start-up (``zofl.core.startup``) from now: this is where the ServerApp starts."""
+    t0, wall0 = time.perf_counter(), time.time()
     cfg, task, spec = prepare_server(run_config)
     for warning in config_warnings(cfg):
         log.warning("%s", warning)
@@ -47,6 +51,7 @@ def make_run(run_config) -> tuple[Config, Method, ResultsWriter]:
     except OSError as exc:  # e.g. PermissionError, a read-only file system
         raise ConfigError(f"run-config key 'output-dir': cannot write the results folder "
                           f"{Path(cfg.output_dir).expanduser() / run_name} ({exc.strerror or exc})") from exc
+    writer.startup = Startup(t0, runtime_s(writer.dir, wall0))
     try:
         if cfg.resume:
             writer.resume_from = resume_point(writer, method, method.communication_rounds())

@@ -4,9 +4,9 @@ The state and its start (x_0, or the checkpoint a resume continues from, checked
 before any work), the records (``zofl.core.record``) and checkpoints, the failure policy's count
 and its stop (``fail``), the summary (``finish``), the SuperNodes that hold the partitions
 (``set_federation``), the data fingerprint on every client's work (``stamp``), the late replies'
-classes, and the clients' simulated devices (speeds, straggler factors, leave). ``SyncRun``
-(``zofl.core.rounds``) adds rounds, ``AsyncRun`` (``zofl.core.asynchronous``) the event loop; neither
-inherits the other.
+classes, the clients' simulated devices (speeds, straggler factors, leave) and where this process's
+start-up went (``startup``: ``zofl.core.startup``). ``SyncRun`` (``zofl.core.rounds``) adds rounds,
+``AsyncRun`` (``zofl.core.asynchronous``) the event loop; neither inherits the other.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from .policy import LATE_KINDS, RunFailed, allowed_failures, failure_message, la
 from .protocol import Failure, Reply, Work
 from .record import RoundRecord, make_record
 from .sampling import parse_leave
+from .startup import Startup
 from .summary import add_pending, fmt, outlier_fields, summarize, summary_lines
 
 log = logging.getLogger("zofl")
@@ -110,6 +111,8 @@ class Run:
         self.fed = None  # zofl.strategies.nodes.Federation (None: no SuperNodes, e.g. a direct test)
         self.late_seen = dict.fromkeys(LATE_KINDS, 0)  # late replies classified since the last record
         self.metric_keys: tuple[str, ...] | None = None  # the fields of Method.metrics (``server_metrics``)
+        # this process's start-up (``zofl.core.startup``): from server_app.make_run, else only what is seen from here
+        self.startup: Startup = getattr(writer, "startup", None) or Startup()
         ck = writer.resume_from  # checked by ``resume_point`` in make_run, before any work
         x0_state = None
         if ck is None:
@@ -131,11 +134,14 @@ class Run:
         if ck is None:
             self.state = x0_state
             self._write_record(0, {})
+        self.startup.ready()  # x_0 (or the checkpoint) is in place: the first round's clock starts
 
     def set_federation(self, fed) -> None:
         """What ``zofl.strategies.nodes`` decided (before round 1, and again when a SuperNode joins):
         work goes only to held partitions; the summary reports refused and rejoined SuperNodes."""
         self.fed, self.unheld = fed, set(fed.unheld)
+        if self.startup.node_map_s is None:
+            self.startup.node_map_s = getattr(fed, "learned_s", None)
 
     def evaluates(self, k: int) -> bool:
         """Whether round (update) ``k`` ends with a federated evaluation (run-config federated-eval, eval-every)."""
@@ -196,6 +202,7 @@ class Run:
         else:
             record = make_record(k, self.skipped_metrics(), {**info, "eval_skipped": True})
         self.writer.write_round(record)
+        self.startup.recorded(k)
         every = self.cfg.checkpoint_every
         last = k == self.total
         if every and k > 0 and (k % every == 0 or last):
@@ -248,7 +255,7 @@ class Run:
                                        (self.fed.rejoined if self.fed else [])],
                        **({"reported_sizes": {str(p): n for p, n in sorted(self.fed.sizes.items())},
                            "n_train": self.method.n_train} if self.fed and self.fed.sizes else {}),
-                       total_wall_s=self.wall_s(), results_dir=str(self.writer.dir),
+                       total_wall_s=self.wall_s(), startup=self.startup.fields(), results_dir=str(self.writer.dir),
                        **outlier_fields(recs, cfg, self.method.clips_coefficients), **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
         lines = summary_lines(self.method.title, summary, self.setting())

@@ -6,6 +6,7 @@ from typing import Any
 from .policy import kind_counts
 from .protocol import NO_DATA, NO_PARTITION
 from .record import RoundRecord, last_evaluated
+from .startup import startup_line
 
 
 def fmt(v) -> str:
@@ -178,6 +179,7 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
               if s.get("fed_evaluations") else []),
             f"  {s['total_local_steps']} local steps, {s['total_client_compute_s']:.1f}s client "
             f"compute, {s['total_wall_s']:.1f}s wall",
+            *startup_line(s.get("startup")),
             f"  clients: {s.get('total_sampled', 0)} sampled, {s.get('total_participants', 0)} replies used, "
             f"{s.get('total_dropped', 0)} dropped; {s.get('total_failures', 0)} failures: {_kinds(s)}"
             + (f"; the aggregate was refused in {s['rounds_model_rejected']} round(s)"

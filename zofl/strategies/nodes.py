@@ -165,6 +165,7 @@ class Federation:
     data_errors: dict[int, str] = field(default_factory=dict)  # node id -> why its own data cannot be used
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
     query: Callable[[int], Message] = partition_query  # how a node is asked its partition (``app_query``)
+    learned_s: float | None = None  # how long learning the map took, waiting for the nodes included (the summary's)
 
     def refuse_changed(self, changed: Mapping[int, str]) -> None:
         """The nodes holding the partitions in ``changed`` ({partition: why}: their data are not the run's) lose
@@ -302,7 +303,8 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
     if fed.unheld:
         log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
                     "them; each round that samples one counts it as failed", fed.unheld, wait_s)
-    log.info("learned the partitions of %d SuperNodes in %.2fs", len(fed.nodes), time.perf_counter() - t0)
+    fed.learned_s = time.perf_counter() - t0
+    log.info("learned the partitions of %d SuperNodes in %.2fs", len(fed.nodes), fed.learned_s)
     return fed
 
 
@@ -341,7 +343,7 @@ def learn_app_nodes(grid: Grid, min_nodes: int, wait_s: float, model: ArrayRecor
     the partition ids and m = N (the Ray simulation: a run then draws what ``zofl run`` draws for the same
     partitions); otherwise (deployed SuperNodes without them) the ids are 0..m-1 in the order of the node ids,
     m = the nodes that answered. A node whose answer cannot be used is refused alone, named."""
-    deadline = time.monotonic() + wait_s
+    t0, deadline = time.perf_counter(), time.monotonic() + wait_s
     while len(list(grid.get_node_ids())) < min_nodes:
         if time.monotonic() > deadline:
             raise ConfigError(f"min_available_nodes={min_nodes}, but {len(list(grid.get_node_ids()))} SuperNode(s) "
@@ -374,4 +376,5 @@ def learn_app_nodes(grid: Grid, min_nodes: int, wait_s: float, model: ArrayRecor
     for node, answer in sorted(answers.items()):
         fed.hold(answer.pid, node, answer)
     fed.unheld = sorted(set(range(m)) - set(fed.nodes))
+    fed.learned_s = time.perf_counter() - t0
     return fed, m
