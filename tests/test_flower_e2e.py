@@ -46,7 +46,8 @@ def run_both(superlink, cfg: dict, num_supernodes: int) -> tuple[list[dict], lis
     out = Path(cfg["output-dir"])
     folder = out / cfg["run-name"] if "run-name" in cfg else assert_in_default_folder(out, cfg["strategy"], t0,
                                                                                       time.time())
-    d, _ = run_inprocess({**cfg, "run-name": folder.name + "-inprocess"}, workers=0)
+    # the reference: one node per client (a Flower run whose SuperNodes serve several must give its numbers)
+    d, _ = run_inprocess({**cfg, "run-name": folder.name + "-inprocess"}, workers=0, share_nodes=False)
     return read_rounds(folder), read_rounds(d), res.stdout + res.stderr
 
 
@@ -83,10 +84,11 @@ HYPERCLEANING = {"task": "hyper-cleaning", "num-clients": 4, "server-fraction": 
 def test_afbo_on_the_async_engine_under_the_simulated_clock_matches_in_process(superlink, tmp_path):
     """Also a plain ``flwr run`` without run-name (the App's default, "", as a user who does not go through ``zofl
     run``, which names every run itself): the server names the run <strategy>-<dataset>-<start time> and writes into
-    that folder of output-dir, never into output-dir itself (issue 52)."""
+    that folder of output-dir, never into output-dir itself (issue 52). Two SuperNodes serve the four clients
+    (clients-per-node = 2, issue 51): the numbers of one node per client, bit for bit."""
     cfg = {**HYPERCLEANING, "strategy": "afbo", "engine": "async", "num-rounds": 8, "speed-profile": "uniform",
-           "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path / "out")}
-    rec, ref, out = run_both(superlink, cfg, 4)
+           "speed-param": 0.2, "availability": "1,0.6", "output-dir": str(tmp_path / "out"), "clients-per-node": 2}
+    rec, ref, out = run_both(superlink, cfg, 2)
     keys = ("test_loss", "clients", "staleness", "clock_s", "outer_delay_mean")
     assert [[r.get(k) for k in keys] for r in rec] == [[r.get(k) for k in keys] for r in ref]
     assert {r.get("step") for r in rec[1:]} == {"inner", "outer"}
@@ -104,8 +106,9 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     first, exit 130). After each, no process of the run is left, no lock is held and there is no summary.
     The last resume, as a user sees it: progress, the summary printed last (with this run's own start-up), exit
     0, nothing left; every round once, and the numbers (records and final model) of the uninterrupted run made
-    in-process (no Ray, no SuperLink). SIGTERM (``kill``) goes through the same ``finally`` as Ctrl-C without
-    ``flwr stop``: tested without Ray in test_cli.py (``test_sigterm_of_zofl_run_...``), a Ray start less here."""
+    in-process (no Ray, no SuperLink, one node per client: the Flower run's two SuperNodes serve two clients
+    each). SIGTERM (``kill``) goes through the same ``finally`` as Ctrl-C without ``flwr stop``: tested without
+    Ray in test_cli.py (``test_sigterm_of_zofl_run_...``), a Ray start less here."""
     import os
     import random
     import signal
@@ -119,8 +122,10 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
     # two kills at most 5 rounds apart each (the second by round 10), then at least 10 rounds of about 1 s:
     # Ctrl-C's `flwr stop` must land before the run ends on its own (12 rounds of 0.3 s did not, once)
     rounds_total = 20
+    # two SuperNodes serve the four clients (clients-per-node, issue 51; zofl run sizes the federation): the
+    # reference below has one node per client
     keys = ["beta=0.5", "tau=2.0", 'uplink="vectors"', "straggler-prob=0.2", "step-time-s=0.05",
-            "checkpoint-every=3", f'output-dir="{tmp_path}"', 'run-name="c"']
+            "checkpoint-every=3", f'output-dir="{tmp_path}"', 'run-name="c"', "clients-per-node=2"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     folder = tmp_path / "c"
     rounds = folder / "rounds.jsonl"
@@ -191,7 +196,7 @@ def test_zofl_run_killed_then_resumed_through_flower_gives_the_in_process_number
         x = ck["x"]
     cfg = {"num-rounds": rounds_total, "num-clients": 4, "beta": 0.5, "tau": 2.0, "uplink": "vectors",
            "straggler-prob": 0.2, "output-dir": str(tmp_path), "run-name": "ref"}
-    d, x_ref = run_inprocess(cfg, workers=0)  # the same seed in-process, uninterrupted, no real sleeps
+    d, x_ref = run_inprocess(cfg, workers=0)  # the same seed in-process, uninterrupted, no real sleeps, a node each
     np.testing.assert_array_equal(x, x_ref)
     for a, b in zip(rec, read_rounds(d), strict=True):
         assert (a["test_loss"], a["f2_est"], a["sampled"]) == (b["test_loss"], b["f2_est"], b["sampled"])

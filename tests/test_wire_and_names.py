@@ -116,7 +116,8 @@ def test_message_api_work_and_replies_keep_float64(as_the_serverapp, over_grpc):
         assert isinstance(out, Reply) and out.num_examples == rep.num_examples, out
         for k, v in rep.arrays.items():
             assert_exact(out.arrays[k], v, f"reply {k} of client {rep.pid}")
-    good, bad = decode_replies(back, {n: p for p, n in NODES.items()}.get, node_of=lambda m: m.metadata.src_node_id)
+    holder = {n: p for p, n in NODES.items()}
+    good, bad = decode_replies(back, lambda m: holder[m.metadata.src_node_id])
     assert not bad and [r.pid for r in good] == [0, 1]
     for rep, out in zip(replies(), good):
         for k, v in rep.arrays.items():

@@ -304,14 +304,20 @@ def _run(args, cfg, run_config: dict[str, Any], out: Path, records: int) -> int:
 
     print(f"zofl run: {cfg.strategy} on {cfg.dataset}, {cfg.num_clients} clients, engine {cfg.engine}; "
           f"results in {out}", flush=True)
+    from .config import clients_per_node
+    from .core.shares import num_nodes
+
+    k = clients_per_node(cfg)
+    nodes = num_nodes(cfg.num_clients, k)
+    served = f" on {nodes} SuperNodes ({k} clients each, clients-per-node)" if k > 1 else ""
     print(f"zofl run: starting a private SuperLink and Flower's simulation (Ray) with {cfg.num_clients} virtual "
-          f"clients; the first round follows Ray's start (30-60 s)", flush=True)
+          f"clients{served}; the first round follows Ray's start (30-60 s)", flush=True)
     before = {name: file_version(out / name) for name in ("config.json", "summary.json")}
     log_lines: list[str] = []
     progress = _Progress(out / "rounds.jsonl", records, args.quiet, unit=progress_unit(cfg, records))
     try:
         with local_superlink(extra_env={LAUNCH_ENV: launch_stamp(out)}) as link:  # the summary's runtime_s
-            federation = f"num-supernodes={cfg.num_clients} client-resources-num-cpus={args.cpus_per_client}"
+            federation = f"num-supernodes={nodes} client-resources-num-cpus={args.cpus_per_client}"
             if args.ray_cpus:  # Ray's own count of CPUs (init-args-num-cpus): how many ClientApps run at once
                 federation += f" init-args-num-cpus={args.ray_cpus}"
             proc = link.popen(flwr_run_command("zofl", run_config, federation_config=federation),

@@ -33,7 +33,8 @@ from flwr.client import NumPyClient
 from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
 from flwr.clientapp import ClientApp
 
-from .config import ConfigError, parse_config
+from .config import ConfigError, clients_per_node, parse_config
+from .core import client_state
 from .core.protocol import (
     ARRAYS,
     CONFIG,
@@ -47,6 +48,7 @@ from .core.protocol import (
     Reply,
     Work,
 )
+from .core.shares import num_nodes, share
 from .faults import (
     InjectedCrash,
     burn_cpu_s,
@@ -62,6 +64,7 @@ from .faults import (
 from .methods import METHODS
 from .setup import DATA_FP, check_data, data_stamp, local_task, prepare, prepare_local
 from .strategies.wire import (
+    APP_CLIENT_ID,
     LEGACY_EVALUATE_KEY,
     LEGACY_FIT_KEY,
     decode_work,
@@ -125,20 +128,41 @@ def _prepared_local(items: tuple) -> tuple:
     return prepare_local(dict(items))
 
 
+def node_clients(context: Context, cfg) -> range:
+    """The clients this node serves: its partition-id of num-partitions = num-clients, or (clients-per-node k > 1,
+    ``zofl.core.shares``) the share of its partition-id of num-partitions = ceil(num-clients / k)."""
+    m, k = cfg.num_clients, clients_per_node(cfg)
+    pid, parts = node_partition(context, m)
+    if parts == m and 0 <= pid < m:
+        return range(pid, pid + 1)
+    if k > 1 and parts == num_nodes(m, k) and 0 <= pid < parts:
+        return share(pid, m, k)
+    shared = f" (or num-partitions={num_nodes(m, k)} with clients-per-node={k})" if k > 1 else ""
+    raise ConfigError(f"this SuperNode has partition-id={pid}, num-partitions={parts}, but run-config "
+                      f"num-clients={m}: they must agree{shared}")
+
+
 class ZOFLClient(NumPyClient):
     """Thin adapter: Flower in, ``METHODS[strategy].client_work`` (pure numpy) out.
 
-    Flower rebuilds the client for every message; what must persist lives in ``context.state``.
+    Flower rebuilds the client for every message; what must persist lives in ``context.state`` (a node serving
+    several clients: in a file per client, ``zofl.core.client_state``). ``pid``: the client the message names
+    (a node serving one client may be sent messages that name none: the legacy API's).
     """
 
-    def __init__(self, context: Context):
+    def __init__(self, context: Context, pid: int | None = None):
         self.context = context
         self.cfg, self.task, self.spec = prepared_for(context)
         self.own_data = isinstance(self.task, LocalTask)  # the server's data fingerprint is not ours
-        self.pid, num_partitions = node_partition(context, self.cfg.num_clients)
-        if num_partitions != self.cfg.num_clients or not 0 <= self.pid < num_partitions:
-            raise ConfigError(f"this SuperNode has partition-id={self.pid}, num-partitions={num_partitions}, but "
-                              f"run-config num-clients={self.cfg.num_clients}: they must agree")
+        serves = node_clients(context, self.cfg)
+        if pid is None and len(serves) > 1:
+            raise ConfigError(f"this SuperNode serves clients {serves.start}..{serves.stop - 1}: the message names "
+                              f"none of them")
+        self.pid = serves.start if pid is None else pid
+        if self.pid not in serves:
+            raise ConfigError(f"this SuperNode serves clients {serves.start}..{serves.stop - 1}, not client "
+                              f"{self.pid}")
+        self.shared_node = len(serves) > 1
         self.client_work = METHODS[self.cfg.strategy].client_work
         self.speed = speed_factor(self.cfg.seed, self.pid, self.cfg.speed_profile, self.cfg.speed_param,
                                   self.cfg.slow_clients)
@@ -164,9 +188,9 @@ class ZOFLClient(NumPyClient):
         if down > 0:
             time.sleep(down)
         t_solve = time.perf_counter()
-        state = load_state(self.context)
+        state = self.load_state()
         reply = self.client_work(cfg, self.task, self.spec, work, state)
-        save_state(self.context, state)
+        self.save_state(state)
         if self.real_time:  # device speed: wall time = (compute + steps * step-time-s) x multiplier / s_i
             wait = slowdown_s(time.perf_counter() - t_solve, int(reply.metrics.get("steps", 0)), self.speed,
                               cfg.step_time_s, mult)
@@ -186,6 +210,17 @@ class ZOFLClient(NumPyClient):
         reply.metrics.update(speed=self.speed, wall_s=time.perf_counter() - t0)
         return reply
 
+
+    def load_state(self) -> dict[str, np.ndarray]:
+        if self.shared_node:
+            return client_state.load(self.context.run_id, self.pid)
+        return load_state(self.context)
+
+    def save_state(self, state: dict[str, np.ndarray]) -> None:
+        if self.shared_node:
+            client_state.save(self.context.run_id, self.pid, state)
+        else:
+            save_state(self.context, state)
 
     def real_delays(self, task: int) -> tuple[float, float, float]:
         """(download s, upload s, compute multiplier) this client lives for real in task (round) ``task``: the
@@ -226,6 +261,17 @@ def client_fn(context: Context):
     return ZOFLClient(context).to_client()
 
 
+def named_client(msg: Message) -> int | None:
+    """The client a train or evaluate message names (``wire.APP_CLIENT_ID``); None where it names none."""
+    config = msg.content.config_records.get(CONFIG)
+    pid = None if config is None else config.get(APP_CLIENT_ID)
+    if pid is None:
+        return None
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise ConfigError(f"the message names client {str(pid)[:40]!r}, not an integer")
+    return pid
+
+
 app = ClientApp()
 
 
@@ -234,7 +280,7 @@ def train(msg: Message, context: Context) -> Message:
     if LEGACY_FIT_KEY in msg.content.array_records:  # engine legacy: Flower's FitIns -> NumPyClient.fit
         return handle_legacy_message_from_msgtype(client_fn, msg, context)
     t0 = time.perf_counter()
-    client = ZOFLClient(context)
+    client = ZOFLClient(context, named_client(msg))
     reply = client.work(decode_work(msg.content, client.pid))
     # handle_s: from receiving the message to the reply, all on this node's clock; the server tells a
     # reply that came late while its work fitted the deadline (it waited in a queue) from a slow client
@@ -260,7 +306,7 @@ def evaluate_model(msg: Message, context: Context) -> Message:
     """Federated evaluation: x_r on this client's held-out data (``ZOFLClient.evaluate_x``)."""
     if LEGACY_EVALUATE_KEY in msg.content.array_records:  # engine legacy: EvaluateIns -> NumPyClient.evaluate
         return handle_legacy_message_from_msgtype(client_fn, msg, context)
-    client = ZOFLClient(context)
+    client = ZOFLClient(context, named_client(msg))
     x = msg.content.array_records[ARRAYS]["x"].numpy()
     return Message(eval_content(*client.evaluate_x(x)), reply_to=msg)
 

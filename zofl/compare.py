@@ -51,8 +51,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import KEY_BY_NAME, ConfigError, config_warnings, parse_config
+from .config import KEY_BY_NAME, ConfigError, clients_per_node, config_warnings, parse_config
 from .core.record import evaluated, last_evaluated
+from .core.shares import num_nodes
 from .figures import save as save_figure
 from .inprocess import run_inprocess
 from .launch import die_with_parent, local_superlink
@@ -562,7 +563,8 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
         with lock:
             sl = slots.pop()
         try:
-            res = sl.run(cfg, num_supernodes=_full(cell)["num-clients"], cpus_per_client=1,
+            full = _full(cell)
+            res = sl.run(cfg, num_supernodes=num_nodes(full.num_clients, clients_per_node(full)), cpus_per_client=1,
                          extra_federation_config=f"init-args-num-cpus={ray_cpus}")
         finally:
             with lock:

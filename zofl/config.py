@@ -163,6 +163,17 @@ def config_warnings(cfg: Config) -> list[str]:
     return out
 
 
+def clients_per_node(cfg: Config) -> int:
+    """k, the clients each simulated SuperNode serves (run-config clients-per-node; ``zofl.core.shares``): 1 on the
+    legacy engine and for Flower's own FedAvg, which address nodes, not clients, and with server-data = none (each
+    node reports its client's N_i)."""
+    from .core.shares import clients_per_node as k
+
+    shareable = (cfg.engine in ("sync", "async") and not METHODS[cfg.strategy].server.flower_fedavg
+                 and cfg.server_data == "dataset")
+    return k(cfg.num_clients, cfg.clients_per_node, shareable)
+
+
 def parse_config(run_config: Mapping[str, Any]) -> Config:
     """Validate ``run_config`` (missing keys take their defaults); raise ConfigError on the first bad key."""
     by_name = key_by_name()

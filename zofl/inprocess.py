@@ -27,11 +27,12 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from .config import clients_per_node
 from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
+from .core.shares import num_nodes
 from .launch import die_with_parent
 from .server_app import make_run, serve
 
-RUN_ID = 1
 CLIENT_APP = "zofl.client_app:app"  # the ClientApp a grid runs unless told another (a user's App: tests)
 LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
 
@@ -55,14 +56,15 @@ class InProcessGrid(Grid):
                  node_config: Mapping[int, dict] | None = None, silent: frozenset[int] = frozenset(),
                  restart: Mapping[int, tuple] | None = None, gone: frozenset[int] = frozenset(),
                  client_app: str = CLIENT_APP):
-        self._run = Run.create_empty(RUN_ID)
+        run_id = uuid4().int >> 65  # as Flower's: a run of its own (the clients' state files are per run id)
+        self._run = Run.create_empty(run_id)
         self.client_app = client_app
         # the identity of this process as a ServerApp task, as Flower's runtime (and start_grid) set it
-        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, RUN_ID, SUPERLINK_NODE_ID
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
         rng = np.random.default_rng(12345)  # node ids as arbitrary as Flower's: nothing may assume id == partition
         ids = [int(i) for i in rng.choice(2**53, size=num_nodes, replace=False)]
         self.contexts = {
-            nid: Context(run_id=RUN_ID, node_id=nid,
+            nid: Context(run_id=run_id, node_id=nid,
                          node_config=(node_config or {}).get(i, {PARTITION_ID: i, NUM_PARTITIONS: num_nodes}),
                          state=RecordDict(), run_config=dict(run_config))
             for i, nid in enumerate(ids)}
@@ -86,7 +88,7 @@ class InProcessGrid(Grid):
         for i, (r_dead, r_back, *config) in (restart or {}).items():  # config: the new node's, else the old one's
             new = int(rng.integers(2**53))
             self.restart[i] = (ids[i], new, r_dead, r_back)
-            self.contexts[new] = Context(run_id=RUN_ID, node_id=new, state=RecordDict(), run_config=dict(run_config),
+            self.contexts[new] = Context(run_id=run_id, node_id=new, state=RecordDict(), run_config=dict(run_config),
                                          node_config=dict(config[0] if config else self.contexts[ids[i]].node_config))
 
     # -- Grid ---------------------------------------------------------------------------------
@@ -201,7 +203,7 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
                   node_config: Mapping[int, dict] | None = None,
                   silent: frozenset[int] = frozenset(),
                   restart: Mapping[int, tuple] | None = None,
-                  gone: frozenset[int] = frozenset()) -> tuple[Path, np.ndarray]:
+                  gone: frozenset[int] = frozenset(), share_nodes: bool = True) -> tuple[Path, np.ndarray]:
     """Run ``run_config`` in-process with ``workers`` client processes (0 = one thread in this process).
 
     ``start_method`` "spawn" makes each worker import and load its data itself, as a Ray actor
@@ -212,13 +214,15 @@ def run_inprocess(run_config: Mapping[str, Any], workers: int = 1, start_method:
     one for it at round r_back (tests of a restarted SuperNode; a third element: the new node's node config);
     the SuperLink answers every train
     message to a node in ``gone`` at once with NODE_UNAVAILABLE (a SuperNode deleted after missed heartbeats).
+    ``share_nodes``: the nodes as ``zofl run``'s simulation has them (k clients each, run-config clients-per-node,
+    ``zofl.core.shares``); False: one node per client whatever clients-per-node says (the same numbers).
 
     Returns (results directory, final global model).
     """
     cfg, method, writer = make_run(dict(run_config))
     with writer:
-        grid = InProcessGrid(run_config, cfg.num_clients, workers, start_method, node_config, silent,
-                             restart, gone)
+        nodes = num_nodes(cfg.num_clients, clients_per_node(cfg)) if share_nodes else cfg.num_clients
+        grid = InProcessGrid(run_config, nodes, workers, start_method, node_config, silent, restart, gone)
         try:
             x = serve(grid, cfg, method, writer)
         finally:

@@ -18,7 +18,8 @@ from flwr.app import Context
 from flwr.common import log as flwr_log
 from flwr.serverapp import Grid, ServerApp
 
-from .config import Config, ConfigError, config_warnings
+from .config import Config, ConfigError, clients_per_node, config_warnings
+from .core import client_state
 from .core.method import Method
 from .core.rounds import SyncRun
 from .core.run import resume_point
@@ -68,9 +69,18 @@ def serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter):
     # (deployment) are left as they are.
     if isinstance(getattr(grid, "pull_interval", None), float):
         grid.pull_interval = min(grid.pull_interval, GRID_PULL_INTERVAL_S)
-    fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s)  # the server's own map: node -> partition
+    # the server's own map: client -> node (k clients per simulated node: run-config clients-per-node)
+    fed = learn_partitions(grid, cfg.num_clients, cfg.client_wait_s, clients_per_node(cfg))
     fed.refuse_changed(writer.changed_clients(fed.fingerprints))  # a resume: a node whose own data changed
     method.reported_sizes = fed.sizes  # N_i of the nodes with data of their own (live: a rejoining node's too)
+    try:
+        return _serve(grid, cfg, method, writer, fed)
+    finally:
+        if fed.k > 1:  # the clients' state files of a node serving several (zofl.core.client_state)
+            client_state.remove(grid.run.run_id)
+
+
+def _serve(grid: Grid, cfg: Config, method: Method, writer: ResultsWriter, fed):
     if cfg.engine == "async":
         strategy = strategy_class(cfg.engine, cfg.strategy)(cfg, method, writer, fed)
         strategy.start(grid)

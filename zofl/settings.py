@@ -198,6 +198,11 @@ class Run(Settings):
         "continue the run <output-dir>/<run-name> from its last checkpoint", "run")
     client_wait_s: float = key(60.0, "a number > 0",
         "how long the server waits for num-clients SuperNodes", "run", positive)
+    clients_per_node: int = key(0, "an integer >= 0 (0: auto)",
+        "simulation: clients each SuperNode serves (every message names its client; numbers as with one node per "
+        "client). 0 = auto: one node per client up to 100 clients, at most 100 nodes beyond. Engines sync and async "
+        "with zofl's ClientApp; the legacy engine, Flower's FedAvg and a user's App keep one client per node "
+        "(zofl.core.shares)", "run", nonnegative)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..core.asynchronous import AsyncRun
 from ..core.evaluation import EvalAnswer
 from ..core.protocol import Failure, Reply, Work
 from .message import checked_answers
-from .wire import array_record, decode_eval, decode_reply, eval_messages, work_message
+from .wire import array_record, client_of_message, decode_eval, decode_reply, eval_messages, work_message
 
 log = logging.getLogger("zofl")
 
@@ -89,8 +89,10 @@ class AsyncStrategy(Strategy):
     def evaluate_clients(self, grid: Grid, x, version: int) -> tuple[list[EvalAnswer], int]:
         """The federated evaluation of version ``version`` (every eval-every versions, ``AsyncRun``): the evaluate
         messages pushed, their answers pulled until every one is in or client-wait-s passes, then checked."""
-        messages = self.configure_evaluate(version, array_record({"x": x}), ConfigRecord(), grid)
-        ids = set(grid.push_messages(messages))
+        messages = list(self.configure_evaluate(version, array_record({"x": x}), ConfigRecord(), grid))
+        pushed = list(grid.push_messages(messages))
+        named = {mid: client_of_message(msg) for mid, msg in zip(pushed, messages)}  # the client each names
+        ids = set(pushed)
         replies, end = [], time.monotonic() + self.cfg.client_wait_s
         while ids and time.monotonic() < end:
             got = list(grid.pull_messages(list(ids)))
@@ -98,7 +100,8 @@ class AsyncStrategy(Strategy):
             replies += got
             if ids:
                 time.sleep(0.01)
-        return checked_answers(self.fed, version, [(m.metadata.src_node_id, m) for m in replies], decode_eval)
+        return checked_answers(self.fed, version, [(named.get(m.metadata.reply_to_message_id, -1), m) for m in replies],
+                               decode_eval)
 
     def summary(self) -> None:
         log.info("AsyncStrategy: %s, buffer %d, clock %s", self.method.title, self.method.buffer_size(),

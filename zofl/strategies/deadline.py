@@ -16,6 +16,7 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from ..core.protocol import TRAIN
+from .wire import client_of_message
 
 
 class DeadlineGrid(Grid):
@@ -27,8 +28,8 @@ class DeadlineGrid(Grid):
         interval = getattr(grid, "pull_interval", None)
         self.grid = grid
         self.poll_s = poll_s if poll_s is not None else interval if isinstance(interval, float) else 0.2
-        self.outstanding: dict[str, int] = {}  # message id -> destination node id, unanswered at its deadline
-        self.sent_to: dict[str, int] = {}  # message id -> destination node id, of the last round's messages
+        self.outstanding: dict[str, int] = {}  # message id -> the client it names, unanswered at its deadline
+        self.sent_for: dict[str, int] = {}  # message id -> the client it names, of the last round's messages
 
     # -- passed through ---------------------------------------------------------------------
     @property
@@ -56,8 +57,8 @@ class DeadlineGrid(Grid):
         messages unanswered then are kept for ``late_replies``."""
         messages = list(messages)
         ids = list(self.push_messages(messages))
-        dst = {mid: msg.metadata.dst_node_id for mid, msg in zip(ids, messages)}
-        self.sent_to = dict(dst)
+        named = {mid: client_of_message(msg) for mid, msg in zip(ids, messages)}
+        self.sent_for = {mid: pid for mid, pid in named.items() if pid is not None}
         waiting, out = set(ids), []
         end = time.time() + (timeout or 0.0)
         while True:
@@ -69,18 +70,18 @@ class DeadlineGrid(Grid):
                 break
             self._wait(waiting, self.poll_s if timeout is None else min(self.poll_s, left))
         # only train messages are kept (a partition query that timed out is not a client's late reply)
-        self.outstanding.update({mid: dst[mid] for mid, msg in zip(ids, messages)
-                                 if mid in waiting and msg.metadata.message_type.startswith(TRAIN)})
+        self.outstanding.update({mid: named[mid] for mid, msg in zip(ids, messages) if mid in waiting
+                                 and named[mid] is not None and msg.metadata.message_type.startswith(TRAIN)})
         return out
 
-    def node_of(self, reply: Message) -> int:
-        """The node a reply is about: the destination of the message it answers (an error reply made by
-        the SuperLink, e.g. "node unavailable", comes from the SuperLink itself), else its sender."""
+    def client_of(self, reply: Message) -> int:
+        """The client a reply is about: the one the message it answers named (an error reply made by the
+        SuperLink, e.g. "node unavailable", is about that client too); -1 for a reply to no message of ours."""
         mid = reply.metadata.reply_to_message_id
-        return self.sent_to.get(mid, self.outstanding.get(mid, reply.metadata.src_node_id))
+        return self.sent_for.get(mid, self.outstanding.get(mid, -1))
 
     def late_replies(self) -> list[tuple[int, Message]]:
-        """(node id, reply) for every kept message whose reply (or error reply) has come since."""
+        """(client, reply) for every kept message whose reply (or error reply) has come since."""
         if not self.outstanding:
             return []
         got = list(self.pull_messages(list(self.outstanding)))

@@ -69,6 +69,7 @@ class FlowerFedAvg(MessageFedAvg):
 
     configure_evaluate = MessageStrategy.configure_evaluate
     aggregate_evaluate = MessageStrategy.aggregate_evaluate
+    client_of = MessageStrategy.client_of
     serve = MessageStrategy.serve
     recorded = MessageStrategy.recorded
 

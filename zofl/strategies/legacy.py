@@ -83,7 +83,7 @@ class LegacyStrategy(LegacyAPIStrategy):
     def aggregate_evaluate(self, server_round, results, failures):
         """The clients' answers (EvaluateRes: loss, num_examples, eval_acc), checked and weighted by examples, into
         the round's record; a client that failed (in ``failures``) counts as refused."""
-        replies = [(int(proxy.cid), res) for proxy, res in results]
+        replies = [(self.fed.partition_of(proxy.cid), res) for proxy, res in results]  # one client per node here
         metrics = aggregate_answers(self.run, self.fed, replies, lambda res, pid: eval_answer(
             pid, res.num_examples, res.loss, res.metrics.get(EVAL_ACC)))
         if metrics is None:

@@ -41,15 +41,14 @@ class MessageStrategy(Strategy):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         if isinstance(grid, DeadlineGrid):  # replies to earlier rounds that came after their deadline
-            self.run.note_late([decode_reply(m, self.fed.partition_of(n)) for n, m in grid.late_replies()])
+            self.run.note_late([decode_reply(m, pid) for pid, m in grid.late_replies()])
         self.fed.refresh(grid, self.run.cfg.num_clients)  # a restarted SuperNode takes its partition back
         self.run.set_federation(self.fed)
         self.plan = self.run.plan(self.run.round_of(server_round))
         return work_messages(self.plan.works, self.nodes)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord, MetricRecord | None]:
-        good, bad = decode_replies(replies, self.fed.partition_of,
-                                   self.grid.node_of if self.grid is not None else None)
+        good, bad = decode_replies(replies, self.client_of)
         # a client that neither replied nor raised missed the deadline: SyncRun counts it as dropped
         self.run.complete(self.plan, good, bad)
         return array_record({"x": self.run.x}), None
@@ -62,8 +61,14 @@ class MessageStrategy(Strategy):
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """The clients' answers, checked and weighted by examples, into the round's record (which waited for them)."""
-        node_of = self.grid.node_of if self.grid is not None else (lambda m: m.metadata.src_node_id)
-        return aggregate_answers(self.run, self.fed, [(node_of(m), m) for m in replies], decode_eval)
+        return aggregate_answers(self.run, self.fed, [(self.client_of(m), m) for m in replies], decode_eval)
+
+    def client_of(self, reply: Message) -> int:
+        """The client a reply is about (the one its message named: ``DeadlineGrid.client_of``); without the
+        DeadlineGrid (Flower's ``start`` driven directly on another Grid) the one its sender serves alone."""
+        if self.grid is not None:
+            return self.grid.client_of(reply)
+        return self.fed.partition_of(reply.metadata.src_node_id)
 
     def recorded(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """Flower's server-side evaluation (``evaluate_fn`` of ``Strategy.start``): the test metrics the round's
@@ -96,18 +101,17 @@ def evaluate_messages(run, fed) -> list[Message]:
 
 
 def checked_answers(fed, k: int, replies: list[tuple[int, object]], decode) -> tuple[list[EvalAnswer], int]:
-    """``replies`` [(node id, reply)] to round (version) ``k``'s evaluation, decoded by ``decode(reply, pid)`` (an
-    EvalAnswer or why not): the answers of the nodes that hold a partition, each once, sorted by client; and how
-    many of the held partitions' clients gave none usable (refused alone, logged; or no answer in time)."""
+    """``replies`` [(client id, reply)] to round (version) ``k``'s evaluation (the client each message named),
+    decoded by ``decode(reply, pid)`` (an EvalAnswer or why not): the answers of the clients a node serves now, each
+    once, sorted by client; and how many of the served clients gave none usable (refused alone, logged; or no
+    answer in time)."""
     answers: dict[int, EvalAnswer] = {}
     refused = 0
-    holder = {int(node): pid for pid, node in fed.nodes.items()}  # node id -> the partition it holds now
-    for node, reply in replies:
-        pid = holder.get(int(node))
-        out = decode(reply, pid) if pid is not None else "not the holder of a partition of this run"
+    for pid, reply in replies:
+        out = decode(reply, pid) if pid in fed.nodes else "not a client a node of this run serves"
         if isinstance(out, str) or pid in answers:
             refused += 1
-            log.warning("round %d: federated evaluation: the answer of SuperNode %s is refused: %s", k, node,
+            log.warning("round %d: federated evaluation: the answer for client %s is refused: %s", k, pid,
                         out if isinstance(out, str) else "a second answer")
             continue
         answers[pid] = out

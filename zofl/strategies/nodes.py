@@ -34,6 +34,7 @@ from ..core.protocol import (
     QUERY_PARTITION,
     TRAIN,
 )
+from ..core.shares import num_nodes, share
 from .wire import APP_QUERY
 
 log = logging.getLogger("zofl")
@@ -166,6 +167,17 @@ class Federation:
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
     query: Callable[[int], Message] = partition_query  # how a node is asked its partition (``app_query``)
     learned_s: float | None = None  # how long learning the map took, waiting for the nodes included (the summary's)
+    k: int = 1  # clients each simulated node serves (run-config clients-per-node, ``zofl.core.shares``)
+
+    def claims(self, answer: Answer, m: int) -> list[int] | None:
+        """The clients a node's answer claims: its partition-id of num-partitions = m (one client), or with k > 1
+        the share of its partition-id of num-partitions = ceil(m / k) (``zofl.core.shares``); None when it names
+        no partition of this run."""
+        if answer.parts == m and 0 <= answer.pid < m:
+            return [answer.pid]
+        if self.k > 1 and answer.parts == num_nodes(m, self.k) and 0 <= answer.pid < answer.parts:
+            return list(share(answer.pid, m, self.k))
+        return None
 
     def refuse_changed(self, changed: Mapping[int, str]) -> None:
         """The nodes holding the partitions in ``changed`` ({partition: why}: their data are not the run's) lose
@@ -201,6 +213,19 @@ class Federation:
         self.nodes[pid] = node
         self.held[node] = pid
 
+    def _hold_share(self, node: int, clients: list[int], answer: Answer) -> bool:
+        """``node`` serves ``clients`` (its share) from now on, unless one of them is held already: then it is
+        refused, named, and gets no work (a share is never split between nodes)."""
+        taken = [c for c in clients if c in self.nodes]
+        if taken:
+            self.refused.append((node, answer.pid, self.nodes[taken[0]]))
+            log.warning("SuperNode %d claims clients %d..%d, of which client %d is served by SuperNode %d: refused, "
+                        "it gets no work", node, clients[0], clients[-1], taken[0], self.nodes[taken[0]])
+            return False
+        for c in clients:
+            self.hold(c, node, answer)
+        return True
+
     def partition_of(self, node: int | str) -> int:
         """The partition (client id) of a node that holds or held one (a legacy ClientProxy's cid is its node id
         as a string), -1 for any other node."""
@@ -223,12 +248,15 @@ class Federation:
                     log.warning("SuperNode %d could not say its partition: %s", node, msg.error.reason)
                     continue
                 answer = read_answer(msg)
+                claimed = self.claims(answer, m)
                 if answer.error is not None:
                     self.refuse_data(node, answer)
-                elif answer.parts != m or not 0 <= answer.pid < m:
+                elif claimed is None:
                     log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
                                 node, answer.pid, answer.parts, m)
                     self.refused.append((node, answer.pid, NO_PARTITION))
+                elif answer.parts != m:  # a share of clients: taken where none of them is held, never pending
+                    self._hold_share(node, claimed, answer)
                 else:
                     self.pending[node] = answer.pid
                     self.answers[node] = answer
@@ -265,7 +293,7 @@ class Federation:
         return changed
 
 
-def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
+def learn_partitions(grid: Grid, m: int, wait_s: float, k: int = 1) -> Federation:
     """Ask every SuperNode its partition until each of 0..m-1 is held or ``wait_s`` has passed.
 
     A node whose num-partitions or partition-id disagrees with num-clients (e.g. partition-id = 99 of
@@ -275,8 +303,8 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
     (the failure policy decides whether that is acceptable). No partition held at all: an error."""
     t0 = time.perf_counter()
     deadline = time.monotonic() + wait_s
-    wait_for_nodes(grid, m, wait_s)
-    fed = Federation({})
+    wait_for_nodes(grid, num_nodes(m, k), wait_s)
+    fed = Federation({}, k=k)
     while True:
         new = [n for n in sorted(grid.get_node_ids()) if n not in fed.asked]
         if new:
@@ -304,7 +332,8 @@ def learn_partitions(grid: Grid, m: int, wait_s: float) -> Federation:
         log.warning("no SuperNode holds partition-id(s) %s after %.0fs (client-wait-s): the run goes on without "
                     "them; each round that samples one counts it as failed", fed.unheld, wait_s)
     fed.learned_s = time.perf_counter() - t0
-    log.info("learned the partitions of %d SuperNodes in %.2fs", len(fed.nodes), fed.learned_s)
+    log.info("learned the partitions of %d SuperNodes in %.2fs (%d clients)", len(set(fed.nodes.values())),
+             fed.learned_s, len(fed.nodes))
     return fed
 
 
@@ -317,7 +346,11 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
         fed.refuse_data(node, answer)
         return
     pid, parts = answer.pid, answer.parts
-    if parts != m or not 0 <= pid < m:
+    claimed = fed.claims(answer, m)
+    if claimed is not None and parts != m:  # a share (its partition-id names the share, not a client)
+        fed._hold_share(node, claimed, answer)
+        return
+    if claimed is None:
         # one misconfigured SuperNode (its ClientApp would refuse work anyway) must not stop the others'
         # run: refused alone, as a second claimant is; held_by -1 = no partition of this run
         fed.refused.append((node, pid, NO_PARTITION))

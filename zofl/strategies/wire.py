@@ -103,8 +103,17 @@ def work_messages(works: list[Work], nodes: Mapping[int, int]) -> list[Message]:
         return made[id(v)]
 
     return [Message(RecordDict({ARRAYS: ArrayRecord({k: array(v) for k, v in w.arrays.items()}),
-                                CONFIG: ConfigRecord({"round": w.round, "H": w.H, **w.config})}),
+                                CONFIG: ConfigRecord({"round": w.round, "H": w.H, **w.config,
+                                                      APP_CLIENT_ID: int(w.pid)})}),
                     dst_node_id=nodes[w.pid], message_type=TRAIN) for w in works]
+
+
+def client_of_message(msg: Message) -> int | None:
+    """The client a message the server sends names (``APP_CLIENT_ID`` in its config: every train and evaluate
+    message does), None for any other (a partition query)."""
+    config = msg.content.config_records.get(CONFIG)
+    pid = None if config is None else config.get(APP_CLIENT_ID)
+    return int(pid) if isinstance(pid, int) and not isinstance(pid, bool) else None
 
 
 def decode_work(content: RecordDict, pid: int) -> Work:
@@ -113,7 +122,7 @@ def decode_work(content: RecordDict, pid: int) -> Work:
     if "round" not in config or "H" not in config:
         raise ValueError(f"work for client {pid}: config {config} lacks 'round' or 'H'")
     arrays = {k: a.numpy() for k, a in content.array_records[ARRAYS].items()}
-    extra = {k: v for k, v in config.items() if k not in ("round", "H")}
+    extra = {k: v for k, v in config.items() if k not in ("round", "H", APP_CLIENT_ID)}
     return Work(pid, int(config["round"]), int(config["H"]), arrays, extra)
 
 
@@ -169,14 +178,13 @@ def decode_reply(msg: Message, pid: int) -> Reply | Failure:
         return Failure(pid, f"malformed reply ({type(exc).__name__}: {exc})", "rejected")
 
 
-def decode_replies(replies: Iterable[Message], partition_of: Callable[[int], int],
-                   node_of=None) -> tuple[list[Reply], list[Failure]]:
-    """Replies and failures; ``partition_of(node)`` is a node's client id (``nodes.Federation.partition_of``),
-    ``node_of(msg)`` names the node a reply is about (default: its sender)."""
+def decode_replies(replies: Iterable[Message],
+                   client_of: Callable[[Message], int]) -> tuple[list[Reply], list[Failure]]:
+    """Replies and failures; ``client_of(reply)`` is the client whose work it answers (the client the server's
+    message named, ``DeadlineGrid.client_of``; never what a reply claims)."""
     good, bad = [], []
     for msg in replies:
-        node = node_of(msg) if node_of is not None else msg.metadata.src_node_id
-        out = decode_reply(msg, partition_of(node))
+        out = decode_reply(msg, client_of(msg))
         (bad if isinstance(out, Failure) else good).append(out)
     return good, bad
 
@@ -216,11 +224,11 @@ def reply_from_numpy(pid: int, arrays: list[np.ndarray], num_examples: int, metr
 
 # -- federated evaluation (``zofl.core.evaluation``): the model out, two numbers and a count back ---------------
 def eval_messages(x: np.ndarray, k: int, nodes: Mapping[int, int]) -> list[Message]:
-    """One ``evaluate`` message per held partition's node: x_k (one Array shared by every record, as
+    """One ``evaluate`` message per held client, to its node, naming it: x_k (one Array shared by every record, as
     ``work_messages``) and the round, in Flower's convention ({"arrays", "config"})."""
     shared = ArrayRecord({"x": Array(np.asarray(x))})
-    return [Message(RecordDict({ARRAYS: shared, CONFIG: ConfigRecord({"round": k})}), dst_node_id=node,
-                    message_type=EVALUATE) for _, node in sorted(nodes.items())]
+    return [Message(RecordDict({ARRAYS: shared, CONFIG: ConfigRecord({"round": k, APP_CLIENT_ID: int(pid)})}),
+                    dst_node_id=node, message_type=EVALUATE) for pid, node in sorted(nodes.items())]
 
 
 def eval_content(num_examples: int, loss: float, acc: float) -> RecordDict:

@@ -1,0 +1,189 @@
+"""Many clients per simulated SuperNode (issue 51, run-config clients-per-node): the shares, the server's map, the
+ClientApp's checks, the clients' state, and the numbers of one node per client, bit for bit (in-process here; through
+Ray in tests/test_flower_e2e.py, whose AFBO and resume runs share their nodes)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+
+from zofl.client_app import app as client_app
+from zofl.client_app import named_client, node_clients
+from zofl.config import ConfigError, clients_per_node, parse_config
+from zofl.core import client_state
+from zofl.core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, QUERY_PARTITION, TRAIN
+from zofl.core.shares import AUTO_NODES, node_of, num_nodes, share
+from zofl.core.shares import clients_per_node as k_of
+from zofl.inprocess import run_inprocess
+from zofl.results import read_rounds
+from zofl.strategies.nodes import Answer, Federation, _claim
+from zofl.strategies.wire import APP_CLIENT_ID
+
+
+@pytest.mark.parametrize("m", [1, 7, 100, 101, 250, 10_000])
+@pytest.mark.parametrize("key", [0, 1, 3, 64])
+def test_the_shares_cover_every_client_once(m, key):
+    k = k_of(m, key)
+    nodes = num_nodes(m, k)
+    clients = [c for j in range(nodes) for c in share(j, m, k)]
+    assert clients == list(range(m))
+    assert all(node_of(c, k) == j for j in range(nodes) for c in share(j, m, k))
+    assert all(len(share(j, m, k)) >= 1 for j in range(nodes))
+
+
+def test_auto_keeps_a_node_per_client_up_to_its_bound_and_few_nodes_beyond():
+    assert k_of(AUTO_NODES, 0) == 1 and k_of(AUTO_NODES + 1, 0) == 2
+    assert num_nodes(10_000, k_of(10_000, 0)) == AUTO_NODES and num_nodes(1_000, k_of(1_000, 0)) == AUTO_NODES
+    assert k_of(5, 9) == 5 and k_of(500, 7) == 7 and k_of(500, 7, shareable=False) == 1
+
+
+@pytest.mark.parametrize("keys, k", [
+    ({}, 1), ({"clients-per-node": 3}, 3), ({"num-clients": 150}, 2),
+    ({"clients-per-node": 3, "engine": "legacy"}, 1),  # ClientProxy = node: never shared
+    ({"clients-per-node": 3, "strategy": "flwr-fedavg"}, 1),  # Flower's FedAvg samples nodes
+    ({"clients-per-node": 3, "server-data": "none", "federated-eval": True, "strategy": "fedavg"}, 1),
+    ({"clients-per-node": 3, "strategy": "fedbuff", "engine": "async"}, 3),
+])
+def test_which_runs_share_their_nodes(keys, k):
+    assert clients_per_node(parse_config({"num-clients": 12, **keys})) == k
+
+
+# -- the server's map ---------------------------------------------------------------------------------------------
+
+class _Msg:
+    def __init__(self, node, pid, parts):
+        self.metadata = type("M", (), {"src_node_id": node})()
+        self.content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts})})
+
+    def has_error(self):
+        return False
+
+
+def test_a_node_claims_its_share_or_one_client_and_a_second_claim_is_refused():
+    fed = Federation({}, k=3)  # m = 7: nodes of 3, 3 and 1 clients
+    for node, pid in ((11, 0), (12, 1), (13, 2)):
+        _claim(fed, _Msg(node, pid, 3), 7)
+    assert fed.nodes == {0: 11, 1: 11, 2: 11, 3: 12, 4: 12, 5: 12, 6: 13}
+    _claim(fed, _Msg(14, 1, 3), 7)  # share 1 again
+    _claim(fed, _Msg(15, 5, 7), 7)  # one client of 7 (a node per client), held in share 1
+    _claim(fed, _Msg(16, 3, 3), 7)  # no share 3 of 3
+    assert fed.nodes[3] == 12 and fed.nodes[5] == 12
+    assert [(n, h) for n, _, h in fed.refused] == [(14, 12), (15, 12), (16, -1)]
+    assert fed.claims(Answer(2, 3), 7) == [6] and fed.claims(Answer(2, 7), 7) == [2]
+    assert Federation({}).claims(Answer(0, 3), 7) is None  # k = 1: a share is no partition of this run
+
+
+# -- the ClientApp ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _server_identity(monkeypatch):
+    """Messages are made as a ServerApp makes them (Flower reads the task's identity)."""
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):
+        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
+
+
+RUN = {"num-clients": 7, "clients-per-node": 3, "num-rounds": 2, "strategy": "scaffold", "beta": 1.0}
+
+
+def _context(pid, parts, **keys):
+    return Context(run_id=99, node_id=5, node_config={PARTITION_ID: pid, NUM_PARTITIONS: parts}, state=RecordDict(),
+                   run_config={**RUN, **keys})
+
+
+def test_a_node_serves_its_share_and_refuses_the_rest():
+    cfg = parse_config(RUN)
+    assert node_clients(_context(1, 3), cfg) == range(3, 6)
+    assert node_clients(_context(2, 3), cfg) == range(6, 7)
+    assert node_clients(_context(4, 7), cfg) == range(4, 5)  # a node of one client still works
+    with pytest.raises(ConfigError, match=r"partition-id=3, num-partitions=3.*or num-partitions=3 with "
+                                          r"clients-per-node=3"):
+        node_clients(_context(3, 3), cfg)
+
+
+def _train(context, pid, config=None):
+    x = np.zeros(65 * 10)
+    cfg = {"round": 1, "H": 1, **({APP_CLIENT_ID: pid} if pid is not None else {}), **(config or {})}
+    msg = Message(RecordDict({"arrays": ArrayRecord({"x": _array(x)}), CONFIG: ConfigRecord(cfg)}),
+                  dst_node_id=5, message_type=TRAIN)
+    return client_app(msg, context)
+
+
+def _array(x):
+    from flwr.app import Array
+
+    return Array(x)
+
+
+@pytest.mark.parametrize("pid, words", [
+    (2, "serves clients 3..5, not client 2"),
+    (None, "serves clients 3..5: the message names none"),
+])
+def test_work_for_a_client_the_node_does_not_serve_is_refused_alone(pid, words):
+    """The ClientApp raises (Flower's engine turns it into that message's error reply; the others go on)."""
+    with pytest.raises(ConfigError, match=words):
+        _train(_context(1, 3), pid)
+
+
+@pytest.mark.parametrize("value", [True, "3", 3.0])
+def test_a_client_id_that_is_not_an_integer_is_refused(value):
+    msg = Message(RecordDict({CONFIG: ConfigRecord({APP_CLIENT_ID: value})}), dst_node_id=5, message_type=TRAIN)
+    with pytest.raises(ConfigError, match="not an integer"):
+        named_client(msg)
+
+
+def test_the_partition_query_of_a_share_node_says_its_node_config():
+    msg = Message(RecordDict(), dst_node_id=5, message_type=QUERY_PARTITION)
+    rec = client_app(msg, _context(2, 3)).content.metric_records[METRICS]
+    assert (rec[PARTITION_ID], rec[NUM_PARTITIONS]) == (2, 3)
+
+
+def test_each_client_of_a_node_keeps_its_own_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
+    ctx = _context(1, 3)
+    saved = {}
+    for pid in (3, 4):
+        state = {"c": np.full(3, float(pid))}
+        client_state.save(ctx.run_id, pid, state)
+        saved[pid] = state
+    assert all(np.array_equal(client_state.load(ctx.run_id, p)["c"], saved[p]["c"]) for p in (3, 4))
+    assert client_state.load(ctx.run_id, 5) == {}
+    assert sorted(p.name for p in client_state.run_dir(ctx.run_id).iterdir()) == ["client-3.npz", "client-4.npz"]
+    client_state.remove(ctx.run_id)
+    assert not client_state.run_dir(ctx.run_id).exists()
+
+
+# -- the numbers of one node per client ----------------------------------------------------------------------------
+
+KEYS = ("test_loss", "test_acc", "sampled", "participants", "failed", "fed_loss", "staleness", "clock_s")
+
+
+def _records(tmp_path, cfg, name, share_nodes, workers):
+    d, x = run_inprocess({**cfg, "output-dir": str(tmp_path), "run-name": name}, workers=workers,
+                         share_nodes=share_nodes)
+    return [[r.get(k) for k in KEYS] for r in read_rounds(d)], x
+
+
+@pytest.mark.parametrize("cfg", [
+    # SCAFFOLD's c_i (client state), crashes and a corrupt reply (failures per client), federated evaluation
+    {"strategy": "scaffold", "num-clients": 7, "clients-per-node": 3, "num-rounds": 4, "beta": 0.6,
+     "crash-prob": 0.15, "corrupt-prob": 0.1, "federated-eval": True, "speed-profile": "lognormal"},
+    {"strategy": "scaffnew", "num-clients": 5, "clients-per-node": 2, "num-rounds": 4, "beta": 1.0},
+    # the asynchronous engine on the simulated clock: stragglers, availability, staleness per client
+    {"strategy": "fedbuff", "engine": "async", "num-clients": 6, "clients-per-node": 4, "num-rounds": 6,
+     "slow-clients": "1,4", "straggler-factor": 5.0, "availability": "1,0.7", "federated-eval": True},
+])
+def test_shared_nodes_give_the_numbers_of_one_node_per_client(tmp_path, monkeypatch, cfg):
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path / "home"))
+    shared, x_shared = _records(tmp_path, cfg, "shared", True, workers=2)  # two at once: one node, two clients
+    alone, x_alone = _records(tmp_path, cfg, "alone", False, workers=0)
+    assert shared == alone
+    np.testing.assert_array_equal(x_shared, x_alone)
+    state = Path(tmp_path / "home" / client_state.FOLDER)
+    assert not state.exists() or not list(state.iterdir())  # the run's state files are gone with it
+    assert os.environ["FLWR_HOME"] == str(tmp_path / "home")

@@ -1,0 +1,43 @@
+"""Many clients per simulated SuperNode (run-config ``clients-per-node``): which node serves which clients.
+
+Flower's simulation costs grow with its SuperNodes: every 0.1 s it asks each node for a message, and each ask
+walks every stored message (issue 51: 146 s to learn the node map of 10,000 nodes). With k clients per node,
+a simulation of m clients runs K = ceil(m / k) SuperNodes; node j (its node config's partition-id = j,
+num-partitions = K, as Flower's simulation sets them) serves clients j k .. min(m, (j + 1) k) - 1. Every message
+names its client (``zofl.strategies.wire.CLIENT_ID``); the client's work, speed, faults, failures and state are
+its own, as with one node per client, so every number is the same.
+
+``auto`` (``clients-per-node = 0``) keeps one node per client up to ``AUTO_NODES`` clients (every run as before)
+and beyond that at most ``AUTO_NODES`` nodes. Only the simulation's own ClientApp on the engines sync and async
+shares nodes: the legacy API (its ClientProxy is a node and Flower's legacy server reports a failure by proxy,
+not by the work it failed on), Flower's own FedAvg (it samples nodes) and a user's App keep one client per node.
+Pure functions of their arguments.
+"""
+from __future__ import annotations
+
+AUTO_NODES = 100  # auto: one node per client up to this many clients, at most this many nodes beyond
+
+
+def clients_per_node(m: int, key: int, shareable: bool = True) -> int:
+    """k, the clients each simulated SuperNode serves: ``key`` when it is >= 1, else (auto) 1 up to AUTO_NODES
+    clients and ceil(m / AUTO_NODES) beyond; always 1 where nodes cannot be shared (``shareable`` False)."""
+    if not shareable:
+        return 1
+    if key >= 1:
+        return min(key, m)
+    return 1 if m <= AUTO_NODES else -(-m // AUTO_NODES)
+
+
+def num_nodes(m: int, k: int) -> int:
+    """K = ceil(m / k): the simulated SuperNodes that serve m clients, k each (the last maybe fewer)."""
+    return -(-m // k)
+
+
+def share(j: int, m: int, k: int) -> range:
+    """The clients node j serves: j k .. min(m, (j + 1) k) - 1."""
+    return range(j * k, min(m, (j + 1) * k))
+
+
+def node_of(client: int, k: int) -> int:
+    """The index j of the node (its partition-id) that serves ``client``."""
+    return client // k
