@@ -1,18 +1,27 @@
-"""Benchmark: many virtual clients in the Flower simulation, with the peak memory of the whole run.
+"""Benchmark: many virtual clients through Flower's Ray simulation and in-process, with the peak memory of each.
 
-    python benchmarks/bench_scale.py --data-dir /abs/dir/with/fashion_mnist.npz [--clients 1000] [--rounds 5]
+    python benchmarks/bench_scale.py --data-dir /abs/data [--dataset mnist] [--clients 10000] [--rounds 4]
+        [--clients-per-node 0 1] [--inprocess] [--out FILE.json]
 
-Runs ZO-HFL on Fashion-MNIST with ``--clients`` SuperNodes (beta = 10 / clients, so about ten
-clients work per round; round 1 contacts every SuperNode once to learn which partition it holds)
-through ``flwr run`` on a private simulation SuperLink, and samples every 0.5 s the resident memory
-(RSS) summed over all processes it started: SuperLink, SuperExec, the simulation process with the
-ServerApp, Ray's own processes and its actors. Prints the peak and the round times.
+Runs ZO-HFL (beta = 100 / clients, at least 0.01: about a hundred clients per round; tau 20; alpha 1) on
+``--dataset`` with ``--clients`` clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
+client: the layout before issue 51) through ``flwr run`` on a private simulation SuperLink, and with
+``--inprocess`` once on the in-process Grid (the same ServerApp code without Ray or a SuperLink: the floor of what
+Flower's machinery adds). Each run is a fresh process tree; every 0.5 s the resident memory (RSS) summed over all
+its processes is sampled (SuperLink, SuperExec, the simulation process with the ServerApp, Ray's processes and
+actors; in-process: the process and its workers). For each it prints: learning the node map (the server's log),
+round 1, the median seconds per round after it, the whole command, the peak memory, and the final accuracy
+(the same for every layout: the numbers do not depend on it). The splits folder is a fresh temporary one per run
+(``split-cache`` makes the split once per run). ``--out`` writes the figures as JSON.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -22,10 +31,17 @@ from pathlib import Path
 from zofl.launch import local_superlink
 from zofl.results import read_rounds
 
+NODE_MAP = re.compile(r"learned the partitions of (\d+) SuperNodes in ([0-9.]+)s")
+INPROCESS = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # the server's log: the node map's time
+from zofl.inprocess import run_inprocess
+run_inprocess(json.loads(sys.argv[1]), workers=int(sys.argv[2]), start_method="spawn")
+"""
+
 
 def _tree_rss(root: int) -> tuple[int, int]:
-    """(RSS in bytes, number of processes) of ``root`` and all its descendants (Ray's processes
-    descend from the simulation process, which descends from the SuperLink)."""
+    """(RSS in bytes, number of processes) of ``root`` and all its descendants."""
     parents, rss = {}, {}
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
@@ -46,49 +62,123 @@ def _tree_rss(root: int) -> tuple[int, int]:
     return total, count
 
 
+class Sampler:
+    """The peak RSS of a process tree, sampled every 0.5 s in a thread (``with Sampler(pid_fn) as s``)."""
+
+    def __init__(self, root):
+        self.root, self.peak, self.procs, self.stop = root, 0, 0, threading.Event()
+
+    def __enter__(self):
+        def sample():
+            while not self.stop.is_set():
+                pid = self.root()
+                if pid is not None:
+                    rss, count = _tree_rss(pid)
+                    self.peak, self.procs = max(self.peak, rss), max(self.procs, count)
+                self.stop.wait(0.5)
+
+        self.thread = threading.Thread(target=sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def _figures(folder: Path, log: str, wall: float, sampler: Sampler, layout: str) -> dict:
+    rec = read_rounds(folder)
+    walls = [r["wall_s"] for r in rec[1:]]
+    found = NODE_MAP.findall(log)
+    return {"layout": layout, "node_map_s": float(found[-1][1]) if found else None,
+            "nodes": int(found[-1][0]) if found else None, "round1_s": walls[0] if walls else None,
+            "s_per_round": statistics.median(walls[1:]) if len(walls) > 1 else None, "whole_s": wall,
+            "peak_gib": sampler.peak / 2**30, "processes": sampler.procs, "final_acc": rec[-1]["test_acc"],
+            "participants": rec[-1]["participants"]}
+
+
+def run_ray(cfg: dict, tmp: Path, k: int) -> dict:
+    from zofl.config import clients_per_node, parse_config
+    from zofl.core.shares import num_nodes
+
+    cfg = {**cfg, "clients-per-node": k, "output-dir": str(tmp), "run-name": f"ray-{k}"}
+    parsed = parse_config(cfg)
+    nodes = num_nodes(parsed.num_clients, clients_per_node(parsed))
+    with local_superlink(tmp / f"sl-{k}") as sl:
+        with Sampler(lambda: sl.proc.pid) as s:
+            t = time.perf_counter()
+            res = sl.run(cfg, num_supernodes=nodes)
+            wall = time.perf_counter() - t
+    if res.returncode != 0 or not (tmp / f"ray-{k}" / "summary.json").exists():
+        sys.exit((res.stdout + res.stderr)[-4000:])
+    flwr_log = tmp / f"ray-{k}" / "flwr.log"
+    log = res.stdout + res.stderr + (flwr_log.read_text() if flwr_log.exists() else "")
+    return _figures(tmp / f"ray-{k}", log, wall, s, f"Ray, clients-per-node {k or 'auto'} ({nodes} SuperNodes)")
+
+
+def run_inprocess(cfg: dict, tmp: Path, workers: int) -> dict:
+    cfg = {**cfg, "output-dir": str(tmp), "run-name": "inprocess"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", INPROCESS, json.dumps(cfg), str(workers)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with Sampler(lambda: proc.pid) as s:
+        log, _ = proc.communicate()
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        sys.exit(log[-4000:])
+    return _figures(tmp / "inprocess", log, wall, s, f"in-process Grid, {workers} worker(s)")
+
+
+def table(rows: list[dict]) -> str:
+    def f(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    out = ["| layout | node map (s) | round 1 (s) | s/round after round 1 | whole command (s) | peak memory (GiB) | "
+           "processes | final acc. |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['layout']} | {f(r['node_map_s'], '.2f')} | {f(r['round1_s'], '.2f')} | "
+                   f"{f(r['s_per_round'], '.2f')} | {r['whole_s']:.1f} | {r['peak_gib']:.2f} | {r['processes']} | "
+                   f"{r['final_acc']:.4f} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--clients", type=int, default=1000)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--alpha", type=float, default=1.0)
-    ap.add_argument("--out", help="append the results as markdown to this file")
+    ap.add_argument("--data-dir", required=True, type=Path)
+    ap.add_argument("--dataset", default="mnist")
+    ap.add_argument("--clients", type=int, default=10000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--clients-per-node", type=int, nargs="*", default=[0])
+    ap.add_argument("--inprocess", action="store_true", help="also the in-process Grid (the floor)")
+    ap.add_argument("--workers", type=int, default=2, help="in-process client processes")
+    ap.add_argument("--out", type=Path, help="write the figures as JSON")
     args = ap.parse_args()
-    cfg = {"dataset": "fashion_mnist", "data-dir": str(Path(args.data_dir).resolve()), "num-clients": args.clients,
-           "alpha": args.alpha, "beta": min(1.0, 10 / args.clients), "min-partition-size": 1, "tau": 20.0,
-           "num-rounds": args.rounds, "client-wait-s": 600.0}
-    peak, procs, stop = [0], [0], threading.Event()
+    cfg = {"dataset": args.dataset, "data-dir": str(args.data_dir.expanduser().resolve()), "num-clients": args.clients,
+           "alpha": 1.0, "beta": max(0.01, min(1.0, 100 / args.clients)), "tau": 20.0, "num-rounds": args.rounds,
+           "client-wait-s": 900.0}
+    rows = []
     with tempfile.TemporaryDirectory(prefix="zofl-scale-") as tmp:
-        with local_superlink(Path(tmp) / "sl") as sl:
-            def sample():
-                while not stop.is_set():
-                    rss, count = _tree_rss(sl.proc.pid)
-                    peak[0], procs[0] = max(peak[0], rss), max(procs[0], count)
-                    stop.wait(0.5)
-
-            t_sampler = threading.Thread(target=sample, daemon=True)
-            t_sampler.start()
-            t = time.perf_counter()
-            res = sl.run({**cfg, "output-dir": tmp, "run-name": "scale"}, num_supernodes=args.clients)
-            wall = time.perf_counter() - t
-            stop.set()
-            t_sampler.join()
-        if res.returncode != 0 or not (Path(tmp) / "scale" / "summary.json").exists():
-            sys.exit((res.stdout + res.stderr)[-4000:])
-        rec = read_rounds(Path(tmp) / "scale")
-        summary = json.loads((Path(tmp) / "scale" / "summary.json").read_text())
-    rounds = ", ".join(f"{r['wall_s']:.2f}" for r in rec[1:])
-    lines = [f"clients (SuperNodes): {args.clients}; rounds: {args.rounds}; "
-             f"clients per round: {rec[-1]['participants']}",
-             f"peak memory, all processes of the run (up to {procs[0]} at once): {peak[0] / 2**30:.2f} GiB",
-             f"wall, whole `flwr run`: {wall:.1f} s; ServerApp part: {summary['total_wall_s']:.1f} s",
-             f"round wall times (s): {rounds}",
-             f"final test accuracy: {rec[-1]['test_acc']:.4f}"]
-    print("\n".join(lines))
+        for k in args.clients_per_node:
+            rows.append(run_ray({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), f"d{k}")}, Path(tmp), k))
+        if args.inprocess:
+            rows.append(run_inprocess({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), "dip")}, Path(tmp),
+                                      args.workers))
+    print(f"{args.clients:,} clients, {args.rounds} rounds, ZO-HFL on {args.dataset}, beta {cfg['beta']:g}")
+    print(table(rows))
     if args.out:
-        with open(args.out, "a") as f:
-            f.write(f"Command: `python benchmarks/bench_scale.py {' '.join(sys.argv[1:])}`\n\n")
-            f.write("\n".join(f"- {line}" for line in lines) + "\n\n")
+        args.out.write_text(json.dumps({"command": " ".join(sys.argv[1:]), "config": cfg, "rows": rows}, indent=1)
+                            + "\n")
+
+
+def _fresh_data(cfg: dict, tmp: Path, name: str) -> str:
+    """A data-dir of its own (the dataset linked in, no splits folder): every run makes its split once."""
+    src = Path(cfg["data-dir"]) / f"{cfg['dataset']}.npz"
+    folder = tmp / name
+    folder.mkdir()
+    if src.exists():
+        os.symlink(src, folder / src.name)
+    return str(folder)
 
 
 if __name__ == "__main__":

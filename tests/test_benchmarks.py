@@ -102,11 +102,14 @@ def test_bench_zohfl_at_its_smallest_setting(data, tmp_path):
 
 
 def test_bench_scale_at_its_smallest_setting(data, tmp_path):
-    out = tmp_path / "scale.md"
-    _script("-c", WITHOUT_FLOWER, "benchmarks/bench_scale.py", "--data-dir", data, "--clients", 4, "--rounds", 1,
-            "--out", out)
-    text = out.read_text()
-    assert "- clients (SuperNodes): 4; rounds: 1; clients per round: " in text and "peak memory" in text, text
+    out = tmp_path / "scale.json"
+    text = _script("-c", WITHOUT_FLOWER, "benchmarks/bench_scale.py", "--data-dir", data, "--clients", 4, "--rounds", 2,
+                   "--clients-per-node", 0, 2, "--inprocess", "--workers", 0, "--out", out)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["layout"] for r in rows] == ["Ray, clients-per-node auto (4 SuperNodes)",
+                                           "Ray, clients-per-node 2 (2 SuperNodes)", "in-process Grid, 0 worker(s)"]
+    assert len({r["final_acc"] for r in rows}) == 1 and all(r["peak_gib"] > 0 for r in rows), rows
+    assert "| in-process Grid, 0 worker(s) |" in text and rows[2]["node_map_s"] is not None
 
 
 def test_bench_splits_at_its_smallest_setting(data, tmp_path):

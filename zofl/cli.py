@@ -516,7 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--strategy", help="shorthand for --set strategy=...")
     run.add_argument("--rounds", type=int, help="shorthand for --set num-rounds=...")
-    run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (one SuperNode each)")
+    run.add_argument("--clients", type=int, help="shorthand for --set num-clients=... (a simulated SuperNode each up "
+                     "to 100 clients, at most 100 SuperNodes beyond: clients-per-node)")
     run.add_argument("--out", metavar="DIR", help="results go to DIR/<run-name>/ (shorthand for --set output-dir=DIR, "
                                                   "made absolute; default ~/zofl-results)")
     run.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
