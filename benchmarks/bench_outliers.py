@@ -18,7 +18,7 @@ Each figure is the median of ``--repeats`` calls (after one untimed call), wall 
 norms, O(n d); the one Python loop builds each reply's vector (a reply is a mapping of named arrays). There is no
 pairwise distance. Its results are exact (nothing is sampled).
 
-Measured on this project's 2-core machine (x86_64, Python 3.11.7, numpy with OpenBLAS 0.3.31), 2026-12-03, beside a
+Measured on this project's 2-core machine (x86_64, Python 3.11.7, numpy with OpenBLAS 0.3.31), 2026-11-29, beside a
 study at nice 19 and other work (1-minute load 4.5: the figures are wall times on a shared machine), with
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_outliers.py --repeats 7 --out docs/benchmark-outliers.json

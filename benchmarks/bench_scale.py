@@ -3,14 +3,16 @@
     python benchmarks/bench_scale.py --data-dir /abs/data [--dataset mnist] [--clients 10000] [--rounds 4]
         [--clients-per-node 0 1] [--inprocess] [--out FILE.json]
 
-Runs ZO-HFL (beta = 100 / clients, at least 0.01: about a hundred clients per round; tau 20; alpha 1) on
-``--dataset`` with ``--clients`` clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
+Runs ZO-HFL (beta = 100 / clients, at most 1: about a hundred clients per round; tau 20; alpha 1) on
+``--dataset`` (or, with ``--generated ROWS``, a generated set of that many rows as data-path) with ``--clients``
+clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
 client: the layout before issue 51) through ``flwr run`` on a private simulation SuperLink, and with
 ``--inprocess`` once on the in-process Grid (the same ServerApp code without Ray or a SuperLink: the floor of what
 Flower's machinery adds). Each run is a fresh process tree; every 0.5 s the resident memory (RSS) summed over all
 its processes is sampled (SuperLink, SuperExec, the simulation process with the ServerApp, Ray's processes and
 actors; in-process: the process and its workers). For each it prints: learning the node map (the server's log),
 round 1, the median seconds per round after it, the whole command, the peak memory, and the final accuracy
+(the node map and the run's other start-up parts from its summary.json's ``startup``)
 (the same for every layout: the numbers do not depend on it). The splits folder is a fresh temporary one per run
 (``split-cache`` makes the split once per run). ``--out`` writes the figures as JSON.
 """
@@ -90,7 +92,9 @@ def _figures(folder: Path, log: str, wall: float, sampler: Sampler, layout: str)
     rec = read_rounds(folder)
     walls = [r["wall_s"] for r in rec[1:]]
     found = NODE_MAP.findall(log)
-    return {"layout": layout, "node_map_s": float(found[-1][1]) if found else None,
+    startup = json.loads((folder / "summary.json").read_text()).get("startup") or {}
+    return {"layout": layout, "node_map_s": startup.get("node_map_s", float(found[-1][1]) if found else None),
+            "runtime_s": startup.get("runtime_s"), "setup_s": startup.get("setup_s"),
             "nodes": int(found[-1][0]) if found else None, "round1_s": walls[0] if walls else None,
             "s_per_round": statistics.median(walls[1:]) if len(walls) > 1 else None, "whole_s": wall,
             "peak_gib": sampler.peak / 2**30, "processes": sampler.procs, "final_acc": rec[-1]["test_acc"],
@@ -152,23 +156,41 @@ def main() -> None:
     ap.add_argument("--clients-per-node", type=int, nargs="*", default=[0])
     ap.add_argument("--inprocess", action="store_true", help="also the in-process Grid (the floor)")
     ap.add_argument("--workers", type=int, default=2, help="in-process client processes")
+    ap.add_argument("--generated", type=int, metavar="ROWS",
+                    help="instead of --dataset: a generated set of ROWS examples (32 features, 10 classes), as "
+                         "data-path")
     ap.add_argument("--out", type=Path, help="write the figures as JSON")
     args = ap.parse_args()
     cfg = {"dataset": args.dataset, "data-dir": str(args.data_dir.expanduser().resolve()), "num-clients": args.clients,
-           "alpha": 1.0, "beta": max(0.01, min(1.0, 100 / args.clients)), "tau": 20.0, "num-rounds": args.rounds,
+           "alpha": 1.0, "beta": min(1.0, 100 / args.clients), "tau": 20.0, "num-rounds": args.rounds,
            "client-wait-s": 900.0}
     rows = []
     with tempfile.TemporaryDirectory(prefix="zofl-scale-") as tmp:
+        if args.generated:
+            cfg["data-path"] = generate(Path(tmp) / "generated.npz", args.generated)
         for k in args.clients_per_node:
             rows.append(run_ray({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), f"d{k}")}, Path(tmp), k))
         if args.inprocess:
             rows.append(run_inprocess({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), "dip")}, Path(tmp),
                                       args.workers))
-    print(f"{args.clients:,} clients, {args.rounds} rounds, ZO-HFL on {args.dataset}, beta {cfg['beta']:g}")
+    data = f"a generated set of {args.generated:,} rows" if args.generated else args.dataset
+    print(f"{args.clients:,} clients, {args.rounds} rounds, ZO-HFL on {data}, beta {cfg['beta']:g}")
     print(table(rows))
     if args.out:
         args.out.write_text(json.dumps({"command": " ".join(sys.argv[1:]), "config": cfg, "rows": rows}, indent=1)
                             + "\n")
+
+
+def generate(path: Path, rows: int, features: int = 32, classes: int = 10) -> str:
+    """A learnable synthetic set: labels uniform, features Gaussian around a class mean (seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, classes, rows)
+    means = rng.normal(0.0, 1.0, (classes, features)).astype(np.float32)
+    x = means[y] + rng.normal(0.0, 2.0, (rows, features)).astype(np.float32)
+    np.savez(path, x=x, y=y.astype(np.int64))
+    return str(path)
 
 
 def _fresh_data(cfg: dict, tmp: Path, name: str) -> str:
