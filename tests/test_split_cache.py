@@ -208,3 +208,45 @@ def test_zofl_runs_check_holds_no_data_afterwards(tmp_path):
 
     check_locally({"data-dir": str(tmp_path), "output-dir": str(tmp_path / "out"), "run-name": "r", "num-rounds": 1})
     assert all(c.cache_info().currsize == 0 for c in _DATA_CACHES)
+
+
+def _flwr_datasets_draw(labels, m, alpha, seed, min_size):
+    """flwr-datasets' own DirichletPartitioner, as zofl used it before: every client's positions."""
+    import warnings
+
+    import pyarrow as pa
+    from datasets import Dataset
+    from flwr_datasets.partitioner import DirichletPartitioner
+
+    from zofl.tasks.data import partition_positions
+
+    part = DirichletPartitioner(num_partitions=m, partition_by="label", alpha=float(alpha), min_partition_size=min_size,
+                                self_balancing=False, shuffle=True, seed=seed)
+    part.dataset = Dataset(pa.table({"label": pa.array(labels), "pos": pa.array(np.arange(len(labels)))}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return partition_positions(part, m)
+
+
+@pytest.mark.parametrize("m, alpha, seed, min_size, classes", [
+    (5, 1.0, 0, 10, 10), (7, 0.1, 3, 2, 10), (40, 0.5, 11, 3, 10),
+    (40, 0.3, 0, 5, 10), (40, 0.3, 1, 8, 10), (40, 0.5, 2, 8, 10),  # these pass at the 10th, 6th and 3rd try
+    (3, 1000.0, 5, 10, 7), (12, 0.2, 2, 1, 3), (1, 1.0, 0, 10, 10), (30, 0.3, 9, 0, 4),
+])
+def test_the_dirichlet_draw_is_flwr_datasets_bit_for_bit(m, alpha, seed, min_size, classes):
+    from zofl.tasks.data import _dirichlet_draw
+
+    labels = np.random.default_rng(seed + 100).integers(0, classes, 900).astype(np.int64)
+    ours, theirs = _dirichlet_draw(labels, m, alpha, seed, min_size), _flwr_datasets_draw(labels, m, alpha, seed,
+                                                                                          min_size)
+    assert len(ours) == len(theirs) == m
+    assert all(a.dtype == np.int64 and np.array_equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_a_dirichlet_draw_that_never_passes_fails_as_flwr_datasets_does():
+    from zofl.tasks.data import _dirichlet_draw
+
+    labels = np.repeat(np.arange(10), 60).astype(np.int64)
+    for draw in (_dirichlet_draw, _flwr_datasets_draw):
+        with pytest.raises(ValueError, match="max number of attempts"):
+            draw(labels, 50, 0.01, 0, 12)

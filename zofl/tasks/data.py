@@ -17,7 +17,8 @@ Datasets (``DATASETS``):
 Splits (ZO-HFL paper, Sec. IV): the train and test parts are pooled, shuffled and split
 90/10 into train/test; a ``server_fraction`` of the training part goes to the server (f1);
 the rest is split over ``m`` clients by Dirichlet(``alpha``) over labels, with
-flwr-datasets' ``DirichletPartitioner``. Everything is a pure function of
+flwr-datasets' ``DirichletPartitioner``'s draw (``_dirichlet_draw``: the same indices, computed with whole arrays).
+Everything is a pure function of
 (dataset, m, alpha, server_fraction, seed), so every strategy sees the same data.
 """
 from __future__ import annotations
@@ -569,7 +570,7 @@ def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min
                         fallback: str = "top-up") -> list[np.ndarray]:
     """Split positions 0..len(labels)-1 over ``m`` clients by Dirichlet(alpha) per label.
 
-    flwr-datasets' DirichletPartitioner does the draw; it retries until every client holds at least ``min_size``
+    flwr-datasets' DirichletPartitioner's draw (``_dirichlet_draw``); it retries until every client holds ``min_size``
     examples and gives up after 10 tries. Then, with ``fallback`` = ``top-up`` (``split-fallback``), its first
     draw without the minimum is taken and ``top_up`` moves examples from the largest clients to those below
     ``min_size``; with ``fail``, the ValueError is raised (the caller names the keys)."""
@@ -589,19 +590,36 @@ def dirichlet_partition(labels: np.ndarray, m: int, alpha: float, seed: int, min
 
 
 def _dirichlet_draw(labels: np.ndarray, m: int, alpha: float, seed: int, min_size: int) -> list[np.ndarray]:
-    import warnings
-
-    import pyarrow as pa
-    from datasets import Dataset
-    from flwr_datasets.partitioner import DirichletPartitioner
-
-    part = DirichletPartitioner(num_partitions=m, partition_by="label", alpha=float(alpha),
-                                min_partition_size=min_size, self_balancing=False, shuffle=True, seed=seed)
-    part.dataset = Dataset(pa.table({"label": pa.array(np.asarray(labels, dtype=np.int64)),
-                                     "pos": pa.array(np.arange(len(labels), dtype=np.int64))}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return partition_positions(part, m)
+    """flwr-datasets' ``DirichletPartitioner`` draw (self_balancing off, shuffle on), the same indices bit for bit,
+    computed with whole arrays: its own loop costs a Python pass over every client per class and, per failed try,
+    a ``min`` over every client for each client (about an hour at 100,000 clients; benchmarks/bench_splits.py).
+    Its steps, on its generator ``default_rng(seed)``: per try, for each label in sorted order, the label's
+    positions cut by ``floor(cumsum(Dirichlet(alpha 1_m)) x n_k)``; a try whose smallest client holds fewer than
+    ``min_size`` is drawn again, at most 11 tries (then its ValueError); then each client's positions (label by
+    label, in order) shuffled, client by client. tests/test_split_cache.py checks it against flwr-datasets."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed=seed)
+    alphas = np.array([float(alpha)], dtype=float).repeat(m)
+    by_label = [np.nonzero(labels == k)[0] for k in np.unique(labels)]
+    for attempt in range(11):
+        counts = []
+        for idx in by_label:
+            cuts = (np.cumsum(rng.dirichlet(alphas)) * len(idx)).astype(int)[:-1]
+            counts.append(np.diff(np.concatenate([[0], np.clip(cuts, 0, len(idx)), [len(idx)]])))
+        sizes = np.sum(counts, axis=0) if counts else np.zeros(m, dtype=np.int64)
+        if int(sizes.min()) >= min_size:
+            break
+    else:
+        raise ValueError("The max number of attempts (10) was reached. Please update the values of alpha and try "
+                         "again.")
+    # every position's client, label by label; a stable sort by client keeps each client's label order
+    owner = np.concatenate([np.repeat(np.arange(m), c) for c in counts]) if counts else np.zeros(0, np.int64)
+    order = np.concatenate(by_label) if by_label else np.zeros(0, np.int64)
+    pos = order[np.argsort(owner, kind="stable")].astype(np.int64)
+    parts = np.split(pos, np.cumsum(sizes)[:-1])
+    for p in parts:
+        rng.shuffle(p)
+    return parts
 
 
 def top_up(parts: list[np.ndarray], min_size: int, seed: int) -> tuple[list[np.ndarray], int]:

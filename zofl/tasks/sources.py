@@ -666,7 +666,7 @@ def partition(labels: np.ndarray, ids: np.ndarray | None, scheme: str, m: int,
               params: PartitionParams = PartitionParams(), seed: int = 0) -> list[np.ndarray]:
     """Row positions 0..N-1 of one dataset for each of ``m`` simulated clients, by ``scheme`` (``SCHEMES``), with
     flwr-datasets' partitioners: ``iid`` (IidPartitioner on a seeded permutation: contiguous equal shares of it),
-    ``dirichlet`` (DirichletPartitioner over labels: exactly ``zofl.tasks.data.dirichlet_partition``'s indices),
+    ``dirichlet`` (DirichletPartitioner's draw over labels: ``zofl.tasks.data.dirichlet_partition``),
     ``pathological`` (PathologicalPartitioner: k classes per client; the examples of a class no client drew are in
     none), ``shards`` (ShardPartitioner: the label-sorted rows cut into shards, each client a few; a remainder of
     fewer than m x shards_per_client rows is in none), ``natural`` (NaturalIdPartitioner: client i holds the rows of
