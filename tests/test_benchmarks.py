@@ -129,3 +129,20 @@ def test_bench_outliers_at_its_smallest_setting(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert "far_replies (updates)" in text and [r["replies"] for r in rows] == [3, 5]
     assert all(r["flagged"] == [0] and r["far_replies_models_s"] > 0 and r["test_pass_s"] > 0 for r in rows)
+
+
+def test_the_scale_page_shows_the_tables_of_its_files():
+    """docs/benchmark-scale.md's tables are the scripts' renderings of the JSON files beside it (no typed figure)."""
+    import importlib.util
+
+    def module(name):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    page = (ROOT / "docs" / "benchmark-scale.md").read_text()
+    scale, splits = module("bench_scale"), module("bench_splits")
+    for n in (1000, 10000, 100000):
+        assert scale.table(json.loads((ROOT / "docs" / f"benchmark-scale-{n}.json").read_text())["rows"]) in page, n
+    assert splits.table(json.loads((ROOT / "docs" / "benchmark-splits.json").read_text())["rows"]) in page

@@ -37,8 +37,9 @@ def test_a_run_s_summary_says_where_its_start_up_went_and_a_resume_says_its_own(
     assert sum(parts) <= took
     assert s["first_round_s"] >= read_rounds(d)[1]["wall_s"] - 1e-3  # the round, and what came before its plan
     line = _line(capsys.readouterr().out)
-    assert line == (f"  start-up: server set-up {s['setup_s']:.1f} s, node map {s['node_map_s']:.1f} s, round 1 "
-                    f"{s['first_round_s']:.1f} s"), line
+    assert line == (f"  start-up: server set-up {s['setup_s']:.1f} s, node map {s['node_map_s']:.1f} s (first answer "
+                    f"after {s['first_answer_s']:.1f} s), round 1 {s['first_round_s']:.1f} s"), line
+    assert 0 <= s["first_answer_s"] <= s["node_map_s"], s
 
     run_inprocess({**keys, "num-rounds": 4, "resume": True}, workers=0)
     again = _startup(d)
@@ -79,10 +80,12 @@ def test_the_set_up_is_the_server_s_time_to_its_first_round_less_the_node_map():
     """The parts add up to the time from the ServerApp's start to its first record: the set-up is what is left
     before the first round once the node map is taken out; unknown parts are null, never a guess."""
     s = Startup(t0=10.0, runtime_s=41.0, node_map_s=3.0, t_ready=20.0, first_round=1, first_round_s=5.0)
-    assert s.fields() == {"runtime_s": 41.0, "setup_s": 7.0, "node_map_s": 3.0, "first_round": 1, "first_round_s": 5.0}
+    assert s.fields() == {"runtime_s": 41.0, "setup_s": 7.0, "node_map_s": 3.0, "first_answer_s": None,
+                          "first_round": 1, "first_round_s": 5.0}
     assert Startup(t0=10.0, t_ready=12.5).fields()["setup_s"] == 2.5  # no node map (a direct test of the core)
     assert Startup(node_map_s=3.0, t_ready=20.0).fields() == {  # a user's App: no ServerApp start known
-        "runtime_s": None, "setup_s": None, "node_map_s": 3.0, "first_round": None, "first_round_s": None}
+        "runtime_s": None, "setup_s": None, "node_map_s": 3.0, "first_answer_s": None, "first_round": None,
+        "first_round_s": None}
     late = Startup(t0=10.0)
     late.recorded(1)  # a record before the set-up ended (round 0) starts no round
     late.ready()

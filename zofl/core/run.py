@@ -142,6 +142,7 @@ class Run:
         self.fed, self.unheld = fed, set(fed.unheld)
         if self.startup.node_map_s is None:
             self.startup.node_map_s = getattr(fed, "learned_s", None)
+            self.startup.first_answer_s = getattr(fed, "first_answer_s", None)
 
     def evaluates(self, k: int) -> bool:
         """Whether round (update) ``k`` ends with a federated evaluation (run-config federated-eval, eval-every)."""

@@ -8,6 +8,8 @@
                    x_0 and its evaluation (round 0), or the checkpoint a resume continues from
     node_map_s     learning which SuperNode holds which partition (``zofl.strategies.nodes``), waiting for the
                    SuperNodes to connect included
+    first_answer_s of node_map_s, the time to the first node's answer: the runtime ready to run a ClientApp (Ray's
+                   actors started, zofl imported in them); the rest is the cost of asking every node
     first_round    the first record this process wrote after its start: 1, or a resume's checkpoint round + 1
     first_round_s  from the end of the set-up to that record: the round, its messages' first trip included
                    (Ray's actors, the ClientApps' imports and data)
@@ -65,6 +67,7 @@ class Startup:
     t0: float | None = None
     runtime_s: float | None = None
     node_map_s: float | None = None
+    first_answer_s: float | None = None
     t_ready: float | None = None  # perf_counter when the set-up ended (``ready``)
     first_round: int | None = None
     first_round_s: float | None = None
@@ -85,14 +88,16 @@ class Startup:
         if self.t0 is not None and self.t_ready is not None:
             setup = max(0.0, self.t_ready - self.t0 - (self.node_map_s or 0.0))
         return {"runtime_s": _s(self.runtime_s), "setup_s": _s(setup), "node_map_s": _s(self.node_map_s),
-                "first_round": self.first_round, "first_round_s": _s(self.first_round_s)}
+                "first_answer_s": _s(self.first_answer_s), "first_round": self.first_round,
+                "first_round_s": _s(self.first_round_s)}
 
 
 def startup_line(s: dict[str, Any] | None) -> list[str]:
     """The summary's ``start-up:`` line of summary.json's ``startup`` (its known parts), or none."""
     s = s or {}
-    parts = [(what, s.get(key)) for what, key in (("runtime", "runtime_s"), ("server set-up", "setup_s"),
-                                                  ("node map", "node_map_s"))]
-    parts.append((f"round {s.get('first_round')}", s.get("first_round_s")))
-    known = [f"{what} {v:.1f} s" for what, v in parts if v is not None]
+    first = s.get("first_answer_s")
+    parts = [(what, s.get(key), "") for what, key in (("runtime", "runtime_s"), ("server set-up", "setup_s"))]
+    parts.append(("node map", s.get("node_map_s"), f" (first answer after {first:.1f} s)" if first is not None else ""))
+    parts.append((f"round {s.get('first_round')}", s.get("first_round_s"), ""))
+    known = [f"{what} {v:.1f} s{note}" for what, v, note in parts if v is not None]
     return [f"  start-up: {', '.join(known)}"] if known else []

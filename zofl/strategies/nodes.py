@@ -167,6 +167,7 @@ class Federation:
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
     query: Callable[[int], Message] = partition_query  # how a node is asked its partition (``app_query``)
     learned_s: float | None = None  # how long learning the map took, waiting for the nodes included (the summary's)
+    first_answer_s: float | None = None  # of that, until the first node's answer (the runtime ready to run one)
     k: int = 1  # clients each simulated node serves (run-config clients-per-node, ``zofl.core.shares``)
 
     def claims(self, answer: Answer, m: int) -> list[int] | None:
@@ -301,7 +302,7 @@ def learn_partitions(grid: Grid, m: int, wait_s: float, k: int = 1) -> Federatio
     claiming a held partition: neither gets work, and the others' run goes on; a
     partition nobody holds by the deadline is logged and reported, and the run goes on without it
     (the failure policy decides whether that is acceptable). No partition held at all: an error."""
-    t0 = time.perf_counter()
+    t0, t_wall = time.perf_counter(), time.time()
     deadline = time.monotonic() + wait_s
     wait_for_nodes(grid, num_nodes(m, k), wait_s)
     fed = Federation({}, k=k)
@@ -311,6 +312,8 @@ def learn_partitions(grid: Grid, m: int, wait_s: float, k: int = 1) -> Federatio
             fed.asked |= set(new)
             msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
             replies = list(grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
+            if replies and fed.first_answer_s is None:  # a reply is made (created_at) on its node, this clock
+                fed.first_answer_s = max(0.0, min(r.metadata.created_at for r in replies) - t_wall)
             for msg in sorted(replies, key=lambda r: r.metadata.src_node_id):
                 _claim(fed, msg, m)
         if len(fed.nodes) == m or time.monotonic() > deadline:
