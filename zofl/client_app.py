@@ -210,7 +210,6 @@ class ZOFLClient(NumPyClient):
         reply.metrics.update(speed=self.speed, wall_s=time.perf_counter() - t0)
         return reply
 
-
     def load_state(self) -> dict[str, np.ndarray]:
         if self.shared_node:
             return client_state.load(self.context.run_id, self.pid)
