@@ -209,8 +209,10 @@ def assert_own_start_up(s: dict, first: int, took: float, lines: list[str]) -> N
     parts = [s[k] for k in ("runtime_s", "setup_s", "node_map_s", "first_round_s")]
     assert all(isinstance(v, float) and v >= 0 for v in parts) and s["runtime_s"] > 0, s
     assert s["first_round"] == first and sum(parts) <= took, (s, first, took)
+    assert 0 <= s["first_answer_s"] <= s["node_map_s"], s  # the wait for the first node's answer is the map's
     line = (f"start-up: runtime {s['runtime_s']:.1f} s, server set-up {s['setup_s']:.1f} s, node map "
-            f"{s['node_map_s']:.1f} s, round {first} {s['first_round_s']:.1f} s")
+            f"{s['node_map_s']:.1f} s (first answer after {s['first_answer_s']:.1f} s), round {first} "
+            f"{s['first_round_s']:.1f} s")
     assert line in [x.strip() for x in lines], (line, lines)
 
 
