@@ -201,8 +201,8 @@ class Run(Settings):
     clients_per_node: int = key(0, "an integer >= 0 (0: auto)",
         "simulation: clients each SuperNode serves (every message names its client; numbers as with one node per "
         "client). 0 = auto: one node per client up to 100 clients, at most 100 nodes beyond. Engines sync and async "
-        "with zofl's ClientApp; the legacy engine, Flower's FedAvg and a user's App keep one client per node "
-        "(zofl.core.shares)", "run", nonnegative)
+        "with zofl's ClientApp; the legacy engine, Flower's FedAvg, server-data = none and a user's App keep one "
+        "client per node (zofl.core.shares, docs/engines.md)", "run", nonnegative)
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ class Data(Settings):
     min_partition_size: int = key(10, "an integer >= 1",
         "smallest client partition the Dirichlet draw accepts (at most examples / m)", "ours", lambda v: v >= 1)
     split_fallback: str = key("top-up", f"one of {SPLIT_FALLBACKS}",
-        "where the Dirichlet draw cannot give every client min-partition-size examples in 10 tries (e.g. 10,000 "
+        "where the Dirichlet draw cannot give every client min-partition-size examples in 11 draws (e.g. 10,000 "
         "clients on MNIST): top-up takes its first draw and moves examples from the largest clients to the smaller "
         "ones (docs/data.md); fail stops the run naming the keys", "ours", choice(*SPLIT_FALLBACKS))
     split_cache: bool = key(True, "true or false",
