@@ -187,3 +187,13 @@ def test_shared_nodes_give_the_numbers_of_one_node_per_client(tmp_path, monkeypa
     state = Path(tmp_path / "home" / client_state.FOLDER)
     assert not state.exists() or not list(state.iterdir())  # the run's state files are gone with it
     assert os.environ["FLWR_HOME"] == str(tmp_path / "home")
+
+
+def test_a_smaller_whole_federation_is_told_the_supernodes_its_shares_need():
+    """A plain ``flwr run`` with too few SuperNodes for 1,000 clients at 10 each: the fix names 100 SuperNodes."""
+    from zofl.strategies.nodes import smaller_federation
+
+    msg = str(smaller_federation(1000, 40, 100))
+    assert msg.startswith("run-config num-clients=1000 (on 100 SuperNodes, clients-per-node) but the federation has "
+                          "40 SuperNodes") and '"num-supernodes=100"' in msg and "num-clients=40" not in msg
+    assert str(smaller_federation(10, 2)).endswith("or set num-clients=2")  # one node per client: as before

@@ -87,12 +87,16 @@ def read_answer(msg: Message) -> Answer:
     return Answer(pid, parts, n, fp)
 
 
-def smaller_federation(m: int, n: int) -> ConfigError:
-    """The refusal of a whole federation of ``n`` < m SuperNodes (num-clients = m), with the one-line fix."""
+def smaller_federation(m: int, n: int, need: int | None = None) -> ConfigError:
+    """The refusal of a whole federation of ``n`` < ``need`` SuperNodes (num-clients = m; ``need``: the SuperNodes
+    the run's clients take, ceil(m / clients-per-node), m by default), with the one-line fix."""
+    need = m if need is None else need
+    nodes = "" if need == m else f" (on {need} SuperNodes, clients-per-node)"
+    other = f"set num-clients={n}" if need == m else "set clients-per-node so that they are num-supernodes"
     return ConfigError(
-        f"run-config num-clients={m} but the federation has {n} SuperNodes: run "
-        f"`flwr run . --stream --federation-config \"num-supernodes={m}\"` (or `zofl run`, which sizes "
-        f"the federation itself), or set num-clients={n}")
+        f"run-config num-clients={m}{nodes} but the federation has {n} SuperNodes: run "
+        f"`flwr run . --stream --federation-config \"num-supernodes={need}\"` (or `zofl run`, which sizes "
+        f"the federation itself), or {other}")
 
 
 def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool | None:
@@ -116,10 +120,12 @@ def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool | None:
     return sizes == {len(nodes)}
 
 
-def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
+def wait_for_nodes(grid: Grid, m: int, wait_s: float, clients: int | None = None) -> list[int]:
     """The node ids once m have connected (or, after ``wait_s``, those that have: at least one). Nodes that
     say they are a whole, smaller federation are refused at once (``smaller_federation``); the question is
-    asked again until every node asked has answered it."""
+    asked again until every node asked has answered it. ``clients``: the run's num-clients where its m nodes
+    serve several each (clients-per-node; the messages name both)."""
+    clients = m if clients is None else clients
     deadline = time.monotonic() + wait_s
     answered: set[int] = set()  # nodes that said they are not a whole federation of their own number
     while True:
@@ -128,16 +134,16 @@ def wait_for_nodes(grid: Grid, m: int, wait_s: float) -> list[int]:
             return nodes
         if time.monotonic() > deadline:
             if nodes:  # a deployment with SuperNodes missing: learn_partitions reports the partitions nobody holds
-                log.warning("run-config num-clients=%d but only %d SuperNodes connected after %.0fs (client-wait-s)",
-                            m, len(nodes), wait_s)
+                log.warning("run-config num-clients=%d (%d SuperNodes) but only %d SuperNodes connected after %.0fs "
+                            "(client-wait-s)", clients, m, len(nodes), wait_s)
                 return nodes
             raise ConfigError(
-                f"run-config num-clients={m} but no SuperNode connected within {wait_s:.0f}s (client-wait-s): start "
-                f"the simulation with --federation-config 'num-supernodes={m}', or start the SuperNodes")
+                f"run-config num-clients={clients} but no SuperNode connected within {wait_s:.0f}s (client-wait-s): "
+                f"start the simulation with --federation-config 'num-supernodes={m}', or start the SuperNodes")
         if nodes and not set(nodes) <= answered:
             whole = _complete_smaller_federation(grid, nodes)
             if whole:
-                raise smaller_federation(m, len(nodes))
+                raise smaller_federation(clients, len(nodes), m)
             if whole is False:
                 answered |= set(nodes)
             continue  # no time lost: the question itself waited
@@ -304,7 +310,7 @@ def learn_partitions(grid: Grid, m: int, wait_s: float, k: int = 1) -> Federatio
     (the failure policy decides whether that is acceptable). No partition held at all: an error."""
     t0, t_wall = time.perf_counter(), time.time()
     deadline = time.monotonic() + wait_s
-    wait_for_nodes(grid, num_nodes(m, k), wait_s)
+    wait_for_nodes(grid, num_nodes(m, k), wait_s, m)
     fed = Federation({}, k=k)
     while True:
         new = [n for n in sorted(grid.get_node_ids()) if n not in fed.asked]
