@@ -10,7 +10,7 @@ client: the layout before issue 51) through ``flwr run`` on a private simulation
 ``--inprocess`` once on the in-process Grid (the same ServerApp code without Ray or a SuperLink: the floor of what
 Flower's machinery adds). Each run is a fresh process tree; every 0.5 s the resident memory (RSS) summed over all
 its processes is sampled (SuperLink, SuperExec, the simulation process with the ServerApp, Ray's processes and
-actors; in-process: the process and its workers). For each it prints: learning the node map (the server's log),
+actors; in-process: the process and its workers). For each it prints: learning the node map,
 round 1, the median seconds per round after it, the whole command, the peak memory, and the final accuracy
 (the node map and the run's other start-up parts from its summary.json's ``startup``)
 (the same for every layout: the numbers do not depend on it). The splits folder is a fresh temporary one per run
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -33,10 +32,8 @@ from pathlib import Path
 from zofl.launch import local_superlink
 from zofl.results import read_rounds
 
-NODE_MAP = re.compile(r"learned the partitions of (\d+) SuperNodes in ([0-9.]+)s")
 INPROCESS = """
-import json, logging, sys
-logging.basicConfig(level=logging.INFO, format="%(message)s")  # the server's log: the node map's time
+import json, sys
 from zofl.inprocess import run_inprocess
 run_inprocess(json.loads(sys.argv[1]), workers=int(sys.argv[2]), start_method="spawn")
 """
@@ -88,15 +85,14 @@ class Sampler:
         self.thread.join()
 
 
-def _figures(folder: Path, log: str, wall: float, sampler: Sampler, layout: str) -> dict:
+def _figures(folder: Path, wall: float, sampler: Sampler, layout: str) -> dict:
     rec = read_rounds(folder)
     walls = [r["wall_s"] for r in rec[1:]]
-    found = NODE_MAP.findall(log)
     startup = json.loads((folder / "summary.json").read_text()).get("startup") or {}
-    return {"layout": layout, "node_map_s": startup.get("node_map_s", float(found[-1][1]) if found else None),
+    return {"layout": layout, "node_map_s": startup.get("node_map_s"),
             "runtime_s": startup.get("runtime_s"), "setup_s": startup.get("setup_s"),
             "first_answer_s": startup.get("first_answer_s"),
-            "nodes": int(found[-1][0]) if found else None, "round1_s": walls[0] if walls else None,
+            "round1_s": walls[0] if walls else None,
             "s_per_round": statistics.median(walls[1:]) if len(walls) > 1 else None, "whole_s": wall,
             # the floor: the used replies' own compute per round (summed over clients; 2 cores run it at most twice
             # as fast) after round 1
@@ -119,9 +115,7 @@ def run_ray(cfg: dict, tmp: Path, k: int) -> dict:
             wall = time.perf_counter() - t
     if res.returncode != 0 or not (tmp / f"ray-{k}" / "summary.json").exists():
         sys.exit((res.stdout + res.stderr)[-4000:])
-    flwr_log = tmp / f"ray-{k}" / "flwr.log"
-    log = res.stdout + res.stderr + (flwr_log.read_text() if flwr_log.exists() else "")
-    return _figures(tmp / f"ray-{k}", log, wall, s, f"Ray, clients-per-node {k or 'auto'} ({nodes} SuperNodes)")
+    return _figures(tmp / f"ray-{k}", wall, s, f"Ray, clients-per-node {k or 'auto'} ({nodes} SuperNodes)")
 
 
 def run_inprocess(cfg: dict, tmp: Path, workers: int) -> dict:
@@ -135,7 +129,7 @@ def run_inprocess(cfg: dict, tmp: Path, workers: int) -> dict:
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         sys.exit(log[-4000:])
-    return _figures(tmp / "inprocess", log, wall, s, f"in-process Grid, {workers} worker(s)")
+    return _figures(tmp / "inprocess", wall, s, f"in-process Grid, {workers} worker(s)")
 
 
 def table(rows: list[dict]) -> str:

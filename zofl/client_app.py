@@ -64,9 +64,9 @@ from .faults import (
 from .methods import METHODS
 from .setup import DATA_FP, check_data, data_stamp, local_task, prepare, prepare_local
 from .strategies.wire import (
-    APP_CLIENT_ID,
     LEGACY_EVALUATE_KEY,
     LEGACY_FIT_KEY,
+    client_of_message,
     decode_work,
     eval_content,
     eval_to_numpy,
@@ -261,14 +261,11 @@ def client_fn(context: Context):
 
 
 def named_client(msg: Message) -> int | None:
-    """The client a train or evaluate message names (``wire.APP_CLIENT_ID``); None where it names none."""
-    config = msg.content.config_records.get(CONFIG)
-    pid = None if config is None else config.get(APP_CLIENT_ID)
-    if pid is None:
-        return None
-    if isinstance(pid, bool) or not isinstance(pid, int):
-        raise ConfigError(f"the message names client {str(pid)[:40]!r}, not an integer")
-    return pid
+    """The client a train or evaluate message names (``wire.client_of_message``); None where it names none."""
+    try:
+        return client_of_message(msg, strict=True)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 app = ClientApp()

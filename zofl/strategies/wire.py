@@ -108,12 +108,17 @@ def work_messages(works: list[Work], nodes: Mapping[int, int]) -> list[Message]:
                     dst_node_id=nodes[w.pid], message_type=TRAIN) for w in works]
 
 
-def client_of_message(msg: Message) -> int | None:
+def client_of_message(msg: Message, strict: bool = False) -> int | None:
     """The client a message the server sends names (``APP_CLIENT_ID`` in its config: every train and evaluate
-    message does), None for any other (a partition query)."""
+    message does), None for any other (a partition query). A value that is no integer: None, or with ``strict``
+    (a node reading what it was sent) a ValueError naming it."""
     config = msg.content.config_records.get(CONFIG)
     pid = None if config is None else config.get(APP_CLIENT_ID)
-    return int(pid) if isinstance(pid, int) and not isinstance(pid, bool) else None
+    if pid is None or isinstance(pid, int) and not isinstance(pid, bool):
+        return pid
+    if strict:
+        raise ValueError(f"the message names client {str(pid)[:40]!r}, not an integer")
+    return None
 
 
 def decode_work(content: RecordDict, pid: int) -> Work:
