@@ -146,3 +146,12 @@ def test_the_scale_page_shows_the_tables_of_its_files():
     for n in (1000, 10000, 100000):
         assert scale.table(json.loads((ROOT / "docs" / f"benchmark-scale-{n}.json").read_text())["rows"]) in page, n
     assert splits.table(json.loads((ROOT / "docs" / "benchmark-splits.json").read_text())["rows"]) in page
+
+
+def test_bench_compare_at_its_smallest_setting(tmp_path):
+    """bench_compare.py's in-process mode on 4 cells of one round (its Flower and Ray modes start runtimes:
+    the runner's --via ray is run on a real two-node cluster in tests/test_ray_cells.py)."""
+    out = tmp_path / "c.json"
+    text = _script("benchmarks/bench_compare.py", "--seeds", 1, "--rounds", 1, "--modes", "inprocess-1", "--out", out)
+    assert "| inprocess-1 |" in text
+    assert json.loads(out.read_text())["rows"][0]["cells"] == 4

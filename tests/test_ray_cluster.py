@@ -1,19 +1,14 @@
 """Beyond one machine: the Ray-backed simulation on an existing multi-node Ray cluster.
 
-A head and a second worker node are started with ``ray start`` on this machine (each with its own
-worker-port range: on one host the two raylets otherwise hand out the same ports); the SuperLink
+A head and a second worker node are started with ``ray start`` on this machine
+(``zofl.launch.local_ray_cluster``: each node with its own ports and worker-port range); the SuperLink
 starts with ``RAY_ADDRESS`` set, so the simulation's ``ray.init()`` joins the cluster instead of
 starting a Ray of its own. The ClientApp actors must run on both nodes (one actor per node's CPU),
 and the numbers must be those of the run without Ray. The run is the legacy engine's one run through
 Flower (SCAFFOLD, whose client state must follow clients from node to node). Every process started is
-stopped by PID (``ray stop`` would kill every Ray process on the machine)."""
-import os
-import re
-import shutil
-import signal
+stopped by the private FLWR_HOME it carries (``ray stop`` would kill every Ray process on the machine)."""
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from zofl.inprocess import run_inprocess
-from zofl.launch import RAY_ENV_DEFAULTS, flwr_run_command, free_port, local_superlink
+from zofl.launch import flwr_run_command, local_ray_cluster, local_superlink, processes_with_env
 from zofl.results import read_rounds
 
 pytestmark = pytest.mark.flower
@@ -41,65 +36,11 @@ def _processes() -> dict[int, tuple[int, str]]:
     return out
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended (a zombie has)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _stop_cluster(temp_dir: str, port: int) -> None:
-    procs = _processes()
-    roots = {pid for pid, (_, cmd) in procs.items() if temp_dir in cmd or f":{port}" in cmd and "ray" in cmd}
-    tree, queue = set(), list(roots)
-    while queue:
-        pid = queue.pop()
-        if pid not in tree:
-            tree.add(pid)
-            queue += [c for c, (pp, _) in procs.items() if pp == pid]
-    raylets = [p for p in tree if "raylet/raylet" in procs.get(p, (0, ""))[1]]
-    for group, wait in ((raylets, 3.0), (tree, 3.0)):
-        for pid in group:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        end = time.monotonic() + wait  # up to `wait` s for the group to end (no longer than it takes)
-        while time.monotonic() < end and any(_running(pid) for pid in group):
-            time.sleep(0.1)
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 @pytest.fixture
 def ray_cluster():
-    temp_dir = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # short: Ray's socket paths live under it
-    port = free_port()
-    env = {**RAY_ENV_DEFAULTS, **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # as zofl's own SuperLinks have it
-    common = ["--num-cpus=1", "--num-gpus=0", "--object-store-memory=200000000", "--disable-usage-stats"]
-    try:
-        subprocess.run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                        f"--temp-dir={temp_dir}", "--min-worker-port=20002", "--max-worker-port=20999", *common],
-                       env=env, check=True, capture_output=True, timeout=180)
-        subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", "--min-worker-port=21000",
-                        "--max-worker-port=21999", *common], env=env, check=True, capture_output=True, timeout=180)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # `ray status` lags behind `ray start`
-            status = subprocess.run([RAY, "status", f"--address=127.0.0.1:{port}"], env=env, capture_output=True,
-                                    text=True, timeout=60).stdout
-            if len(re.findall(r"^\s*1 node_", status.split("Pending")[0], re.M)) == 2:
-                break
-            time.sleep(1)
-        else:
-            pytest.fail(f"the second Ray node did not join: {status}")
-        yield f"127.0.0.1:{port}", temp_dir
-    finally:
-        _stop_cluster(temp_dir, port)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with local_ray_cluster(2, 1) as cluster:  # every process of it stopped by its private FLWR_HOME
+        yield cluster.address, cluster.temp_dir
+    assert processes_with_env("FLWR_HOME", str(cluster.home)) == []
 
 
 def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_scaffold_state(ray_cluster, tmp_path,

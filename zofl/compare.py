@@ -1,6 +1,7 @@
 """The strategy-comparison runner: a grid of runs through the Flower simulation, resumable.
 
-    python -m zofl.compare GRID.toml --out DIR [--parallel 2] [--via flower|inprocess] [--set key=value ...]
+    python -m zofl.compare GRID.toml --out DIR [--parallel 2] [--via flower|inprocess|ray [--address ADDR]]
+                           [--set key=value ...]
 
 GRID.toml:
 
@@ -47,7 +48,7 @@ import threading
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +57,14 @@ from .core.record import evaluated, last_evaluated
 from .core.shares import num_nodes
 from .figures import save as save_figure
 from .inprocess import run_inprocess
-from .launch import die_with_parent, local_superlink
+from .launch import die_with_parent, local_ray_cluster, local_superlink
 from .methods import METHODS, reads
 from .results import FolderBusy, lock_folder, read_rounds, read_run_json, unlock_folder
 from .safeio import GRID_CAP, FileRefused, load_toml, read_user_bytes
 from .setup import check_run
 from .stats import fmt_interval, interval, paired, run_figures, t_quantile
 from .study import pack
-from .tasks.base import SplitTask
+from .tasks.base import SplitTask, pooled_of
 from .tasks.data import DataError, check_file
 
 REPORT_EVERY_S = 60.0
@@ -224,6 +225,21 @@ def check_cell_data(cells: list[dict[str, Any]]) -> None:
             check_file(*key)
         except DataError as exc:
             raise ConfigError(f"grid cell {i + 1} of {len(cells)} (dataset {spec.dataset!r}): {exc}") from None
+
+
+def data_fingerprints(cells: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Per cell id, the fingerprint of the data file its run reads on this machine (the part of data.json's
+    fingerprint before the split's), or None for a task that gives none: what a cell run on another node
+    (--via ray) must have read."""
+    prints: dict[tuple, str | None] = {}
+    out = {}
+    for cell in cells:
+        _, task, spec = check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})
+        key = (spec.dataset, spec.data_dir, spec.path, spec.read)
+        if key not in prints:
+            prints[key] = pooled_of(spec).fingerprint if isinstance(task, SplitTask) else None
+        out[cell_id(cell)] = prints[key]
+    return out
 
 
 def grid_warnings(cells: list[dict[str, Any]]) -> list[str]:
@@ -511,15 +527,20 @@ def _legend_label(cell: dict[str, Any], row_keys: list[str]) -> str:
 
 
 def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str = "flower",
-             progress: bool = True, column_keys: list[str] | None = None, **report) -> list[str]:
+             progress: bool = True, column_keys: list[str] | None = None, address: str | None = None,
+             share_ray: bool = False, **report) -> list[str]:
     """Run every unfinished cell; write the reports as cells finish (at most every REPORT_EVERY_S
     seconds) and at the end. Returns the ids of the cells
     that failed (an error, or stopped by the failure policy). Every cell's data files are checked first
-    (``check_cell_data``), before the folder is made."""
+    (``check_cell_data``), before the folder is made. ``address``: the Ray cluster of ``via`` "ray" (None: a
+    Ray of this machine). ``share_ray`` True: with ``via`` "flower", each slot keeps one Ray runtime that its
+    cells' simulations join instead of each starting a Ray of its own: measured 1.2x the cells per minute, but
+    one cell in 40 failed without output (its ClientApp actors did not start within client-wait-s), so it is
+    not the default (docs/benchmark-compare.md)."""
     check_cell_data(cells)
     out.mkdir(parents=True, exist_ok=True)
     with grid_lock(out):
-        return _run_grid(cells, out, parallel, via, progress, column_keys, **report)
+        return _run_grid(cells, out, parallel, via, progress, column_keys, address, share_ray, **report)
 
 
 @contextmanager
@@ -539,7 +560,8 @@ def grid_lock(out: Path):
 
 
 def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, progress: bool,
-              column_keys: list[str] | None, **report) -> list[str]:
+              column_keys: list[str] | None, address: str | None = None, share_ray: bool = False,
+              **report) -> list[str]:
     from tqdm import tqdm
 
     todo = []
@@ -565,7 +587,7 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
         try:
             full = _full(cell)
             res = sl.run(cfg, num_supernodes=num_nodes(full.num_clients, clients_per_node(full)), cpus_per_client=1,
-                         extra_federation_config=f"init-args-num-cpus={ray_cpus}")
+                         extra_federation_config="" if share_ray else f"init-args-num-cpus={ray_cpus}")
         finally:
             with lock:
                 slots.append(sl)
@@ -576,24 +598,33 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
 
     with ExitStack() as stack:
         if via == "flower":
-            for i in range(parallel):
-                slots.append(stack.enter_context(local_superlink(out / f".superlink-{i}")))
+            for i in range(parallel):  # one after the other: what a slot starts dies with the thread that started it
+                slots.append(stack.enter_context(_flower_slot(out / f".superlink-{i}", ray_cpus if share_ray else 0)))
             pool = stack.enter_context(ThreadPoolExecutor(parallel))
-            futures = [pool.submit(run_cell, c) for c in todo]
+            results = (f.result() for f in as_completed([pool.submit(run_cell, c) for c in todo]))
+        elif via == "ray":  # each cell a Ray task on a cluster (zofl.ray_cells), its files written here
+            from .ray_cells import ray_cell_result, run_on_ray
+
+            prints = data_fingerprints(todo)
+            (out / "cells").mkdir(exist_ok=True)
+            replies = stack.enter_context(closing(run_on_ray(
+                [{**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)} for c in todo], address)))
+            results = (ray_cell_result(c, reply, out / "cells", prints[cell_id(c)]) for c, reply in replies)
         else:  # one spawned process per core, each running whole cells (reused: data stay loaded)
             stack.enter_context(one_blas_thread())  # read by the workers spawned below
             pool = stack.enter_context(ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn"),
                                                            initializer=die_with_parent, initargs=(os.getpid(),)))
             futures = [pool.submit(_inprocess_cell, {**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)})
                        for c in todo]
+            results = (f.result() for f in as_completed(futures))
         last_report = time.monotonic()
-        for fut in as_completed(futures):
-            cid, secs, err = fut.result()
+        for cid, secs, err, *where in results:  # where: the Ray node of a --via ray cell
             if err:
                 failures.append(cid)
             with lock:
                 bar.update(1)
-                bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" + (f"\n{err}" if err else ""))
+                bar.write(f"{'done' if not err else 'FAILED'} {cid} in {secs:.0f}s" +
+                          (f" on Ray node {where[0]}" if where else "") + (f"\n{err}" if err else ""))
                 # the reports read every finished cell: at most once a minute (and at the end), or a grid
                 # of hundreds of cells spends more time rewriting them than running cells
                 if time.monotonic() - last_report > REPORT_EVERY_S:
@@ -602,6 +633,16 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
     bar.close()
     stopped = write_reports(out, cells, column_keys, **report)  # this time's and earlier policy stops
     return sorted(set(failures) | set(stopped))
+
+
+@contextmanager
+def _flower_slot(workdir: Path, ray_cpus: int):
+    """A SuperLink for every cell the slot runs; with ``ray_cpus`` > 0 also a Ray runtime of that many CPUs that
+    each cell's simulation joins (RAY_ADDRESS, read by Flower's ``ray.init``) instead of starting one
+    (``run_grid``'s share_ray); 0: each cell's simulation starts its own Ray (the default)."""
+    with ExitStack() as stack:
+        env = {"RAY_ADDRESS": stack.enter_context(local_ray_cluster(1, ray_cpus)).address} if ray_cpus else {}
+        yield stack.enter_context(local_superlink(workdir, extra_env=env))
 
 
 BLAS_THREADS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -686,11 +727,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m zofl.compare") ->
     ap.add_argument("grid", help="grid file (TOML)")
     ap.add_argument("--out", required=True, help="results folder (reused to resume)")
     ap.add_argument("--parallel", type=int, default=2, help="cells run at once (default 2: one per core)")
-    ap.add_argument("--via", "--engine", dest="via", choices=("flower", "inprocess"), default="flower",
+    ap.add_argument("--via", "--engine", dest="via", choices=("flower", "inprocess", "ray"), default="flower",
                     help="flower: flwr run on a local simulation SuperLink (default); inprocess: same code and "
-                         "numbers on the App's in-process Grid, without Ray/SuperLink, for quick studies. (The "
-                         "run-config key 'engine' -- sync, legacy, async -- is set like any key: --set "
-                         "'engine=\"legacy\"'; --engine is an old name of --via.)")
+                         "numbers on the App's in-process Grid, without Ray/SuperLink, for quick studies; ray: "
+                         "each cell a task (in-process engine, same numbers) on the Ray cluster at --address, its "
+                         "files written here. (The run-config key 'engine' -- sync, legacy, async -- is set like "
+                         "any key: --set 'engine=\"legacy\"'; --engine is an old name of --via.)")
+    ap.add_argument("--address", default=None, metavar="ADDR",
+                    help="with --via ray: the Ray cluster's address (HOST:PORT of its head, as `ray start --head` "
+                         "prints it; every node needs this zofl and the cells' data-dir); default: a Ray started "
+                         "on this machine for the grid")
     ap.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                     help="run-config keys for every cell (repeatable)")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
@@ -719,7 +765,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m zofl.compare") ->
             _refuse(exc)
         return
     try:
-        failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec), **report)
+        if args.address is not None and args.via != "ray":
+            raise ConfigError("--address is for --via ray (the Ray cluster the cells run on)")
+        failed = run_grid(cells, out, max(1, args.parallel), args.via, column_keys=report_columns(spec),
+                          address=args.address, **report)
     except ConfigError as exc:
         _refuse(exc)
     if failed:

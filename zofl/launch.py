@@ -389,6 +389,100 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
             watch.done()
 
 
+RAY_START_TIMEOUT_S = 300.0  # for one `ray start` (about 7 s on an idle 2-core machine; minutes at load 12)
+
+
+RAY_OBJECT_STORE_BYTES = 200_000_000  # per node: cells and ClientApps pass small objects (Ray's default: 30% of RAM)
+
+
+def _ray_node_ports() -> list[str]:
+    """The ports of one Ray node, each free, and a range of 1,000 for its workers at a random place: two nodes on
+    one machine otherwise take Ray's same fixed defaults (the dashboard agent's 52365, ...) and hand out the
+    same worker ports."""
+    import random
+
+    low = random.randrange(20_000, 32_000, 1000)  # below the ephemeral ports free_port() hands out (32768-)
+    names = ("node-manager", "object-manager", "dashboard-agent-grpc", "dashboard-agent-listen", "metrics-export",
+             "runtime-env-agent")
+    return [f"--{name}-port={free_port()}" for name in names] + [f"--min-worker-port={low + 2}",
+                                                                  f"--max-worker-port={low + 999}"]
+
+
+def _wait_for_nodes(address: str, nodes: int, env: Mapping[str, str], timeout: float) -> None:
+    """Until ``ray status`` counts ``nodes`` live nodes (it lags behind `ray start`)."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    status = ""
+    while time.monotonic() < deadline:
+        status = subprocess.run([_bin("ray"), "status", f"--address={address}"], env=env, capture_output=True,
+                                text=True, timeout=timeout).stdout
+        if len(re.findall(r"^\s*1 node_", status.split("Pending")[0], re.M)) >= nodes:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the Ray cluster at {address} has not {nodes} live nodes after {timeout:.0f} s: "
+                       f"{status[-800:]}")
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    address: str  # "127.0.0.1:PORT", what ray.init(address=...) and RAY_ADDRESS take
+    home: Path  # the private FLWR_HOME its processes carry (zofl.launch.stop_all finds them by it)
+    temp_dir: str  # Ray's own folder (its sessions, logs, sockets, the address file)
+
+
+@contextlib.contextmanager
+def local_ray_cluster(nodes: int = 1, cpus_per_node: int = 1, workdir: str | os.PathLike | None = None,
+                      timeout: float = RAY_START_TIMEOUT_S) -> Iterator[RayCluster]:
+    """A Ray cluster on this machine for the ``with`` block: ``ray start --head``, then ``nodes - 1`` nodes
+    joining it (``ray start --address``), each with ``cpus_per_node`` CPUs and ports of its own; yields a
+    ``RayCluster`` (its address: what ``ray.init(address=...)`` and ``RAY_ADDRESS`` take). Its
+    processes carry a private FLWR_HOME, so they are stopped as a SuperLink's are: when the block ends, or by
+    the watchdog when this process dies without ending it (module docstring). Used by ``zofl compare`` (one
+    Ray runtime kept for all the cells a SuperLink runs, when asked) and by the tests and benchmarks of ``--via
+    ray`` and of the simulation on a multi-node cluster."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(exit_on_terminate())
+        temporary = workdir is None
+        if temporary:
+            workdir = tempfile.mkdtemp(prefix="zofl-ray-")
+            stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        home = Path(workdir) / "flwr-home"
+        home.mkdir(parents=True, exist_ok=True)
+        watch = Watchdog(home, Path(workdir) if temporary else None)
+        stack.callback(watch.close)
+        env = {**flwr_env(home)}
+        env.pop("RAY_ADDRESS", None)
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        # Ray's files in a folder of ours, not /tmp/ray: `ray start` notes its address there, and a `ray.init()`
+        # with no address anywhere on the machine (every Flower simulation) joins the cluster so noted -- or,
+        # once it is stopped, waits for it for ever
+        ray_tmp = tempfile.mkdtemp(prefix="zr-")  # short: Ray's socket paths must fit in 107 bytes
+        stack.callback(shutil.rmtree, ray_tmp, ignore_errors=True)
+        common = [f"--num-cpus={cpus_per_node}", "--num-gpus=0", f"--object-store-memory={RAY_OBJECT_STORE_BYTES}",
+                  "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+        procs: list[subprocess.Popen] = []
+        try:
+            for i in range(nodes):
+                which = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"] if i == 0 \
+                    else [f"--address={address}"]
+                log = stack.enter_context(open(Path(workdir) / f"ray-node-{i}.log", "w"))
+                proc = subprocess.Popen([_bin("ray"), "start", *which, *common, *_ray_node_ports()], env=env,
+                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=die_with_parent)
+                procs.append(proc)
+                if proc.wait(timeout) != 0:  # `ray start` returns once its node runs (its daemons stay, detached)
+                    raise RuntimeError(f"ray start (node {i}) failed: "
+                                       f"{(Path(workdir) / f'ray-node-{i}.log').read_text()[-1500:]}")
+            if nodes > 1:
+                _wait_for_nodes(address, nodes, env, timeout)
+            yield RayCluster(address, home, ray_tmp)
+        finally:
+            stop_all(procs, home)
+            watch.done()
+
+
 def stop_all(procs: list[subprocess.Popen], home: Path, grace: float = STOP_GRACE_S) -> None:
     """Stop ``procs`` (each the leader of its own session), their descendants, their process groups and
     every process that inherited FLWR_HOME = ``home`` (Ray's daemons and actors, Flower's ServerApp

@@ -1,0 +1,135 @@
+"""Comparison cells as Ray tasks (zofl.ray_cells, ``zofl compare --via ray``): what a node sends back is
+checked before anything is written, and a grid run on a two-node Ray cluster gives the numbers of a local
+run, on both nodes, resumable."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zofl import ray_cells
+from zofl.compare import main
+from zofl.ray_cells import CellRefused, environment, ray_cell_result, unpack
+
+GRID = """
+[fixed]
+num-rounds = 3
+num-clients = 4
+[grid]
+strategy = ["fedavg", "scaffold"]
+seed = [1, 2]
+"""
+
+
+def _reply(**files) -> dict:
+    base = {"config.json": json.dumps({"strategy": "fedavg", "output-dir": "/node/tmp/x"}, indent=2).encode(),
+            "summary.json": json.dumps({"status": "ok", "results_dir": "/node/tmp/x/c"}, indent=2).encode(),
+            "data.json": json.dumps({"fingerprint": "aaaa-bbbb"}).encode(), "rounds.jsonl": b"{}\n"}
+    base.update(files)
+    return {"environment": environment(), "seconds": 1.5, "error": "", "node": "n1",
+            "files": {k: v for k, v in base.items() if v is not None}}
+
+
+def test_a_good_reply_is_written_whole_with_this_machine_s_paths(tmp_path):
+    dest = tmp_path / "cells" / "c"
+    dest.parent.mkdir()
+    unpack(_reply(), dest, str(dest.parent), "aaaa")
+    assert sorted(p.name for p in dest.iterdir()) == ["config.json", "data.json", "rounds.jsonl", "summary.json"]
+    assert json.loads((dest / "config.json").read_text())["output-dir"] == str(dest.parent)
+    assert json.loads((dest / "summary.json").read_text())["results_dir"] == str(dest)
+    assert (dest / "rounds.jsonl").read_bytes() == b"{}\n"
+    assert [p.name for p in dest.parent.iterdir()] == ["c"]  # no temporary folder left
+
+
+@pytest.mark.parametrize("reply, match", [
+    ("not a dict", "not a cell's reply"),
+    ({"files": []}, "not a cell's reply"),
+    ({**_reply(), "environment": {**environment(), "zofl code": "0" * 64}}, "runs other code"),
+    ({**_reply(), "environment": None}, "runs other code"),
+    (_reply(**{"../evil": b"x"}), "not a run folder's file"),
+    (_reply(**{"a/b": b"x"}), "not a run folder's file"),
+    (_reply(**{".hidden": b"x"}), "not a run folder's file"),
+    (_reply(**{"x.npz": "not bytes"}), "not a run folder's file"),
+    (_reply(**{f"f{i}": b"" for i in range(40)}), "files"),
+    (_reply(**{"summary.json": None}), "no summary.json"),
+    (_reply(**{"config.json": b"\xff not json"}), "config.json is not JSON"),
+    (_reply(**{"summary.json": b"[1, 2]"}), "summary.json is not a JSON object"),
+    (_reply(**{"data.json": json.dumps({"fingerprint": "cccc-bbbb"}).encode()}), "read other data"),
+    (_reply(**{"data.json": None}), "read other data"),
+])
+def test_a_bad_reply_is_refused_and_nothing_is_written(tmp_path, reply, match):
+    """A node with other code, files named to escape the cell's folder, too many files, a summary that is not
+    JSON, other data: refused naming it; the cell's earlier folder (if any) and its neighbours stay."""
+    cells = tmp_path / "cells"
+    (cells / "c").mkdir(parents=True)
+    (cells / "c" / "old.txt").write_text("kept")
+    with pytest.raises(CellRefused, match=match):
+        unpack(reply, cells / "c", str(cells), "aaaa")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["c", "cells", "old.txt"]
+
+
+def test_a_reply_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_cells, "MAX_CELL_BYTES", 1000)
+    with pytest.raises(CellRefused, match="bytes"):
+        unpack(_reply(**{"checkpoint.npz": b"\0" * 1001}), tmp_path / "c", str(tmp_path), None)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_failed_task_or_run_is_reported_as_the_cell_s_failure(tmp_path):
+    name, _, err, _ = ray_cell_result({"run-name": "c"}, RuntimeError("node died"), tmp_path, None)
+    assert name == "c" and "the Ray task failed" in err and "node died" in err
+    reply = {**_reply(**{"summary.json": None}), "error": "ConfigError('bad')"}
+    assert ray_cell_result({"run-name": "c"}, reply, tmp_path, "aaaa")[2] == "ConfigError('bad')"
+    assert "refused what node n1 sent" in ray_cell_result({"run-name": "c"}, _reply(**{"../x": b""}), tmp_path,
+                                                          "aaaa")[2]
+    assert not (tmp_path / "c").exists()
+
+
+def test_address_is_only_for_via_ray(tmp_path, capsys):
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID)
+    with pytest.raises(SystemExit) as e:
+        main([str(grid), "--out", str(tmp_path / "o"), "--address", "127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--address is for --via ray" in err and len(err.strip().splitlines()) == 1
+
+
+def _numbers(out: Path) -> dict:
+    """Every cell's records and summary, less what measures time or names a folder."""
+    timing = re.compile(r"(wall|_s$|compute|startup|results_dir)")
+    cells = {}
+    for d in sorted((out / "cells").iterdir()):
+        recs = [json.loads(line) for line in (d / "rounds.jsonl").read_text().splitlines()]
+        summary = json.loads((d / "summary.json").read_text())
+        cells[d.name] = ([{k: v for k, v in r.items() if not timing.search(k)} for r in recs],
+                         {k: v for k, v in summary.items() if not timing.search(k)})
+    return cells
+
+
+@pytest.mark.flower
+def test_a_grid_on_a_two_node_ray_cluster_runs_on_both_nodes_with_local_numbers_and_resumes(tmp_path):
+    """`zofl compare --via ray --address` on a cluster of two nodes (two raylets on this machine, 1 CPU each):
+    the four cells run on both nodes, their records equal --via inprocess's number for number, a second
+    command finds them finished, and every process of the cluster ends with it."""
+    from zofl.launch import local_ray_cluster, processes_with_env
+
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID)
+    cmd = [sys.executable, "-m", "zofl.compare", str(grid), "--via", "ray", "--out", str(tmp_path / "ray")]
+    with local_ray_cluster(2, 1) as cluster:
+        res = subprocess.run([*cmd, "--address", cluster.address], capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        assert "Ray cluster: 2 node(s), 2 CPUs" in res.stdout, res.stdout[-3000:]
+        nodes = set(re.findall(r"^done \S+ in \d+s on Ray node (\w+)", res.stdout, re.M))
+        assert len(nodes) == 2, res.stdout[-3000:]  # both nodes ran cells
+        again = subprocess.run([*cmd, "--address", cluster.address], capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0 and "4 already finished, 0 to run" in again.stdout, again.stdout[-2000:]
+    assert processes_with_env("FLWR_HOME", str(cluster.home)) == []
+    local = subprocess.run([sys.executable, "-m", "zofl.compare", str(grid), "--via", "inprocess", "--out",
+                            str(tmp_path / "local")], capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert _numbers(tmp_path / "ray") == _numbers(tmp_path / "local")
+    assert json.loads((tmp_path / "ray" / "cells" / next(iter(_numbers(tmp_path / "ray"))) / "config.json")
+                      .read_text())["output-dir"] == str(tmp_path / "ray" / "cells")
