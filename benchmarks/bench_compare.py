@@ -127,6 +127,30 @@ def timeline(grid_dir: Path, rounds: int, keep_ray: bool) -> dict:
     return {"keep_ray": keep_ray, "total_s": end, "phases_s": phases}
 
 
+def table(data: dict) -> str:
+    """The markdown tables of a run's figures (what docs/benchmark-compare.md shows, checked by a test)."""
+    rows, lines = data["rows"], data["timeline"]
+    ref = next((r for r in rows if r["mode"] == "inprocess-2"), rows[0])
+    nan = float("nan")
+    out = [f"{len(STRATEGIES) * data['seeds']} cells of {data['rounds']} rounds (digits, 10 clients), "
+           f"{data['cpus']} CPUs", "",
+           f"| mode | whole command (s) | cells/min | steady cells/min | vs {ref['mode']} (steady) | floor: client "
+           "compute only (cells/min) | Ray cluster start (s) | same numbers |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = r["steady_cells_per_min"] / ref["steady_cells_per_min"] \
+            if r["steady_cells_per_min"] and ref["steady_cells_per_min"] else None
+        out.append(f"| {r['mode']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} | "
+                   f"{r['steady_cells_per_min'] or nan:.1f} | {ratio or nan:.2f} | {r['floor_cells_per_min'] or nan:.0f} | "
+                   f"{'' if r['cluster_start_s'] is None else format(r['cluster_start_s'], '.1f')} | "
+                   f"{'yes' if r['same_results'] else 'NO'} |")
+    if lines:
+        out += ["", "| phase of one Flower cell (s) | Ray started by the cell | Ray kept by the runner |", "|---|---|---|"]
+        out += [f"| {name} | {lines[0]['phases_s'][name]:.1f} | {lines[1]['phases_s'][name]:.1f} |"
+                for name in lines[0]["phases_s"]]
+        out.append(f"| whole cell | {lines[0]['total_s']:.1f} | {lines[1]['total_s']:.1f} |")
+    return "\n".join(out)
+
+
 def results(out: Path) -> list[dict]:
     with open(out / "results.csv") as f:
         return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
@@ -155,28 +179,10 @@ def main(argv: list[str] | None = None) -> None:
             row["same_results"] = same == first
             rows.append(row)
             print(json.dumps(row), flush=True)
-    ref = next((r for r in rows if r["mode"] == "inprocess-2"), rows[0])
-    print(f"\n{len(STRATEGIES) * args.seeds} cells of {args.rounds} rounds (digits, 10 clients), os.cpu_count() = "
-          f"{os.cpu_count()}\n")
-    print("| mode | whole command (s) | cells/min | steady cells/min | vs " + ref["mode"] + " (steady) | "
-          "floor: client compute only (cells/min) | Ray cluster start (s) | same numbers |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        ratio = r["steady_cells_per_min"] / ref["steady_cells_per_min"] \
-            if r["steady_cells_per_min"] and ref["steady_cells_per_min"] else None
-        print(f"| {r['mode']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} | "
-              f"{r['steady_cells_per_min'] or float('nan'):.1f} | {ratio or float('nan'):.2f} | "
-              f"{r['floor_cells_per_min'] or float('nan'):.0f} | "
-              f"{'' if r['cluster_start_s'] is None else format(r['cluster_start_s'], '.1f')} | "
-              f"{'yes' if r['same_results'] else 'NO'} |")
-    if lines:
-        print("\n| phase of one Flower cell (s) | Ray started by the cell | Ray kept by the runner |\n|---|---|---|")
-        for name in lines[0]["phases_s"]:
-            print(f"| {name} | {lines[0]['phases_s'][name]:.1f} | {lines[1]['phases_s'][name]:.1f} |")
-        print(f"| whole cell | {lines[0]['total_s']:.1f} | {lines[1]['total_s']:.1f} |")
+    data = {"seeds": args.seeds, "rounds": args.rounds, "cpus": os.cpu_count(), "rows": rows, "timeline": lines}
+    print("\n" + table(data))
     if args.out:
-        Path(args.out).write_text(json.dumps({"seeds": args.seeds, "rounds": args.rounds, "cpus": os.cpu_count(),
-                                              "rows": rows, "timeline": lines}, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
     if not all(r["same_results"] for r in rows):
         raise SystemExit("the modes' numbers differ")
 

@@ -131,8 +131,9 @@ def test_bench_outliers_at_its_smallest_setting(tmp_path):
     assert all(r["flagged"] == [0] and r["far_replies_models_s"] > 0 and r["test_pass_s"] > 0 for r in rows)
 
 
-def test_the_scale_page_shows_the_tables_of_its_files():
-    """docs/benchmark-scale.md's tables are the scripts' renderings of the JSON files beside it (no typed figure)."""
+def test_the_scale_pages_show_the_tables_of_their_files():
+    """docs/benchmark-scale.md's and benchmark-compare.md's tables are the scripts' renderings of the JSON files
+    beside them (no typed figure)."""
     import importlib.util
 
     def module(name):
@@ -146,6 +147,16 @@ def test_the_scale_page_shows_the_tables_of_its_files():
     for n in (1000, 10000, 100000):
         assert scale.table(json.loads((ROOT / "docs" / f"benchmark-scale-{n}.json").read_text())["rows"]) in page, n
     assert splits.table(json.loads((ROOT / "docs" / "benchmark-splits.json").read_text())["rows"]) in page
+    compare = module("bench_compare")
+    figures = json.loads((ROOT / "docs" / "benchmark-compare.json").read_text())
+    assert compare.table(figures) in (ROOT / "docs" / "benchmark-compare.md").read_text()
+    steady = {r["mode"]: r["steady_cells_per_min"] for r in figures["rows"]}  # the rates docs/compare.md quotes
+    cell = figures["timeline"][0]
+    quoted = [f"{steady['flower']:.0f} cells/min: every cell", f"{steady['inprocess-2']:.0f} cells/min at",
+              f"{steady['ray-1-node']:.0f} (1 node) and {steady['ray-2-nodes']:.0f} (2 nodes) cells/min",
+              f"20 rounds took {cell['phases_s']['rounds']:.1f} s\nof its {cell['total_s']:.0f}"]
+    page = (ROOT / "docs" / "compare.md").read_text()
+    assert all(q in page for q in quoted), [q for q in quoted if q not in page]
 
 
 def test_bench_compare_at_its_smallest_setting(tmp_path):
