@@ -140,11 +140,13 @@ def table(data: dict) -> str:
         ratio = r["steady_cells_per_min"] / ref["steady_cells_per_min"] \
             if r["steady_cells_per_min"] and ref["steady_cells_per_min"] else None
         out.append(f"| {r['mode']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} | "
-                   f"{r['steady_cells_per_min'] or nan:.1f} | {ratio or nan:.2f} | {r['floor_cells_per_min'] or nan:.0f} | "
+                   f"{r['steady_cells_per_min'] or nan:.1f} | {ratio or nan:.2f} | "
+                   f"{r['floor_cells_per_min'] or nan:.0f} | "
                    f"{'' if r['cluster_start_s'] is None else format(r['cluster_start_s'], '.1f')} | "
                    f"{'yes' if r['same_results'] else 'NO'} |")
     if lines:
-        out += ["", "| phase of one Flower cell (s) | Ray started by the cell | Ray kept by the runner |", "|---|---|---|"]
+        out += ["", "| phase of one Flower cell (s) | Ray started by the cell | Ray kept by the runner |",
+                "|---|---|---|"]
         out += [f"| {name} | {lines[0]['phases_s'][name]:.1f} | {lines[1]['phases_s'][name]:.1f} |"
                 for name in lines[0]["phases_s"]]
         out.append(f"| whole cell | {lines[0]['total_s']:.1f} | {lines[1]['total_s']:.1f} |")

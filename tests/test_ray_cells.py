@@ -2,9 +2,14 @@
 checked before anything is written, and a grid run on a two-node Ray cluster gives the numbers of a local
 run, on both nodes, resumable."""
 import json
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +138,43 @@ def test_a_grid_on_a_two_node_ray_cluster_runs_on_both_nodes_with_local_numbers_
     assert _numbers(tmp_path / "ray") == _numbers(tmp_path / "local")
     assert json.loads((tmp_path / "ray" / "cells" / next(iter(_numbers(tmp_path / "ray"))) / "config.json")
                       .read_text())["output-dir"] == str(tmp_path / "ray" / "cells")
+
+
+@pytest.mark.flower
+def test_via_ray_without_an_address_leaves_nothing_behind_when_killed(tmp_path):
+    """`--via ray` with no --address starts a Ray of this machine for the grid; SIGKILL of the runner mid-grid
+    ends every process of it (the watchdog finds them by their private FLWR_HOME, under this test's TMPDIR)."""
+    tmp = tempfile.mkdtemp(prefix="zt-", dir="/tmp")  # short: Ray's socket paths live under it
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID.replace("num-rounds = 3", "num-rounds = 400"))
+    proc = subprocess.Popen([sys.executable, "-m", "zofl.compare", str(grid), "--via", "ray", "--out",
+                             str(tmp_path / "o")], env={**os.environ, "TMPDIR": tmp}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:  # the cluster is up and the cells are submitted
+            if line.startswith("Ray cluster:"):
+                break
+        assert _pids_with_home_under(tmp), "no Ray process found under the runner's TMPDIR"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 60
+        while _pids_with_home_under(tmp) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _pids_with_home_under(tmp) == []
+    finally:
+        proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _pids_with_home_under(prefix: str) -> list[int]:
+    """Processes whose FLWR_HOME lies under ``prefix``."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                env = (p / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(e.startswith(b"FLWR_HOME=" + prefix.encode()) for e in env):
+                out.append(int(p.name))
+    return out

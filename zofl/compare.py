@@ -607,6 +607,8 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
 
             prints = data_fingerprints(todo)
             (out / "cells").mkdir(exist_ok=True)
+            if address is None:  # a Ray of this machine for the grid, stopped with it (SIGKILL too: launch's watchdog)
+                address = stack.enter_context(local_ray_cluster(1, os.cpu_count() or 1)).address
             replies = stack.enter_context(closing(run_on_ray(
                 [{**c, "output-dir": str(out / "cells"), "run-name": cell_id(c)} for c in todo], address)))
             results = (ray_cell_result(c, reply, out / "cells", prints[cell_id(c)]) for c, reply in replies)

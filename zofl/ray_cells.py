@@ -150,15 +150,12 @@ def _diff(theirs: Any, ours: Mapping[str, str]) -> str:
     return "; ".join(f"{k} {str(theirs.get(k))[:16]} here {v[:16]}" for k, v in ours.items() if theirs.get(k) != v)
 
 
-def run_on_ray(cells: list[dict[str, Any]], address: str | None) -> Iterator[tuple[dict[str, Any], Any]]:
+def run_on_ray(cells: list[dict[str, Any]], address: str) -> Iterator[tuple[dict[str, Any], Any]]:
     """Submit every cell (its full run-config, output-dir and run-name included) as a Ray task on the
-    cluster at ``address`` (None: a Ray of this machine, started for the call); yield (cell, reply) as they
-    finish, the reply an exception if the task failed."""
+    cluster at ``address``; yield (cell, reply) as they finish, the reply an exception if the task failed."""
     import ray
 
-    # "local", not None: None would join the cluster a `ray start` on this machine last noted in /tmp/ray
-    ray.init(address=address or "local", log_to_driver=False, include_dashboard=False if address is None else None,
-             runtime_env={"env_vars": TASK_ENV})
+    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": TASK_ENV})
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         print(f"Ray cluster: {len(nodes)} node(s), {int(ray.cluster_resources().get('CPU', 0))} CPUs", flush=True)
