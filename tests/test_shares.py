@@ -18,7 +18,7 @@ from zofl.core.protocol import CONFIG, METRICS, NUM_PARTITIONS, PARTITION_ID, QU
 from zofl.core.shares import AUTO_NODES, node_of, num_nodes, share
 from zofl.core.shares import clients_per_node as k_of
 from zofl.inprocess import run_inprocess
-from zofl.results import read_rounds
+from zofl.results import read_rounds, read_run_json
 from zofl.strategies.nodes import Answer, Federation, _claim
 from zofl.strategies.wire import APP_CLIENT_ID
 
@@ -44,7 +44,7 @@ def test_auto_keeps_a_node_per_client_up_to_its_bound_and_few_nodes_beyond():
     ({}, 1), ({"clients-per-node": 3}, 3), ({"num-clients": 150}, 2),
     ({"clients-per-node": 3, "engine": "legacy"}, 1),  # ClientProxy = node: never shared
     ({"clients-per-node": 3, "strategy": "flwr-fedavg"}, 1),  # Flower's FedAvg samples nodes
-    ({"clients-per-node": 3, "server-data": "none", "federated-eval": True, "strategy": "fedavg"}, 1),
+    ({"clients-per-node": 3, "server-data": "none", "federated-eval": True, "strategy": "fedavg"}, 3),
     ({"clients-per-node": 3, "strategy": "fedbuff", "engine": "async"}, 3),
 ])
 def test_which_runs_share_their_nodes(keys, k):
@@ -54,9 +54,10 @@ def test_which_runs_share_their_nodes(keys, k):
 # -- the server's map ---------------------------------------------------------------------------------------------
 
 class _Msg:
-    def __init__(self, node, pid, parts):
+    def __init__(self, node, pid, parts, own=None):
         self.metadata = type("M", (), {"src_node_id": node})()
-        self.content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts})})
+        self.content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts}),
+                                   **({CONFIG: ConfigRecord(own)} if own is not None else {})})
 
     def has_error(self):
         return False
@@ -74,6 +75,23 @@ def test_a_node_claims_its_share_or_one_client_and_a_second_claim_is_refused():
     assert [(n, h) for n, _, h in fed.refused] == [(14, 12), (15, 12), (16, -1)]
     assert fed.claims(Answer(2, 3), 7) == [6] and fed.claims(Answer(2, 7), 7) == [2]
     assert Federation({}).claims(Answer(0, 3), 7) is None  # k = 1: a share is no partition of this run
+
+
+def test_a_share_node_s_sizes_are_each_client_s_and_a_bad_report_is_refused_alone():
+    """server-data = none: a node reports N_i and a fingerprint per client of its share (lists in share order);
+    lists of another length than its share, a size out of range or lists where it claims one client: that node is
+    refused, named, and the others hold their clients."""
+    fed = Federation({}, k=3)  # m = 7: shares 0..2, 3..5, 6
+    _claim(fed, _Msg(11, 0, 3, {"num-examples": [5, 6, 7], "data-fingerprint": ["a", "b", "c"]}), 7)
+    _claim(fed, _Msg(12, 1, 3, {"num-examples": [5, 6], "data-fingerprint": ["a", "b"]}), 7)  # 2 for 3 clients
+    _claim(fed, _Msg(13, 2, 3, {"num-examples": [0], "data-fingerprint": ["z"]}), 7)  # a size of 0
+    _claim(fed, _Msg(14, 4, 7, {"num-examples": [8, 9], "data-fingerprint": ["x", "y"]}), 7)  # one client, 2 sizes
+    _claim(fed, _Msg(15, 6, 7, {"num-examples": [8], "data-fingerprint": ["x"]}), 7)  # one client, one of each
+    assert fed.sizes == {0: 5, 1: 6, 2: 7, 6: 8} and fed.fingerprints == {0: "a", 1: "b", 2: "c", 6: "x"}
+    assert sorted(fed.data_errors) == [12, 13, 14]
+    assert "data of 2 clients for its share of 3" in fed.data_errors[12]
+    assert "not an integer in [1, 2^40]" in fed.data_errors[13] and "reports the data of 2" in fed.data_errors[14]
+    assert sorted(fed.nodes) == [0, 1, 2, 6]
 
 
 # -- the ClientApp ----------------------------------------------------------------------------------------------
@@ -164,9 +182,12 @@ KEYS = ("test_loss", "test_acc", "sampled", "participants", "failed", "fed_loss"
 
 
 def _records(tmp_path, cfg, name, share_nodes, workers):
+    """The records' KEYS, and the N_i the nodes reported (summary.json, server-data = none), and the final x."""
     d, x = run_inprocess({**cfg, "output-dir": str(tmp_path), "run-name": name}, workers=workers,
                          share_nodes=share_nodes)
-    return [[r.get(k) for k in KEYS] for r in read_rounds(d)], x
+    summary = read_run_json(d / "summary.json")
+    reported = (summary.get("reported_sizes"), summary.get("n_train"))
+    return ([[r.get(k) for k in KEYS] for r in read_rounds(d)], reported), x
 
 
 @pytest.mark.parametrize("cfg", [
@@ -177,6 +198,9 @@ def _records(tmp_path, cfg, name, share_nodes, workers):
     # the asynchronous engine on the simulated clock: stragglers, availability, staleness per client
     {"strategy": "fedbuff", "engine": "async", "num-clients": 6, "clients-per-node": 4, "num-rounds": 6,
      "slow-clients": "1,4", "straggler-factor": 5.0, "availability": "1,0.7", "federated-eval": True},
+    # a server without data: every N_i (FedAvg's weights) as the clients of a share report them
+    {"strategy": "fedavg", "num-clients": 7, "clients-per-node": 3, "num-rounds": 3, "beta": 1.0, "alpha": 0.3,
+     "server-data": "none", "x0": "zeros", "federated-eval": True},
 ])
 def test_shared_nodes_give_the_numbers_of_one_node_per_client(tmp_path, monkeypatch, cfg):
     monkeypatch.setenv("FLWR_HOME", str(tmp_path / "home"))

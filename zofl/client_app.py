@@ -318,9 +318,12 @@ def partition(msg: Message, context: Context) -> Message:
             content[CONFIG] = ConfigRecord(summary(task.data))
         elif context.run_config.get("server-data") == "none":  # a server without data learns N_i from the client
             cfg, task, spec = prepared(context.run_config)
-            data = task.client_data(spec, pid)
-            content[CONFIG] = ConfigRecord({NUM_EXAMPLES: len(data),
-                                            DATA_FINGERPRINT: array_fingerprint(data.x, data.y)})
+            clients = node_clients(context, cfg)
+            data = [task.client_data(spec, i) for i in clients]
+            sizes, prints = [len(d) for d in data], [array_fingerprint(d.x, d.y) for d in data]
+            one = len(clients) == 1 and int(parts) == cfg.num_clients  # a node per client: one of each, as before
+            content[CONFIG] = ConfigRecord({NUM_EXAMPLES: sizes[0] if one else sizes,  # a share: one per client
+                                            DATA_FINGERPRINT: prints[0] if one else prints})
     except (NodeDataError, ConfigError) as exc:  # the file named here, on the node; the server gets the key only
         logging.getLogger("zofl").error("this SuperNode's data cannot be used, the server refuses it: %s", exc)
         content[CONFIG] = ConfigRecord({DATA_ERROR: without_paths(str(exc), context.node_config)[:MAX_DATA_ERROR]})

@@ -9,7 +9,8 @@ its own, as with one node per client, so every number is the same.
 
 ``auto`` (``clients-per-node = 0``) keeps one node per client up to ``AUTO_NODES`` clients (every run as before)
 and beyond that at most ``AUTO_NODES`` nodes. Only the simulation's own ClientApp on the engines sync and async
-shares nodes: the legacy API (its ClientProxy is a node and Flower's legacy server reports a failure by proxy,
+shares nodes (with server-data = none a node reports the size and fingerprint of each client of its share): the
+legacy API (its ClientProxy is a node and Flower's legacy server reports a failure by proxy,
 not by the work it failed on), Flower's own FedAvg (it samples nodes) and a user's App keep one client per node.
 Pure functions of their arguments.
 """

@@ -58,13 +58,20 @@ def app_query(model: ArrayRecord) -> Callable[[int], Message]:
 @dataclass(frozen=True)
 class Answer:
     """A node's answer to query.partition, checked: its claim, and for a node with data of its own their size and
-    fingerprint, or why they cannot be used (``error``)."""
+    fingerprint, or why they cannot be used (``error``). A node serving a share of clients (server-data = none,
+    clients-per-node) reports a size and a fingerprint per client of its share, in the share's order (tuples)."""
 
     pid: int
     parts: int
-    num_examples: int | None = None
-    fingerprint: str | None = None
+    num_examples: int | tuple[int, ...] | None = None
+    fingerprint: str | tuple[str, ...] | None = None
     error: str | None = None
+
+    def of_client(self, j: int) -> Answer:
+        """The answer as the ``j``-th client of the node's share has it (its own size and fingerprint)."""
+        if not isinstance(self.num_examples, tuple):
+            return self
+        return Answer(self.pid, self.parts, self.num_examples[j], self.fingerprint[j])
 
 
 def read_answer(msg: Message) -> Answer:
@@ -80,11 +87,40 @@ def read_answer(msg: Message) -> Answer:
     if DATA_ERROR in own:
         return Answer(pid, parts, error=str(own[DATA_ERROR])[:MAX_DATA_ERROR])
     n, fp = own.get(NUM_EXAMPLES), own.get(DATA_FINGERPRINT)
+    if isinstance(n, list) or isinstance(fp, list):  # a share's clients, one of each per client
+        if not (isinstance(n, list) and isinstance(fp, list) and 0 < len(n) == len(fp) <= MAX_SHARE):
+            return Answer(pid, parts, error=f"it reports {NUM_EXAMPLES} and {DATA_FINGERPRINT} that are not two "
+                                            f"lists of one length in [1, {MAX_SHARE}]")
+        each = [_size_error(v) or _fingerprint_error(f) for v, f in zip(n, fp)]
+        bad = next((e for e in each if e), None)
+        return Answer(pid, parts, error=bad) if bad else Answer(pid, parts, tuple(n), tuple(fp))
+    error = _size_error(n) or _fingerprint_error(fp)
+    return Answer(pid, parts, error=error) if error else Answer(pid, parts, n, fp)
+
+
+MAX_SHARE = 1_000_000  # the clients one node may report on (a share is at most num-clients)
+
+
+def one_client(answer: Answer) -> Answer:
+    """The answer of a node that claims one client: a report per client must then be of one client."""
+    if isinstance(answer.num_examples, tuple):
+        if len(answer.num_examples) != 1:
+            return Answer(answer.pid, answer.parts, error=f"it claims one client and reports the data of "
+                                                          f"{len(answer.num_examples)}")
+        return answer.of_client(0)
+    return answer
+
+
+def _size_error(n) -> str | None:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_EXAMPLES:
-        return Answer(pid, parts, error=f"it reports {NUM_EXAMPLES}={str(n)[:40]!r}, not an integer in [1, 2^40]")
+        return f"it reports {NUM_EXAMPLES}={str(n)[:40]!r}, not an integer in [1, 2^40]"
+    return None
+
+
+def _fingerprint_error(fp) -> str | None:
     if not isinstance(fp, str) or not 0 < len(fp) <= MAX_FINGERPRINT:
-        return Answer(pid, parts, error=f"it reports no {DATA_FINGERPRINT} of at most {MAX_FINGERPRINT} characters")
-    return Answer(pid, parts, n, fp)
+        return f"it reports no {DATA_FINGERPRINT} of at most {MAX_FINGERPRINT} characters"
+    return None
 
 
 def smaller_federation(m: int, n: int, need: int | None = None) -> ConfigError:
@@ -224,13 +260,17 @@ class Federation:
         """``node`` serves ``clients`` (its share) from now on, unless one of them is held already: then it is
         refused, named, and gets no work (a share is never split between nodes)."""
         taken = [c for c in clients if c in self.nodes]
+        if isinstance(answer.num_examples, tuple) and len(answer.num_examples) != len(clients):
+            self.refuse_data(node, Answer(answer.pid, 0, error=(
+                f"it reports the data of {len(answer.num_examples)} clients for its share of {len(clients)}")))
+            return False
         if taken:
             self.refused.append((node, answer.pid, self.nodes[taken[0]]))
             log.warning("SuperNode %d claims clients %d..%d, of which client %d is served by SuperNode %d: refused, "
                         "it gets no work", node, clients[0], clients[-1], taken[0], self.nodes[taken[0]])
             return False
-        for c in clients:
-            self.hold(c, node, answer)
+        for j, c in enumerate(clients):
+            self.hold(c, node, answer.of_client(j))
         return True
 
     def partition_of(self, node: int | str) -> int:
@@ -256,6 +296,8 @@ class Federation:
                     continue
                 answer = read_answer(msg)
                 claimed = self.claims(answer, m)
+                if claimed is not None and answer.parts == m:
+                    answer = one_client(answer)
                 if answer.error is not None:
                     self.refuse_data(node, answer)
                 elif claimed is None:
@@ -351,13 +393,14 @@ def _claim(fed: Federation, msg: Message, m: int) -> None:
     if msg.has_error():
         raise ConfigError(f"SuperNode {node} could not say its partition: {msg.error.reason}")
     answer = read_answer(msg)
-    if answer.error is not None:  # its own data cannot be used: refused alone, the others' run goes on
-        fed.refuse_data(node, answer)
-        return
     pid, parts = answer.pid, answer.parts
-    claimed = fed.claims(answer, m)
+    claimed = fed.claims(answer, m) if answer.error is None else None
     if claimed is not None and parts != m:  # a share (its partition-id names the share, not a client)
         fed._hold_share(node, claimed, answer)
+        return
+    answer = one_client(answer)
+    if answer.error is not None:  # its own data cannot be used: refused alone, the others' run goes on
+        fed.refuse_data(node, answer)
         return
     if claimed is None:
         # one misconfigured SuperNode (its ClientApp would refuse work anyway) must not stop the others'
@@ -398,7 +441,8 @@ def learn_app_nodes(grid: Grid, min_nodes: int, wait_s: float, model: ArrayRecor
     answers: dict[int, Answer] = {}
     for msg in grid.send_and_receive([fed.query(n) for n in nodes], timeout=max(1.0, deadline - time.monotonic())):
         node = msg.metadata.src_node_id
-        answer = read_answer(msg) if not msg.has_error() else Answer(NO_PARTITION, 0, error=str(msg.error.reason)[:200])
+        answer = one_client(read_answer(msg)) if not msg.has_error() \
+            else Answer(NO_PARTITION, 0, error=str(msg.error.reason)[:200])
         if answer.error is not None:
             fed.refuse_data(node, answer)
         else:
