@@ -89,9 +89,31 @@ def _residual(W, u, labels):
 
 def ce_loss(W: np.ndarray, u: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Per-row cross-entropy."""
-    z = u @ W
-    z -= z.max(axis=1, keepdims=True)
+    return ce_of_logits(u @ W, labels)
+
+
+def ce_of_logits(z: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-row cross-entropy of the logits ``z`` (not changed)."""
+    z = z - z.max(axis=1, keepdims=True)
     return np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(labels)), labels]
+
+
+@data_cache(maxsize=4)
+def _test_rows(spec: DataSpec) -> tuple[np.ndarray, np.ndarray, int]:
+    """The test set as the evaluation reads it: rows with a trailing 1 (bias) in float64 (what ``u @ W`` with
+    a float64 W computes in anyway), labels, classes; made once (every server step of AFBO evaluates)."""
+    test = SplitTask().test_data(spec)
+    u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)]).astype(np.float64)
+    return u, test.y, test.num_classes
+
+
+def figures_on_test_set(spec: DataSpec, y: np.ndarray) -> dict[str, float]:
+    """Test loss (mean cross-entropy) and accuracy of the linear classifier y on the test set (one product
+    ``u @ W``, read for both)."""
+    u, labels, classes = _test_rows(spec)
+    z = u @ y.reshape(u.shape[1], classes)
+    return {"test_loss": float(np.mean(ce_of_logits(z, labels))),
+            "test_acc": float(np.mean(np.argmax(z, axis=1) == labels))}
 
 
 def weighted_ce_grad(W, u, labels, w):
@@ -207,15 +229,11 @@ class HyperCleaningTask(SplitTask):
                        len(noisy) + len(val_labels))
 
     def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-        test = self.test_data(spec)
-        u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
-        W = y.reshape(u.shape[1], test.num_classes)
         # how well x tells corrupted from clean training examples: mean weight of each kind, and the ROC AUC
         # of sigma(x_j) for "label kept" (0.5 = no separation)
         w = _sigmoid(x)
         corrupted = self.corrupted(settings, spec)
-        return {"test_loss": float(np.mean(ce_loss(W, u, test.y))),
-                "test_acc": float(np.mean(np.argmax(u @ W, axis=1) == test.y)),
+        return {**figures_on_test_set(spec, y),
                 "weight_corrupted": float(w[corrupted].mean()) if corrupted.any() else float("nan"),
                 "weight_clean": float(w[~corrupted].mean()) if not corrupted.all() else float("nan"),
                 "weight_auc": roc_auc(w, ~corrupted)}
@@ -284,12 +302,7 @@ class RegularizationTask(SplitTask):
                        len(labels) + len(val_labels))
 
     def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-        test = self.test_data(spec)
-        u = np.hstack([test.x, np.ones((len(test), 1), dtype=test.x.dtype)])
-        W = y.reshape(u.shape[1], test.num_classes)
-        return {"test_loss": float(np.mean(ce_loss(W, u, test.y))),
-                "test_acc": float(np.mean(np.argmax(u @ W, axis=1) == test.y)),
-                "mean_log_coef": float(np.mean(x)), "spread_log_coef": float(np.std(x))}
+        return {**figures_on_test_set(spec, y), "mean_log_coef": float(np.mean(x)), "spread_log_coef": float(np.std(x))}
 
 
 def _no_data(dim: int = 2) -> ArrayData:
