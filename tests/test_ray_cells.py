@@ -44,6 +44,8 @@ def test_a_good_reply_is_written_whole_with_this_machine_s_paths(tmp_path):
     assert sorted(p.name for p in dest.iterdir()) == ["config.json", "data.json", "rounds.jsonl", "summary.json"]
     assert json.loads((dest / "config.json").read_text())["output-dir"] == str(dest.parent)
     assert json.loads((dest / "summary.json").read_text())["results_dir"] == str(dest)
+    config = {"strategy": "fedavg", "output-dir": str(dest.parent)}
+    assert (dest / "config.json").read_text() == json.dumps(config, indent=2) + "\n"  # as zofl.results writes it
     assert (dest / "rounds.jsonl").read_bytes() == b"{}\n"
     assert [p.name for p in dest.parent.iterdir()] == ["c"]  # no temporary folder left
 
@@ -80,6 +82,53 @@ def test_a_reply_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
     with pytest.raises(CellRefused, match="bytes"):
         unpack(_reply(**{"checkpoint.npz": b"\0" * 1001}), tmp_path / "c", str(tmp_path), None)
     assert not (tmp_path / "c").exists()
+
+
+def test_a_good_reply_replaces_an_earlier_folder_of_the_cell_whole(tmp_path):
+    dest = tmp_path / "c"
+    dest.mkdir()
+    (dest / "old.txt").write_text("an interrupted run's file")
+    unpack(_reply(), dest, str(tmp_path), "aaaa")
+    assert sorted(p.name for p in dest.iterdir()) == ["config.json", "data.json", "rounds.jsonl", "summary.json"]
+
+
+def test_the_caps_are_inclusive_and_count_every_file(tmp_path, monkeypatch):
+    """At most MAX_CELL_FILES files and MAX_CELL_BYTES bytes in all: the caps themselves pass; bytes add up over
+    the files (two files under the cap each, over it together, are refused)."""
+    base = sum(len(v) for v in _reply()["files"].values())
+    monkeypatch.setattr(ray_cells, "MAX_CELL_FILES", 6)
+    monkeypatch.setattr(ray_cells, "MAX_CELL_BYTES", base + 200)
+    unpack(_reply(a=b"\0" * 100, b=b"\0" * 100), tmp_path / "ok", str(tmp_path), "aaaa")  # 6 files, the cap in bytes
+    with pytest.raises(CellRefused, match="bytes"):
+        unpack(_reply(a=b"\0" * 100, b=b"\0" * 101), tmp_path / "no", str(tmp_path), "aaaa")
+    with pytest.raises(CellRefused, match="7 files"):
+        unpack(_reply(a=b"", b=b"", c=b""), tmp_path / "no", str(tmp_path), "aaaa")
+
+
+def test_a_refusal_names_the_node_and_what_differs(tmp_path):
+    other = {**environment(), "numpy": "0.0.1"}
+    with pytest.raises(CellRefused, match=r"node 'n1' runs other code or libraries: numpy 0\.0\.1 here \d"):
+        unpack({**_reply(), "environment": other}, tmp_path / "c", str(tmp_path), "aaaa")
+    with pytest.raises(CellRefused, match=r"node 'n1' read other data \(fingerprint 'cccc-bbbb', this machine's "
+                                          r"file 'aaaa'\)"):
+        unpack(_reply(**{"data.json": json.dumps({"fingerprint": "cccc-bbbb"}).encode()}), tmp_path / "c",
+               str(tmp_path), "aaaa")
+
+
+def test_the_runner_s_reading_of_a_reply(tmp_path):
+    """ray_cell_result: a good reply's files written, its seconds, no error and its node given back; the data's
+    fingerprint checked; a run that failed with a summary (stopped by the failure policy) written, its error kept."""
+    assert ray_cell_result({"run-name": "c"}, _reply(), tmp_path, "aaaa") == ("c", 1.5, "", "n1")
+    assert (tmp_path / "c" / "summary.json").exists()
+    assert "read other data" in ray_cell_result({"run-name": "d"}, _reply(), tmp_path, "zzzz")[2]
+    assert not (tmp_path / "d").exists()
+    name, secs, err, node = ray_cell_result({"run-name": "e"}, {**_reply(), "error": "stopped"}, tmp_path, "aaaa")
+    assert (name, secs, err, node) == ("e", 1.5, "stopped", "n1") and (tmp_path / "e" / "summary.json").exists()
+    assert json.loads((tmp_path / "e" / "config.json").read_text())["output-dir"] == str(tmp_path)
+    quiet = {k: v for k, v in _reply().items() if k != "error"}  # no error given: none
+    assert ray_cell_result({"run-name": "f"}, {**quiet, "seconds": "soon"}, tmp_path, "aaaa") == ("f", 0.0, "", "n1")
+    assert ray_cell_result({"run-name": "g"}, "junk", tmp_path, "aaaa") == ("g", 0.0, "refused what node ? sent: "
+                                                                            "not a cell's reply", "?")
 
 
 def test_a_failed_task_or_run_is_reported_as_the_cell_s_failure(tmp_path):

@@ -117,12 +117,10 @@ def unpack(reply: Any, dest: Path, output_dir: str, data_fingerprint: str | None
     config["output-dir"] = output_dir
     summary["results_dir"] = str(dest)
     files = {**files, "config.json": _dump(config), "summary.json": _dump(summary)}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))  # beside dest: the rename is atomic
     try:
         for name, data in files.items():
-            if name != "summary.json":
-                (tmp / name).write_bytes(data)
-        (tmp / "summary.json").write_bytes(files["summary.json"])  # last: a cell is finished once it exists
+            (tmp / name).write_bytes(data)
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
