@@ -19,7 +19,7 @@ from zofl.core.shares import AUTO_NODES, node_of, num_nodes, share
 from zofl.core.shares import clients_per_node as k_of
 from zofl.inprocess import run_inprocess
 from zofl.results import read_rounds, read_run_json
-from zofl.strategies.nodes import Answer, Federation, _claim
+from zofl.strategies.nodes import Answer, Federation, _claim, read_answer
 from zofl.strategies.wire import APP_CLIENT_ID
 
 
@@ -92,6 +92,28 @@ def test_a_share_node_s_sizes_are_each_client_s_and_a_bad_report_is_refused_alon
     assert "data of 2 clients for its share of 3" in fed.data_errors[12]
     assert "not an integer in [1, 2^40]" in fed.data_errors[13] and "reports the data of 2" in fed.data_errors[14]
     assert sorted(fed.nodes) == [0, 1, 2, 6]
+
+
+@pytest.mark.parametrize("own", [
+    {"num-examples": [5, 6, 7], "data-fingerprint": "abc"},  # one list, one not
+    {"num-examples": 5, "data-fingerprint": ["a", "b", "c"]},
+    {"num-examples": [5, 6, 7], "data-fingerprint": ["a", "b"]},  # lengths that differ
+    {"num-examples": [], "data-fingerprint": []},
+    {"num-examples": [5, 6, 7], "data-fingerprint": ["a", "", "c"]},  # an empty fingerprint
+])
+def test_a_share_s_reports_must_be_two_lists_of_one_length(own):
+    answer = read_answer(_Msg(11, 0, 3, own))
+    assert answer.error is not None and answer.num_examples is None and (answer.pid, answer.parts) == (0, 3)
+
+
+def test_a_share_may_report_on_as_many_clients_as_the_bound(monkeypatch):
+    from zofl.strategies import nodes
+
+    monkeypatch.setattr(nodes, "MAX_SHARE", 3)
+    ok = read_answer(_Msg(11, 0, 3, {"num-examples": [5, 6, 7], "data-fingerprint": ["a", "b", "c"]}))
+    assert ok.error is None and ok.num_examples == (5, 6, 7) and ok.of_client(2) == Answer(0, 3, 7, "c")
+    assert read_answer(_Msg(11, 0, 3, {"num-examples": [5, 6, 7, 8],
+                                        "data-fingerprint": ["a", "b", "c", "d"]})).error is not None
 
 
 # -- the ClientApp ----------------------------------------------------------------------------------------------
