@@ -535,7 +535,7 @@ def run_grid(cells: list[dict[str, Any]], out: Path, parallel: int = 1, via: str
     (``check_cell_data``), before the folder is made. ``address``: the Ray cluster of ``via`` "ray" (None: a
     Ray of this machine). ``share_ray`` True: with ``via`` "flower", each slot keeps one Ray runtime that its
     cells' simulations join instead of each starting a Ray of its own: measured 1.2x the cells per minute, but
-    one cell in 40 failed without output (its ClientApp actors did not start within client-wait-s), so it is
+    one cell in 48 failed without output (its ClientApp actors did not start within client-wait-s), so it is
     not the default (docs/benchmark-compare.md)."""
     check_cell_data(cells)
     out.mkdir(parents=True, exist_ok=True)
@@ -602,6 +602,8 @@ def _run_grid(cells: list[dict[str, Any]], out: Path, parallel: int, via: str, p
                 slots.append(stack.enter_context(_flower_slot(out / f".superlink-{i}", ray_cpus if share_ray else 0)))
             pool = stack.enter_context(ThreadPoolExecutor(parallel))
             results = (f.result() for f in as_completed([pool.submit(run_cell, c) for c in todo]))
+        elif via == "ray" and not todo:  # nothing to run: no Ray to start or join
+            results = iter(())
         elif via == "ray":  # each cell a Ray task on a cluster (zofl.ray_cells), its files written here
             from .ray_cells import ray_cell_result, run_on_ray
 
