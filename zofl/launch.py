@@ -351,6 +351,25 @@ class SuperLink:
         return res.returncode == 0
 
 
+def _guarded_home(stack: contextlib.ExitStack, workdir: str | os.PathLike | None,
+                  prefix: str) -> tuple[Path, Path, Watchdog]:
+    """The set-up every runtime we start shares, its undoing pushed on ``stack``: SIGTERM and SIGHUP run the
+    cleanup (``exit_on_terminate``), ``workdir`` (a temporary folder when None, removed at the end), a private
+    FLWR_HOME in it that the runtime's processes inherit, and the watchdog that stops them if this process dies
+    first. Returns (work folder, FLWR_HOME, watchdog): ``watch.done()`` once the processes are stopped."""
+    stack.enter_context(exit_on_terminate())
+    temporary = workdir is None
+    if temporary:
+        workdir = tempfile.mkdtemp(prefix=prefix)
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+    work = Path(workdir)
+    home = work / "flwr-home"
+    home.mkdir(parents=True, exist_ok=True)
+    watch = Watchdog(home, work if temporary else None)
+    stack.callback(watch.close)  # if the stop did not finish: the watchdog acts
+    return work, home, watch
+
+
 @contextlib.contextmanager
 def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: float = 60.0,
                     extra_env: Mapping[str, str] | None = None) -> Iterator[SuperLink]:
@@ -359,16 +378,7 @@ def local_superlink(workdir: str | os.PathLike | None = None, startup_timeout: f
     process dies without ending it (module docstring). ``extra_env``: more environment variables for the
     SuperLink and what it starts (the ServerApp, Ray), e.g. ``zofl run``'s start time (``zofl.core.startup``)."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(exit_on_terminate())
-        temporary = workdir is None
-        if temporary:
-            workdir = tempfile.mkdtemp(prefix="zofl-superlink-")
-            stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-        work = Path(workdir)
-        home = work / "flwr-home"
-        home.mkdir(parents=True, exist_ok=True)
-        watch = Watchdog(home, work if temporary else None)
-        stack.callback(watch.close)  # if the stop below did not finish: the watchdog acts
+        work, home, watch = _guarded_home(stack, workdir, "zofl-superlink-")
         port = free_port()
         (home / "config.toml").write_text(
             f'[superlink]\ndefault = "zofl"\n\n[superlink.zofl]\naddress = "127.0.0.1:{port}"\ninsecure = true\n')
@@ -442,15 +452,7 @@ def local_ray_cluster(nodes: int = 1, cpus_per_node: int = 1, workdir: str | os.
     Ray runtime kept for all the cells a SuperLink runs, when asked) and by the tests and benchmarks of ``--via
     ray`` and of the simulation on a multi-node cluster."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(exit_on_terminate())
-        temporary = workdir is None
-        if temporary:
-            workdir = tempfile.mkdtemp(prefix="zofl-ray-")
-            stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-        home = Path(workdir) / "flwr-home"
-        home.mkdir(parents=True, exist_ok=True)
-        watch = Watchdog(home, Path(workdir) if temporary else None)
-        stack.callback(watch.close)
+        work, home, watch = _guarded_home(stack, workdir, "zofl-ray-")
         env = {**flwr_env(home)}
         env.pop("RAY_ADDRESS", None)
         port = free_port()
@@ -467,14 +469,14 @@ def local_ray_cluster(nodes: int = 1, cpus_per_node: int = 1, workdir: str | os.
             for i in range(nodes):
                 which = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"] if i == 0 \
                     else [f"--address={address}"]
-                log = stack.enter_context(open(Path(workdir) / f"ray-node-{i}.log", "w"))
+                log = stack.enter_context(open(work / f"ray-node-{i}.log", "w"))
                 proc = subprocess.Popen([_bin("ray"), "start", *which, *common, *_ray_node_ports()], env=env,
                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                         preexec_fn=die_with_parent)
                 procs.append(proc)
                 if proc.wait(timeout) != 0:  # `ray start` returns once its node runs (its daemons stay, detached)
                     raise RuntimeError(f"ray start (node {i}) failed: "
-                                       f"{(Path(workdir) / f'ray-node-{i}.log').read_text()[-1500:]}")
+                                       f"{(work / f'ray-node-{i}.log').read_text()[-1500:]}")
             if nodes > 1:
                 _wait_for_nodes(address, nodes, env, timeout)
             yield RayCluster(address, home, ray_tmp)

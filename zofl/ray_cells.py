@@ -34,7 +34,6 @@ from typing import Any, Iterator, Mapping
 MAX_CELL_FILES = 32
 MAX_CELL_BYTES = 2 << 30  # 2 GiB: a cell's checkpoint and records (a CIFAR-10 cell of 1,000 rounds is ~30 MB)
 FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-TASK_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # as --via inprocess
 
 
 class CellRefused(ValueError):
@@ -91,9 +90,10 @@ def unpack(reply: Any, dest: Path, output_dir: str, data_fingerprint: str | None
     fingerprint of the cell's data file (None: not checked, e.g. a task that gives none)."""
     if not isinstance(reply, dict) or not isinstance(reply.get("files"), dict):
         raise CellRefused("not a cell's reply")
-    if reply.get("environment") != environment():
+    ours = environment()
+    if reply.get("environment") != ours:
         raise CellRefused(f"node {str(reply.get('node'))[:80]!r} runs other code or libraries: "
-                          f"{_diff(reply.get('environment'), environment())}")
+                          f"{_diff(reply.get('environment'), ours)}")
     files = reply["files"]
     if len(files) > MAX_CELL_FILES:
         raise CellRefused(f"{len(files)} files (at most {MAX_CELL_FILES})")
@@ -139,7 +139,9 @@ def _json(files: Mapping[str, bytes], name: str) -> dict:
 
 
 def _dump(obj: dict) -> bytes:
-    return (json.dumps(obj, indent=2, default=str) + "\n").encode()  # as zofl.results writes it
+    from .results import run_json_text
+
+    return run_json_text(obj).encode()
 
 
 def _diff(theirs: Any, ours: Mapping[str, str]) -> str:
@@ -153,7 +155,9 @@ def run_on_ray(cells: list[dict[str, Any]], address: str) -> Iterator[tuple[dict
     cluster at ``address``; yield (cell, reply) as they finish, the reply an exception if the task failed."""
     import ray
 
-    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": TASK_ENV})
+    from .compare import BLAS_THREADS_ENV  # one BLAS thread per cell, as --via inprocess's workers
+
+    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {k: "1" for k in BLAS_THREADS_ENV}})
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         print(f"Ray cluster: {len(nodes)} node(s), {int(ray.cluster_resources().get('CPU', 0))} CPUs", flush=True)

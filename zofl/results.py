@@ -304,6 +304,11 @@ def busy_message(folder: Path, exc: FolderBusy) -> str:
 
 
 # -- the writer --------------------------------------------------------------------------------
+def run_json_text(obj: Any) -> str:
+    """A run folder's JSON file (config.json, data.json, summary.json) as text, the one format they are written in."""
+    return json.dumps(obj, indent=2, default=str) + "\n"
+
+
 class ResultsWriter:
     """Appends round records as they happen; with ``resume`` continues a run folder's records.
 
@@ -451,7 +456,7 @@ class ResultsWriter:
         self._atomic_write_text(self.rounds_path.name, "".join(json.dumps(r) + "\n" for r in self.records))
 
     def _atomic_write(self, name: str, obj: Any) -> None:
-        self._atomic_write_text(name, json.dumps(obj, indent=2, default=str) + "\n")
+        self._atomic_write_text(name, run_json_text(obj))
 
     def _atomic_write_text(self, name: str, text: str) -> None:
         write_atomic(self.dir, name, text.encode("utf-8"))
