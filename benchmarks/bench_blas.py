@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from zofl.compare import BLAS_THREADS_ENV
+from zofl.launch import BLAS_THREADS_ENV
 from zofl.results import read_rounds
 
 CELL = {"strategy": "fedavg", "dataset": "cifar10", "standardize": True, "x0-lr": 0.001, "local-lr": 0.012,

@@ -209,7 +209,7 @@ def test_runner_workers_end_with_the_runner(tmp_path):
 def test_one_blas_thread_sets_unset_thread_counts_and_restores_them(monkeypatch):
     import os
 
-    from zofl.compare import one_blas_thread
+    from zofl.launch import one_blas_thread
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)

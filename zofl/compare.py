@@ -57,7 +57,7 @@ from .core.record import evaluated, last_evaluated
 from .core.shares import num_nodes
 from .figures import save as save_figure
 from .inprocess import run_inprocess
-from .launch import die_with_parent, local_ray_cluster, local_superlink
+from .launch import die_with_parent, local_ray_cluster, local_superlink, one_blas_thread
 from .methods import METHODS, reads
 from .results import FolderBusy, lock_folder, read_rounds, read_run_json, unlock_folder
 from .safeio import GRID_CAP, FileRefused, load_toml, read_user_bytes
@@ -647,30 +647,6 @@ def _flower_slot(workdir: Path, ray_cpus: int):
     with ExitStack() as stack:
         env = {"RAY_ADDRESS": stack.enter_context(local_ray_cluster(1, ray_cpus)).address} if ray_cpus else {}
         yield stack.enter_context(local_superlink(workdir, extra_env=env))
-
-
-BLAS_THREADS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-@contextmanager
-def one_blas_thread():
-    """One BLAS thread in the processes started inside the block (a variable already set is kept).
-
-    numpy's OpenBLAS otherwise starts a thread per core in every runner worker, and ``parallel``
-    workers on as many cores then spin against each other: two CIFAR-10 cells at once ran 4.6x
-    slower (their local steps 17x) with the same numbers (docs/benchmark-blas.md). Ray's workers
-    (--via flower) already run with one thread (Ray sets OMP_NUM_THREADS to a task's CPUs)."""
-    old = {k: os.environ.get(k) for k in BLAS_THREADS_ENV}
-    for k in BLAS_THREADS_ENV:
-        os.environ.setdefault(k, "1")
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:

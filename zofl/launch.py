@@ -503,5 +503,30 @@ def stop_all(procs: list[subprocess.Popen], home: Path, grace: float = STOP_GRAC
             p.wait(2)
 
 
+BLAS_THREADS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """One BLAS thread in the processes started inside the block (a variable already set is kept).
+
+    numpy's OpenBLAS otherwise starts a thread per core in every runner worker, and ``parallel``
+    workers on as many cores then spin against each other: two CIFAR-10 cells at once ran 4.6x
+    slower (their local steps 17x) with the same numbers (docs/benchmark-blas.md). Ray's workers
+    (--via flower) already run with one thread (Ray sets OMP_NUM_THREADS to a task's CPUs)."""
+    old = {k: os.environ.get(k) for k in BLAS_THREADS_ENV}
+    for k in BLAS_THREADS_ENV:
+        os.environ.setdefault(k, "1")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["watchdog"]:
     watchdog(int(sys.argv[2]), sys.argv[3], sys.argv[4] or None)
+

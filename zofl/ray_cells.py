@@ -155,7 +155,7 @@ def run_on_ray(cells: list[dict[str, Any]], address: str) -> Iterator[tuple[dict
     cluster at ``address``; yield (cell, reply) as they finish, the reply an exception if the task failed."""
     import ray
 
-    from .compare import BLAS_THREADS_ENV  # one BLAS thread per cell, as --via inprocess's workers
+    from .launch import BLAS_THREADS_ENV  # one BLAS thread per cell, as --via inprocess's workers
 
     ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": {k: "1" for k in BLAS_THREADS_ENV}})
     try:
