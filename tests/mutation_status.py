@@ -1,0 +1,114 @@
+"""Where a mutation run stands, per package: read mutmut's verdicts from a copy it runs in (issue 52, item 3).
+
+Run on demand, not in CI (the name does not start with ``test_``, so pytest does not collect it):
+
+    python tests/mutation_status.py /tmp/zofl-mut              # the table, per package and in all
+    python tests/mutation_status.py /tmp/zofl-mut --files      # per source file too
+    python tests/mutation_status.py /tmp/zofl-mut --json docs/mutation-run-e.json --commit abc123
+    python tests/mutation_status.py /tmp/zofl-mut --survivors zofl.methods.*   # survivors' names, for
+                                                               # `mutmut show NAME` or `mutmut run NAMES`
+
+mutmut keeps each mutant's last exit code in ``mutants/<source>.meta`` (JSON: ``exit_code_by_key``, mutant
+name -> exit code, ``null`` while unchecked); the codes mean what mutmut's own ``status_by_exit_code`` says
+(1 and 3 killed, 0 survived, 33 and 5 no tests, 36, 24, -24, 152 and 255 timeout, null not checked). "Kill
+rate" is (killed + timeouts) / checked, where checked counts every mutant with a verdict; a mutant no test
+reaches ("no tests") is checked and not killed.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+from pathlib import Path
+
+KILLED, TIMEOUT, SURVIVED, NO_TESTS, UNCHECKED, OTHER = "k", "t", "s", "n", "u", "?"
+LETTER = {1: KILLED, 3: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS, None: UNCHECKED,
+          36: TIMEOUT, 24: TIMEOUT, -24: TIMEOUT, 152: TIMEOUT, 255: TIMEOUT}
+LEGEND = ("one letter per mutant, mutant 1 first: k killed, t timeout, s survived, n no tests (no test reaches "
+          "it), u not checked, ? anything else (suspicious, segfault, interrupted)")
+PACKAGES = ("algorithms", "core", "methods", "strategies", "tasks")
+
+
+def mutant_number(name: str) -> int:
+    return int(name.rsplit("__mutmut_", 1)[1])
+
+
+def read_status(copy: Path) -> dict[str, str]:
+    """{function key (``zofl.methods.afbo.x_client_work``, or ``...xǁClassǁmethod``): letters, mutant 1 first}."""
+    root = copy / "mutants"
+    if not (root / "zofl").is_dir():
+        raise SystemExit(f"{root / 'zofl'} not found: give the folder `mutmut run` runs in")
+    status: dict[str, dict[int, str]] = {}
+    for meta in sorted((root / "zofl").rglob("*.py.meta")):
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        for name, code in codes.items():
+            function, n = name.rsplit("__mutmut_", 1)
+            status.setdefault(function, {})[int(n)] = LETTER.get(code, OTHER)
+    return {f: "".join(by[i] for i in sorted(by)) for f, by in sorted(status.items())}
+
+
+def group_of(function: str) -> str:
+    """``zofl.methods.afbo.x_f`` -> "methods"; a top-level module's -> "zofl/*.py"."""
+    part = function.split(".")[1]
+    return part if part in PACKAGES else "zofl/*.py"
+
+
+def source_of(function: str) -> str:
+    mod = function.split(".x_")[0].split(".xǁ")[0]
+    return mod.replace(".", "/") + ".py"
+
+
+def table(status: dict[str, str], by) -> list[str]:
+    counts: dict[str, dict[str, int]] = {}
+    for function, letters in status.items():
+        c = counts.setdefault(by(function), {})
+        for ch in letters:
+            c[ch] = c.get(ch, 0) + 1
+    total: dict[str, int] = {}
+    for c in counts.values():
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    lines = ["| source | mutants | checked | killed + timeouts | survived | no tests | other | not checked | "
+             "killed by the run |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, c in [*sorted(counts.items()), ("**all**", total)]:
+        n = sum(c.values())
+        checked = n - c.get(UNCHECKED, 0)
+        killed = c.get(KILLED, 0) + c.get(TIMEOUT, 0)
+        rate = f"{100 * killed / checked:.1f}%" if checked else "-"
+        lines.append(f"| {name} | {n:,} | {checked:,} | {c.get(KILLED, 0):,} + {c.get(TIMEOUT, 0):,} | "
+                     f"{c.get(SURVIVED, 0):,} | {c.get(NO_TESTS, 0):,} | {c.get(OTHER, 0):,} | "
+                     f"{c.get(UNCHECKED, 0):,} | {rate} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("copy", type=Path, help="the folder `mutmut run` runs in (it holds mutants/)")
+    ap.add_argument("--files", action="store_true", help="a row per source file too")
+    ap.add_argument("--json", type=Path, help="write every mutant's status here (one letter per mutant)")
+    ap.add_argument("--commit", default="", help="the commit the run's copy was made from (for --json)")
+    ap.add_argument("--survivors", nargs="*", metavar="PATTERN",
+                    help="print the survivors' and no-tests mutants' names (all, or those matching a pattern)")
+    args = ap.parse_args(argv)
+    status = read_status(args.copy)
+    if args.survivors is not None:
+        pats = args.survivors or ["*"]
+        for function, letters in status.items():
+            for i, ch in enumerate(letters):
+                name = f"{function}__mutmut_{i + 1}"
+                if ch in (SURVIVED, NO_TESTS) and any(fnmatch.fnmatchcase(name, p) for p in pats):
+                    print(name)
+        return 0
+    print("\n".join(table(status, group_of)))
+    if args.files:
+        print()
+        print("\n".join(table(status, source_of)))
+    if args.json:
+        args.json.write_text(json.dumps({"commit": args.commit, "legend": LEGEND, "status": status}, indent=0,
+                                        ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
