@@ -1,4 +1,6 @@
+import logging
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +67,12 @@ def pytest_collection_modifyitems(config, items):
         group = group_of(item.path.stem, item.get_closest_marker("flower") is not None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_sessionstart(session):
+    """A second pytest session in one process (mutmut runs several) gets Flower's console handler back: Flower binds
+    it to sys.stdout when it is imported, which under pytest is the capture of the session that imported it, closed
+    when that session ended; a log line would then print "--- Logging error ---" into the test's captured stderr."""
+    for handler in logging.getLogger("flwr").handlers:
+        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
+            handler.stream = sys.stdout  # not setStream: it flushes the closed stream first
