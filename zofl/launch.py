@@ -529,4 +529,3 @@ def one_blas_thread():
 
 if __name__ == "__main__" and sys.argv[1:2] == ["watchdog"]:
     watchdog(int(sys.argv[2]), sys.argv[3], sys.argv[4] or None)
-
