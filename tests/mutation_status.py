@@ -28,6 +28,7 @@ LETTER = {1: KILLED, 3: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS, None: UN
 LEGEND = ("one letter per mutant, mutant 1 first: k killed, t timeout, s survived, n no tests (no test reaches "
           "it), u not checked, ? anything else (suspicious, segfault, interrupted)")
 PACKAGES = ("algorithms", "core", "methods", "strategies", "tasks")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def mutant_number(name: str) -> int:
@@ -55,8 +56,9 @@ def group_of(function: str) -> str:
 
 
 def source_of(function: str) -> str:
-    mod = function.split(".x_")[0].split(".xǁ")[0]
-    return mod.replace(".", "/") + ".py"
+    """``zofl.methods.afbo.x_f`` -> "zofl/methods/afbo.py"; a package's own function -> its ``__init__.py``."""
+    mod = function.split(".x_")[0].split(".xǁ")[0].replace(".", "/")
+    return f"{mod}/__init__.py" if (ROOT / mod).is_dir() else f"{mod}.py"
 
 
 def table(status: dict[str, str], by) -> list[str]:

@@ -27,6 +27,8 @@ def test_letters_counts_and_names(tmp_path, capsys):
     assert ms.group_of("zofl.methods.afbo.x_client_work") == "methods"
     assert ms.group_of("zofl.results.x_write") == "zofl/*.py"
     assert ms.source_of("zofl.methods.afbo.xǁAFBOǁstep") == "zofl/methods/afbo.py"
+    assert ms.source_of("zofl.methods.x_client_work") == "zofl/methods/__init__.py"
+    assert ms.source_of("zofl.results.x_write") == "zofl/results.py"
     rows = ms.table(status, ms.group_of)
     assert rows[2] == "| methods | 4 | 4 | 1 + 1 | 1 | 1 | 0 | 0 | 50.0% |"
     assert rows[3] == "| zofl/*.py | 3 | 2 | 1 + 0 | 0 | 0 | 1 | 1 | 50.0% |"
