@@ -438,3 +438,28 @@ def test_a_cell_file_that_is_no_regular_file_is_refused_when_reporting(tmp_path)
     code, err = _cli(["g.toml", "--out", "out", "--report-only"], tmp_path)
     assert code == 2 and err.endswith("config.json: nested deeper than 32 levels (arrays and tables/objects within "
                                       "each other); zofl's files nest a few levels at most\n"), err
+
+
+def test_a_runner_worker_s_cell_in_this_process(tmp_path):
+    """_inprocess_cell (what a --via inprocess worker runs; here in this process): the cell's run written where its
+    config says, its name and seconds given back; a run that fails is reported as its error, not raised."""
+    import json
+    import logging
+
+    from zofl.compare import _inprocess_cell
+
+    flwr_log = logging.getLogger("flwr")
+    level = flwr_log.level
+    cfg = {"strategy": "fedavg", "num-rounds": 2, "num-clients": 3, "output-dir": str(tmp_path), "run-name": "c"}
+    try:
+        name, secs, err = _inprocess_cell(cfg)
+        assert flwr_log.level == logging.WARNING  # the worker's Flower log is quiet
+    finally:
+        flwr_log.setLevel(level)
+    assert (name, err) == ("c", "") and 0 < secs < 600
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["rounds"] == 2
+    try:
+        name, secs, err = _inprocess_cell({**cfg, "run-name": "d", "strategy": "no-such-method"})
+    finally:
+        flwr_log.setLevel(level)
+    assert name == "d" and err.startswith("ConfigError(") and "no-such-method" in err and secs >= 0

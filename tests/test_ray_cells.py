@@ -3,6 +3,7 @@ checked before anything is written, and a grid run on a two-node Ray cluster giv
 run, on both nodes, resumable."""
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -227,3 +228,36 @@ def _pids_with_home_under(prefix: str) -> list[int]:
             if any(e.startswith(b"FLWR_HOME=" + prefix.encode()) for e in env):
                 out.append(int(p.name))
     return out
+
+
+def test_a_node_s_cell_in_this_process(tmp_path):
+    """run_cell (what a Ray task runs; here without Ray): the run folder's files, this machine's environment and
+    name, its seconds; a cell whose run fails reports its error and the files it wrote, nothing left behind."""
+    cfg = {"strategy": "fedavg", "num-rounds": 2, "num-clients": 3, "seed": 1, "run-name": "c"}
+    before = set(Path(tempfile.gettempdir()).glob("zofl-cell-*"))
+    reply = ray_cells.run_cell(cfg)
+    assert reply["error"] == "" and reply["environment"] == environment() and reply["node"] == platform.node()
+    assert {"config.json", "summary.json", "rounds.jsonl", "data.json"} <= set(reply["files"])
+    assert all(isinstance(v, bytes) for v in reply["files"].values()) and 0 < reply["seconds"] < 600
+    assert json.loads(reply["files"]["summary.json"])["rounds"] == 2
+    unpack(reply, tmp_path / "c", str(tmp_path), None)  # a reply the runner accepts
+    bad = ray_cells.run_cell({**cfg, "strategy": "no-such-method"})
+    assert "no-such-method" in bad["error"] and bad["files"] == {}
+    assert set(Path(tempfile.gettempdir()).glob("zofl-cell-*")) == before
+
+
+def test_the_data_fingerprints_the_runner_checks_replies_against(tmp_path, fake_npz_dir):
+    """data_fingerprints: per cell, its data file's fingerprint on this machine (the part before the split's), one
+    per data file whatever the split; None for a task that gives none."""
+    from zofl.compare import cell_id, data_fingerprints
+
+    base = {"strategy": "fedavg", "num-rounds": 1, "num-clients": 3}
+    digits = [{**base, "seed": 1}, {**base, "seed": 2, "alpha": 0.5}]
+    mnist = [{**base, "dataset": "mnist", "data-dir": str(fake_npz_dir), "seed": s} for s in (1, 2)]
+    toy = {"strategy": "fedrzo-bl", "task": "zofl.tasks.toy:QuadraticBilevel", "num-rounds": 1, "num-clients": 2}
+    prints = data_fingerprints([*digits, *mnist, toy])
+    assert set(prints) == {cell_id(c) for c in [*digits, *mnist, toy]}
+    ours = prints[cell_id(digits[0])]
+    assert isinstance(ours, str) and "-" not in ours and prints[cell_id(digits[1])] == ours  # the split is not in it
+    assert prints[cell_id(mnist[0])] == prints[cell_id(mnist[1])] != ours
+    assert prints[cell_id(toy)] is None

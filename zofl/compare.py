@@ -235,9 +235,10 @@ def data_fingerprints(cells: list[dict[str, Any]]) -> dict[str, str | None]:
     out = {}
     for cell in cells:
         _, task, spec = check_run({k: v for k, v in cell.items() if k not in ("output-dir", "run-name")})
-        key = (spec.dataset, spec.data_dir, spec.path, spec.read)
+        split = isinstance(task, SplitTask)  # a task of its own data (a toy problem) gives none, whatever its spec
+        key = (split, spec.dataset, spec.data_dir, spec.path, spec.read)
         if key not in prints:
-            prints[key] = pooled_of(spec).fingerprint if isinstance(task, SplitTask) else None
+            prints[key] = pooled_of(spec).fingerprint if split else None
         out[cell_id(cell)] = prints[key]
     return out
 
