@@ -137,3 +137,23 @@ def test_published_figures_recomputed_from_the_packed_records(name):
         assert float(row["final_test_acc"]) == fig["final"] and float(row["best_test_acc"]) == fig["best"]
         assert float(row["last10_test_acc"]) == pytest.approx(fig["last10"], rel=1e-12, abs=0)
         assert int(row["rounds"]) == len(acc[row["cell"]]) - 1
+
+
+def test_a_record_field_named_as_a_config_key_packs_and_reads_back(tmp_path):
+    """AFBO's records have ``tau`` (its outer delays) and every config.json the run-config key ``tau``: the packing
+    of every AFBO study failed on it (`zofl compare`'s reports ended in a traceback). The config's column is
+    renamed in the file, and both read back as they were."""
+    from zofl.packed import write_packed
+
+    cfg = {"strategy": "afbo", "tau": 20.0, "seed": 3}
+    recs = [{"round": 0, "tau": [0, 0], "config.tau": "a field of its own"}, {"round": 1, "tau": [1, 2]}]
+    path = tmp_path / PACKED
+    write_packed(path, [("c", cfg, recs), ("d", {"strategy": "fednest", "tau": 5.0}, [{"round": 0}])])
+    got = read_packed(path)
+    assert _exact(got["c"][0], cfg) and _exact(got["c"][1], recs)
+    assert _exact(got["d"][0], {"strategy": "fednest", "tau": 5.0}) and _exact(got["d"][1], [{"round": 0}])
+    columns = pd.read_parquet(path).columns
+    assert {"tau", "config.tau", "config.config.tau"} <= set(columns)
+    with pytest.raises(ValueError, match=r"record fields \['cell'\] clash with packed columns"):
+        write_packed(path, [("c", cfg, [{"cell": 1}])])
+    assert _exact(read_packed(path)["c"][1], recs)  # a refused packing leaves the file as it was

@@ -5,7 +5,8 @@ config.json, data.json, summary.json and rounds.jsonl (one JSON record per round
 most of a study's bytes (a 400-cell study: ~40 MB of JSON lines), so a published study keeps them
 in one file, STUDY/rounds.parquet: a row per record, the column ``cell`` (the run folder's name),
 the record's fields, and the run's config.json keys beside them (constant within a cell, so they
-cost next to nothing once compressed). The small files of each cell (config.json, data.json,
+cost next to nothing once compressed; a key that is also a record field, as AFBO's ``tau``, in the
+column ``config.<key>``). The small files of each cell (config.json, data.json,
 summary.json) stay where they are: the runner finds finished cells by them.
 
 Why Parquet: a data scientist opens it in one line (``pandas.read_parquet("rounds.parquet")``, or
@@ -92,9 +93,10 @@ def write_packed(path: Path, runs: list[tuple[str, dict[str, Any], list[dict[str
         cfg_keys.update(dict.fromkeys(cfg))
         for r in recs:
             rec_keys.update(dict.fromkeys(r))
-    clash = set(rec_keys) & (set(cfg_keys) | {"cell", ABSENT})
+    clash = set(rec_keys) & {"cell", ABSENT}
     if clash:
-        raise ValueError(f"record fields {sorted(clash)} clash with config keys or packed columns")
+        raise ValueError(f"record fields {sorted(clash)} clash with packed columns")
+    cfg_column = _config_columns(cfg_keys, rec_keys)
     rows_cell, rows_absent, cols_rec, cols_cfg = [], [], {k: [] for k in rec_keys}, {k: [] for k in cfg_keys}
     for cell, cfg, recs in runs:
         for r in recs:
@@ -106,9 +108,10 @@ def write_packed(path: Path, runs: list[tuple[str, dict[str, Any], list[dict[str
                 cols_cfg[k].append(cfg.get(k))
     names, arrays, json_cols = ["cell"], [pa.array(rows_cell, type=pa.string())], []
     float_cols = []
-    for group in (cols_rec, cols_cfg):
-        for k, vals in group.items():
+    for group, column in ((cols_rec, {}), (cols_cfg, cfg_column)):
+        for key, vals in group.items():
             arr, ints, as_json = _column(pa, vals)
+            k = column.get(key, key)
             names.append(k)
             arrays.append(arr)
             if pa.types.is_floating(arr.type):
@@ -120,11 +123,27 @@ def write_packed(path: Path, runs: list[tuple[str, dict[str, Any], list[dict[str
                 json_cols.append(k)
     names.append(ABSENT)
     arrays.append(pa.array(rows_absent, type=pa.list_(pa.string())))
-    meta = {"records": list(rec_keys), "config": list(cfg_keys), "json": json_cols,
+    meta = {"records": list(rec_keys), "config": list(cfg_keys), "config_columns": cfg_column, "json": json_cols,
             "config_absent": {cell: [k for k in cfg_keys if k not in cfg] for cell, cfg, _ in runs
                               if any(k not in cfg for k in cfg_keys)}}
     _write(pa.Table.from_arrays(arrays, names=names).replace_schema_metadata({META_KEY: json.dumps(meta)}), path,
            float_cols)
+
+
+def _config_columns(cfg_keys, rec_keys) -> dict[str, str]:
+    """The column of each config key that is also a record field (AFBO's records have ``tau``, its outer delays,
+    and every config has the run-config key ``tau``): ``config.<key>``, made unique; other keys are their own
+    column."""
+    taken = set(rec_keys) | set(cfg_keys) | {"cell", ABSENT}
+    out = {}
+    for k in cfg_keys:
+        if k in rec_keys:
+            name = f"config.{k}"
+            while name in taken:
+                name = f"config.{name}"
+            taken.add(name)
+            out[k] = name
+    return out
 
 
 def _write(table, path: Path, float_cols: list[str]) -> None:
@@ -144,6 +163,7 @@ def _load(path: str, stamp: tuple[int, int]) -> dict[str, tuple[dict[str, Any], 
     meta = json.loads(table.schema.metadata[META_KEY])
     cols = {n: table.column(n).to_pylist() for n in table.column_names}
     json_cols = set(meta["json"])
+    cfg_column = meta.get("config_columns", {})  # files packed before there was none: every key its own column
 
     def value(k: str, i: int) -> Any:
         v = cols[k][i]
@@ -159,7 +179,7 @@ def _load(path: str, stamp: tuple[int, int]) -> dict[str, tuple[dict[str, Any], 
     for i, cell in enumerate(cols["cell"]):
         if cell not in out:
             gone = set(meta["config_absent"].get(cell, []))
-            out[cell] = ({k: value(k, i) for k in meta["config"] if k not in gone}, [])
+            out[cell] = ({k: value(cfg_column.get(k, k), i) for k in meta["config"] if k not in gone}, [])
         absent = set(cols[ABSENT][i])
         out[cell][1].append({k: value(k, i) for k in meta["records"] if k not in absent})
     return out
