@@ -7,6 +7,7 @@ Run on demand, not in CI (the name does not start with ``test_``, so pytest does
     python tests/mutation_status.py /tmp/zofl-mut --json docs/mutation-run-e.json --commit abc123
     python tests/mutation_status.py /tmp/zofl-mut --survivors zofl.methods.*   # survivors' names, for
                                                                # `mutmut show NAME` or `mutmut run NAMES`
+    python tests/mutation_status.py --process-tests             # the tests [tool.mutmut] deselects
 
 mutmut keeps each mutant's last exit code in ``mutants/<source>.meta`` (JSON: ``exit_code_by_key``, mutant
 name -> exit code, ``null`` while unchecked); the codes mean what mutmut's own ``status_by_exit_code`` says
@@ -17,9 +18,11 @@ reaches ("no tests") is checked and not killed.
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 KILLED, TIMEOUT, SURVIVED, NO_TESTS, UNCHECKED, OTHER = "k", "t", "s", "n", "u", "?"
@@ -31,8 +34,43 @@ PACKAGES = ("algorithms", "core", "methods", "strategies", "tasks")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def mutant_number(name: str) -> int:
-    return int(name.rsplit("__mutmut_", 1)[1])
+# what starts a process in a test (a child imports the package unmutated, or mutmut's copy from a folder without
+# its configuration: it can kill no mutant, and mutmut's runs stop on its failures)
+PROCESS_STARTS = ("subprocess.", "Popen", "sys.executable", "local_superlink", "local_ray_cluster", "os.fork",
+                  "multiprocessing")
+
+
+def ignored_files() -> set[str]:
+    """The test files [tool.mutmut] leaves out whole (``--ignore=``)."""
+    args = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
+    return {a.split("=", 1)[1] for a in args if a.startswith("--ignore=")}
+
+
+def process_tests() -> list[str]:
+    """The tests, in the test files mutmut runs, that start a process themselves or through a helper of their
+    file (not marked ``flower``: those are not run), as pytest node ids."""
+    out = []
+    ignored = ignored_files()
+    for f in sorted((ROOT / "tests").glob("test_*.py")):
+        rel = f"tests/{f.name}"
+        if rel in ignored:
+            continue
+        src = f.read_text()
+        funcs = {n.name: n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)}
+        starts = {name for name, n in funcs.items() if any(k in ast.get_source_segment(src, n) for k in PROCESS_STARTS)}
+        grew = True
+        while grew:  # the helpers that call a helper that starts one
+            grew = False
+            for name, n in funcs.items():
+                calls = {c.func.id for c in ast.walk(n) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+                if name not in starts and calls & starts:
+                    starts.add(name)
+                    grew = True
+        for name in sorted(starts):
+            marks = " ".join(ast.get_source_segment(src, d) for d in funcs[name].decorator_list)
+            if name.startswith("test_") and "flower" not in marks:
+                out.append(f"{rel}::{name}")
+    return out
 
 
 def read_status(copy: Path) -> dict[str, str]:
@@ -86,13 +124,20 @@ def table(status: dict[str, str], by) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("copy", type=Path, help="the folder `mutmut run` runs in (it holds mutants/)")
+    ap.add_argument("copy", type=Path, nargs="?", help="the folder `mutmut run` runs in (it holds mutants/)")
+    ap.add_argument("--process-tests", action="store_true",
+                    help="list the tests that start a process (what [tool.mutmut] deselects)")
     ap.add_argument("--files", action="store_true", help="a row per source file too")
     ap.add_argument("--json", type=Path, help="write every mutant's status here (one letter per mutant)")
     ap.add_argument("--commit", default="", help="the commit the run's copy was made from (for --json)")
     ap.add_argument("--survivors", nargs="*", metavar="PATTERN",
                     help="print the survivors' and no-tests mutants' names (all, or those matching a pattern)")
     args = ap.parse_args(argv)
+    if args.process_tests:
+        print("\n".join(process_tests()))
+        return 0
+    if args.copy is None:
+        ap.error("give the folder `mutmut run` runs in")
     status = read_status(args.copy)
     if args.survivors is not None:
         pats = args.survivors or ["*"]
