@@ -165,3 +165,24 @@ def test_why_a_nodes_data_are_refused_reaches_the_server_without_their_path(tmp_
     assert "<data-path>: 30 features per example" in refused["reason"] and "hidden-site" not in refused["reason"]
     assert not any("hidden-site" in f.read_text() for f in d.iterdir() if f.suffix in (".json", ".jsonl", ".log"))
     assert any("this SuperNode's data cannot be used" in m and str(bad) in m for m in caplog.messages)
+
+
+def test_a_node_s_task_holds_only_its_own_data(tmp_path):
+    """LocalTask (the node's side; run in the ClientApp's process): its client data are the node's training part
+    whatever the partition id, its test data the held-out part, no server data, its size and fingerprint; every
+    other attribute is the wrapped task's."""
+    from zofl.tasks import SoftmaxTask
+    from zofl.tasks.local import LocalTask
+
+    data = read_node_data(NodeData.of({"data-path": str(site_file(tmp_path / "a.npz", 40, 1))}), 64, 10, seed=0)
+    inner = SoftmaxTask()
+    task = LocalTask(inner, data, 10)
+    for pid in (0, 7):
+        got = task.client_data(None, pid)
+        assert got.x is data.x and got.y is data.y and got.num_classes == 10
+    test = task.test_data(None)
+    assert test.x is data.x_test and test.y is data.y_test and len(test.y) == 4
+    server = task.server_data(None)
+    assert server.x.shape == (0, 64) and server.y.shape == (0,) and server.num_classes == 10
+    assert task.num_train(None) == 36 and task.fingerprint(None) == (data.fingerprint, "this node's own data")
+    assert task.check(None) is None and task.loss == inner.loss

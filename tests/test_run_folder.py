@@ -200,3 +200,30 @@ def test_a_client_with_other_data_refuses_to_train(tmp_path):
                                            rf"server's is {fp}"):
         client(str(tmp_path / "b")).fit([x], config)
     client(str(tmp_path / "a")).fit([x], config)  # the same data: it trains
+
+
+def test_a_forked_child_closes_its_copies_of_the_lock_descriptors(tmp_path):
+    """What every forked child runs first (os.register_at_fork, here called in this process): the lock
+    descriptors closed, so that the child does not hold the folder's lock once its parent is gone; a number that
+    is no longer the lock file's (closed, then reused by another file) is left open."""
+    import os
+
+    from zofl import results
+
+    (tmp_path / "run").mkdir()
+    fd = results.lock_folder(tmp_path / "run")
+    results._close_inherited_locks()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert results._HELD == {}
+    fd = results.lock_folder(tmp_path / "run")  # free again
+    other = os.open(tmp_path / "other.txt", os.O_CREAT | os.O_RDWR)
+    os.close(fd)  # closed elsewhere, still listed as held
+    os.dup2(other, fd)  # the number reused by a file that is not the lock
+    try:
+        results._close_inherited_locks()
+        os.fstat(fd)  # still open
+        assert results._HELD == {}
+    finally:
+        os.close(fd)
+        os.close(other)
