@@ -157,3 +157,21 @@ def test_a_record_field_named_as_a_config_key_packs_and_reads_back(tmp_path):
     with pytest.raises(ValueError, match=r"record fields \['cell'\] clash with packed columns"):
         write_packed(path, [("c", cfg, [{"cell": 1}])])
     assert _exact(read_packed(path)["c"][1], recs)  # a refused packing leaves the file as it was
+
+
+def test_a_report_script_s_table_is_written_as_a_study_s_file_and_read_back(tmp_path):
+    """write_table / read_table (the AFBO studies' rounds.parquet, written by their report scripts): the rows back
+    in order with their types, None where missing; the same rows give the same bytes; no temporary file left."""
+    from zofl.packed import read_table, write_table
+
+    cols = ["run", "t", "acc", "seed"]
+    rows = [["a", 0.5, 0.875, 3], ["a", 1.0, None, 3], ["b", 0.25, 0.5, None]]
+    path = write_table(tmp_path / "r.parquet", cols, rows)
+    assert path == tmp_path / "r.parquet"
+    back = read_table(path)
+    assert back == [dict(zip(cols, r)) for r in rows]
+    assert [type(r["seed"]) for r in back[:2]] == [int, int] and type(back[0]["acc"]) is float
+    first = path.read_bytes()
+    write_table(tmp_path / "r.parquet", cols, rows)
+    assert path.read_bytes() == first and sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]
+    assert list(pd.read_parquet(path).columns) == cols
