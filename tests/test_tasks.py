@@ -62,3 +62,23 @@ def test_softmax_keeps_large_arrays_in_float64_with_the_same_numbers():
     for _ in range(5):  # at most 4 arrays kept
         task.loss(w, x.copy(), y)
     assert len(task._float64_copies) <= 4
+
+
+def test_the_server_task_of_a_users_app_holds_x0_and_no_data():
+    """ModelArrays (the server's task when the model is a user's own and the data stay on the clients): x_0 as
+    given, in float64, a copy each time; empty data everywhere; no examples, no fingerprint; asking it for a loss,
+    gradient or prediction is an error that says why (the server holds no data)."""
+    from zofl.tasks.arrays import ModelArrays
+
+    x0 = np.arange(6, dtype=np.float32)
+    task = ModelArrays(x0)
+    got = task.init_params(64, 10)
+    assert got.dtype == np.float64 and np.array_equal(got, x0)
+    got[0] = 99.0
+    assert task.init_params(64, 10)[0] == 0.0  # a copy: the run's x cannot change x_0
+    for data in (task.server_data(None), task.test_data(None), task.client_data(None, 3)):
+        assert len(data.y) == 0 and data.x.shape[0] == 0
+    assert task.num_train(None) == 0 and task.fingerprint is None and task.check(None) is None
+    for f in (task.loss, task.grad, task.predict):
+        with pytest.raises(RuntimeError, match="the server of a user's App holds no data"):
+            f(got, None, None)
