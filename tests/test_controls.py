@@ -44,3 +44,14 @@ def test_centralised_pools_every_training_example_and_server_sgd_needs_server_da
     assert len(Centralised(cfg, task, spec).data()) == task.num_train(spec)
     with pytest.raises(ConfigError, match="server-fraction"):
         _run(tmp_path, "none", strategy="server-sgd", **{"server-fraction": 0.0})
+
+
+def test_a_control_gives_no_client_work():
+    """A control contacts no client: its client half refuses work, naming the strategy."""
+    from zofl.methods.controls import client_work
+
+    class Cfg:
+        strategy = "x0-only"
+
+    with pytest.raises(RuntimeError, match="strategy 'x0-only' is a server-only control: no client has work"):
+        client_work(Cfg(), None, None, None, None)

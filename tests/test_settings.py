@@ -67,6 +67,9 @@ def test_groups_are_typed_frozen_views_of_the_flat_run_config():
     assert zohfl.lambda_ == cfg["lambda"] and zohfl.eta == cfg["eta"]  # 'lambda' is a keyword: field lambda_
     with pytest.raises(AttributeError):  # a method's own key is no attribute of the run-config: its Params' field
         cfg.eta
+    # and a read-only mapping of every key by its flat name, a method's own too
+    assert list(cfg) == list(cfg.keys()) and len(cfg) == len(list(cfg)) and "eta" in cfg and cfg["beta"] == 0.5
+    assert dict(cfg) == dict(cfg.items()) and cfg == dict(cfg) and list(cfg.values()) == [cfg[k] for k in cfg]
 
 
 def test_every_key_belongs_to_exactly_one_group_and_keeps_its_flat_name():
