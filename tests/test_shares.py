@@ -198,6 +198,30 @@ def test_each_client_of_a_node_keeps_its_own_state(tmp_path, monkeypatch):
     assert not client_state.run_dir(ctx.run_id).exists()
 
 
+def test_a_client_s_state_file_is_replaced_whole_from_beside_it_and_never_unpickled(tmp_path, monkeypatch):
+    """save writes a temporary file in the state's own folder and renames it (a rename is whole only within one
+    file system), leaves nothing behind and the old file as it was when writing fails; load reads arrays only (a
+    planted object array is refused, never unpickled)."""
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
+    client_state.save(7, 1, {"c": np.ones(2)})
+    target = client_state.path(7, 1)
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (renamed.append((Path(a), Path(b))), real_replace(a, b))[1])
+    client_state.save(7, 1, {"c": np.full(2, 2.0)})
+    assert [(a.parent, b) for a, b in renamed] == [(target.parent, target)]
+    monkeypatch.setattr(np, "savez", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        client_state.save(7, 1, {"c": np.zeros(2)})
+    assert [p.name for p in target.parent.iterdir()] == ["client-1.npz"]
+    monkeypatch.undo()
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
+    assert np.array_equal(client_state.load(7, 1)["c"], np.full(2, 2.0))
+    np.savez(target, c=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        client_state.load(7, 1)
+
+
 # -- the numbers of one node per client ----------------------------------------------------------------------------
 
 KEYS = ("test_loss", "test_acc", "sampled", "participants", "failed", "fed_loss", "staleness", "clock_s")
