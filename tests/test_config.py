@@ -339,3 +339,28 @@ def test_a_buffer_one_update_per_client_could_never_fill_is_refused_before_any_w
     with pytest.raises(ConfigError, match=refused):
         parse_config({**keys, "buffer-size": 3})
     parse_config({**keys, "buffer-size": 2})
+
+
+@pytest.mark.parametrize("text, rest", [
+    ("[a]\nx = 1\n\n[tool.flwr.app.config]\nold = 1\n", "[a]\nx = 1\n\n{table}"),  # the last table of the file
+    ("[tool.flwr.app.config]\nold = 1\n[next]\ny = 2\n", "{table}[next]\ny = 2\n"),  # a table right after it
+    ("[tool.flwr.app.config]\n[next]\ny = 2\n", "{table}[next]\ny = 2\n"),  # an empty table
+    ("[tool.flwr.app.config]\nold = 1\n\n[next]\n", "{table}\n[next]\n"),  # up to the blank line
+])
+def test_the_app_config_table_is_replaced_up_to_its_end_and_no_further(text, rest):
+    from zofl.config import app_config_table, with_app_config
+
+    assert with_app_config(text) == rest.format(table=app_config_table())
+
+
+def test_the_key_table_keeps_each_key_on_one_row(monkeypatch):
+    """A key whose default, allowed values or meaning holds '|' or a line break stays one row of seven cells."""
+    from types import SimpleNamespace
+
+    import zofl.methods as methods
+
+    key = SimpleNamespace(name="toy-key", group="Toy", default="a|b", allowed="x\ny", source="ours",
+                          doc="one\ntwo | three")
+    monkeypatch.setattr(methods, "keys", lambda: [key])
+    row = methods.key_table().splitlines()[-1]
+    assert row == r"| `toy-key` | Toy | a\|b | x y | ours | every method | one two \| three |"
