@@ -139,6 +139,9 @@ def test_statistics_of_the_reports():
     d = paired({0: 3.0, 1: 4.0, 2: 5.0, 7: 100.0}, {0: 1.0, 1: 2.0, 2: 3.1})  # seed 7 has no partner
     assert d[2] == 3 and math.isclose(d[0], 1.9666666666666668) and excludes_zero(d)
     assert not excludes_zero(interval([-1.0, 1.0, 0.5]))
+    # n = 2 has an interval; one that only touches 0 does not exclude it; n = 1 and a NaN half-width never do
+    assert excludes_zero((1.0, 0.5, 2)) and excludes_zero((-1.0, 0.5, 2)) and not excludes_zero((0.5, 0.5, 5))
+    assert not excludes_zero((1.0, 0.5, 1)) and not excludes_zero((1.0, float("nan"), 3))
 
 
 def test_cell_id_ignores_paths():

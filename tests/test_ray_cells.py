@@ -261,3 +261,20 @@ def test_the_data_fingerprints_the_runner_checks_replies_against(tmp_path, fake_
     assert isinstance(ours, str) and "-" not in ours and prints[cell_id(digits[1])] == ours  # the split is not in it
     assert prints[cell_id(mnist[0])] == prints[cell_id(mnist[1])] != ours
     assert prints[cell_id(toy)] is None
+
+
+def test_what_the_runner_reports_of_a_failed_task_and_a_foreign_node_is_bounded_and_exact(tmp_path):
+    """The report's line for a cell: a failed task's exception (cut to 2,000 characters, no seconds, node "?"), a
+    node's name (cut to 80), and what differs in another node's environment (each value cut to 16 characters)."""
+    assert ray_cell_result({"run-name": "c"}, RuntimeError("node died"), tmp_path, None) == \
+        ("c", 0.0, "the Ray task failed: RuntimeError('node died')", "?")
+    long = ray_cell_result({"run-name": "c"}, RuntimeError("x" * 5000), tmp_path, None)[2]
+    assert len(long) == 2000 and long.startswith("the Ray task failed: RuntimeError('xxx")
+    assert ray_cell_result({"run-name": "c"}, {**_reply(), "node": "n" * 200}, tmp_path, "aaaa")[3] == "n" * 80
+    ours = environment()
+    theirs = {**ours, "numpy": "9" * 40, "python": "3.0"}
+    assert ray_cells._diff(theirs, ours) == f"numpy {'9' * 16} here {ours['numpy'][:16]}; python 3.0 here " \
+                                            f"{ours['python'][:16]}"
+    assert ray_cells._diff({**ours, "zofl code": "f" * 64}, {**ours, "zofl code": "e" * 64}) == \
+        f"zofl code {'f' * 16} here {'e' * 16}"
+    assert ray_cells._diff(None, ours) == "no environment given"

@@ -17,6 +17,14 @@ def test_a_value_registered_twice_is_refused():
     assert streams.STREAMS[2] == "client minibatches (every method)"  # the first registration stands
 
 
+def test_a_new_stream_is_registered_with_its_purpose(monkeypatch):
+    monkeypatch.setattr(streams, "STREAMS", dict(streams.STREAMS))  # the registry as it was after the test
+    assert streams.stream(0xBEEF, "a test's draws") == 0xBEEF
+    assert streams.STREAMS[0xBEEF] == "a test's draws"
+    with pytest.raises(ValueError, match="0xbeef is registered twice: \"a test's draws\" and 'again'"):
+        streams.stream(0xBEEF, "again")
+
+
 def test_every_module_stream_constant_is_registered_and_purposes_are_distinct():
     found = {}
     for info in pkgutil.walk_packages(zofl.__path__, "zofl."):
