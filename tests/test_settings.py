@@ -70,6 +70,7 @@ def test_groups_are_typed_frozen_views_of_the_flat_run_config():
     # and a read-only mapping of every key by its flat name, a method's own too
     assert list(cfg) == list(cfg.keys()) and len(cfg) == len(list(cfg)) and "eta" in cfg and cfg["beta"] == 0.5
     assert dict(cfg) == dict(cfg.items()) and cfg == dict(cfg) and list(cfg.values()) == [cfg[k] for k in cfg]
+    assert (cfg == 3) is False and cfg != "not a mapping"  # compared with a non-mapping: unequal, no error
 
 
 def test_every_key_belongs_to_exactly_one_group_and_keeps_its_flat_name():

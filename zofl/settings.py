@@ -61,7 +61,7 @@ class Key:
     example: Any = None  # a valid value other than the default, where none can be read off ``allowed`` (tests)
 
 
-def key(default: Any, allowed: str, doc: str, source: str = "ours", check: Callable[[Any], bool] | None = None,
+def key(default: Any, allowed: str, doc: str, source: str, check: Callable[[Any], bool] | None = None,
         name: str | None = None, example: Any = None) -> Any:
     """A settings field that is a run-config key (``name``: the flat key when it is not the field's name
     with '_' -> '-'; ``example``: a valid other value, for a key whose ``allowed`` names none)."""
