@@ -147,8 +147,10 @@ def test_module_function_loader(tmp_path, monkeypatch):
     _refused("^loader 'my_loader48:boom': raised RuntimeError: the database is down$", "my_loader48:boom")
     _refused("is a int, not a function", "my_loader48:not_callable")
     _refused("has no attribute 'nope'", "my_loader48:nope")
-    _refused("cannot import module 'no_such_module48'", "no_such_module48:f")
+    _refused("^loader 'no_such_module48:f': cannot import module 'no_such_module48' \\(ModuleNotFoundError: No "
+             "module named 'no_such_module48'\\)$", "no_such_module48:f")
     _refused("returned 3,200 bytes of arrays, more than the cap of 1,000 bytes", "my_loader48:big", cap=1000)
+    assert read_local("my_loader48:big", cap=3200).x.shape == (100, 3)  # exactly at the cap: taken
 
 
 def test_split_test_is_deterministic_and_disjoint(tmp_path):
