@@ -5,7 +5,7 @@ test_flower_e2e.py)."""
 import numpy as np
 import pytest
 
-from zofl.algorithms.afbo import aphe, dense_aphe, neumann_hypergradient, stored_mean
+from zofl.algorithms.afbo import aphe, neumann_hypergradient, stored_mean
 from zofl.config import parse_config
 from zofl.core.protocol import Reply
 from zofl.inprocess import run_inprocess
@@ -16,6 +16,29 @@ from zofl.setup import prepare
 from zofl.tasks.hypergrad import QuadraticHypergrad
 
 TOY = "zofl.tasks.hypergrad:QuadraticHypergrad"
+
+
+def dense_aphe(d, W, Hs, v, N_i: int, lipschitz: float, mode: str, depth: int, N: int | None = None):
+    """APHE (zofl.algorithms.afbo.aphe) with dense matrices (W: p x q, Hs: the q x q Hessians of the products):
+    the tests' reference, written from Algorithm 2 independently of the product form."""
+    q = v.size
+    if mode == "random-depth":
+        P = np.eye(q)
+        for j in range(depth):
+            P = (np.eye(q) - Hs[j] / lipschitz) @ P
+        p = (N_i / lipschitz) * P @ v
+    elif mode == "sum":
+        P, S = np.eye(q), np.eye(q)
+        for j in range(N_i - 1):
+            P = (np.eye(q) - Hs[j] / lipschitz) @ P
+            S = S + P
+        p = S @ v / lipschitz
+    else:
+        P = np.eye(q)
+        for j in range(N_i):
+            P = (np.eye(q) - Hs[j] / lipschitz) @ P
+        p = ((N if N is not None else N_i) / lipschitz) * P @ v
+    return d - W @ p
 
 
 def _problem(rng, p=4, q=3, n_hess=8):
@@ -71,7 +94,7 @@ def test_aphe_with_products_equals_the_dense_computation(mode):
     batches = [np.array([k]) for k in range(3 + N_i)]  # minibatch k of the k-th oracle call
     oracles, _ = _counting_oracles(d, W, Hs, v)
     got = aphe(*oracles, batches, N_i, l_g, mode, np.random.default_rng(7), N=6)
-    want = dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, mode, N=6)
+    want = dense_aphe(d, W, Hs[:N_i], v, N_i, l_g, mode, depth=0, N=6)  # depth: read by random-depth only
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     if mode == "sum":  # and the dense reference is the truncated series itself
         np.testing.assert_allclose(want, _truncated_series(d, W, Hs[:N_i], v, N_i, l_g), rtol=1e-12, atol=1e-12)

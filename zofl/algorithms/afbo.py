@@ -77,30 +77,6 @@ def aphe(grad_x_f: Callable[[np.ndarray], Vec], grad_y_f: Callable[[np.ndarray],
     return d - jvp(p, batches[1])
 
 
-def dense_aphe(d: Vec, W: np.ndarray, Hs: list[np.ndarray], v: Vec, N_i: int, lipschitz: float, mode: str,
-               depth: int = 0, N: int | None = None) -> Vec:
-    """The same estimate with dense matrices (W: p x q, Hs: the q x q Hessians of the products):
-    a reference for tests, never used in runs."""
-    q = v.size
-    if mode == "random-depth":
-        P = np.eye(q)
-        for j in range(depth):
-            P = (np.eye(q) - Hs[j] / lipschitz) @ P
-        p = (N_i / lipschitz) * P @ v
-    elif mode == "sum":
-        P, S = np.eye(q), np.eye(q)
-        for j in range(N_i - 1):
-            P = (np.eye(q) - Hs[j] / lipschitz) @ P
-            S = S + P
-        p = S @ v / lipschitz
-    else:
-        P = np.eye(q)
-        for j in range(N_i):
-            P = (np.eye(q) - Hs[j] / lipschitz) @ P
-        p = ((N if N is not None else N_i) / lipschitz) * P @ v
-    return d - W @ p
-
-
 def stored_mean(stored: np.ndarray, have: np.ndarray, average: str, combine=None) -> Vec:
     """(1/m) sum_i of the newest stored update of every client (Algorithm 1, lines 10 and 15).
 
