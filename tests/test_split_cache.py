@@ -200,6 +200,8 @@ def test_release_data_empties_every_data_cache(tmp_path):
     assert all(c.cache_info().currsize == 0 for c in _DATA_CACHES)
     assert {f.__wrapped__.__name__ for f in _DATA_CACHES} >= {"_load_pooled", "_splits", "_client_slice",
                                                                "_cleaning_arrays", "_read"}
+    # each keeps at most what it declares (a pooled dataset is large: 4 at most per process)
+    assert _load_pooled.cache_parameters()["maxsize"] == 4
 
 
 def test_zofl_runs_check_holds_no_data_afterwards(tmp_path):
