@@ -376,3 +376,18 @@ def test_an_npz_that_is_no_regular_file_is_refused_without_waiting(tmp_path):
     assert result and isinstance(result[0], DataFileError), "read_npz waited for a writer of the FIFO"
     assert str(result[0]) == (f"{tmp_path / 'mnist.npz'}: is a FIFO (named pipe), not a regular file; a .npz data "
                               f"file is read only from a regular file")
+
+
+def test_a_covtype_file_is_read_scaled_and_fingerprinted_as_stored(tmp_path):
+    """covtype.npz as a user converted it: labels already 0..6 stay as they are (1..7 are shifted); a constant
+    column stays 0 (no division by its zero span); x float32, y int64; the fingerprint is of the arrays as stored;
+    the source is the file."""
+    from zofl.tasks.data import array_fingerprint, load_pooled
+
+    x = np.array([[2.0, 5.0, 1.0], [4.0, 5.0, 3.0], [3.0, 5.0, 2.0]] * 3, dtype=np.float32)
+    y = np.array([0, 1, 2, 3, 4, 5, 6, 0, 1], dtype=np.int64)
+    np.savez(tmp_path / "covtype.npz", x=x, y=y)
+    p = load_pooled("covtype", str(tmp_path), False)
+    assert p.x.dtype == np.float32 and p.y.dtype == np.int64 and p.y.tolist() == y.tolist()
+    np.testing.assert_array_equal(p.x[:3], [[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [0.5, 0.0, 0.5]])
+    assert p.fingerprint == array_fingerprint(x, y) and p.source == str((tmp_path / "covtype.npz").resolve())
