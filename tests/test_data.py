@@ -167,7 +167,7 @@ def test_covtype_fetched_with_scikit_learn_and_scaled(tmp_path, monkeypatch):
         check_available("covtype", str(tmp_path), download=False)
     rng = np.random.default_rng(0)
     x = np.hstack([rng.uniform(1800, 3900, (70, 1)), rng.integers(0, 2, (70, 53))])
-    y = np.arange(70) % 7 + 1
+    y = (np.arange(70) % 7 + 1).astype(np.int32)  # as scikit-learn gives them: int32 labels, float64 features
     calls = []
 
     def fake_fetch(data_home, download_if_missing):
@@ -181,6 +181,28 @@ def test_covtype_fetched_with_scikit_learn_and_scaled(tmp_path, monkeypatch):
     np.testing.assert_allclose(p.x[:, 0], (x[:, 0] - x[:, 0].min()) / np.ptp(x[:, 0]), atol=1e-6)
     assert sorted(set(p.y.tolist())) == list(range(7))
     check_available("covtype", str(tmp_path), download=False)  # now found
+    with np.load(tmp_path / "covtype.npz") as f:  # stored as fetched: float32 features, int64 labels
+        assert f["x"].dtype == np.float32 and f["y"].dtype == np.int64
+
+
+def test_covtype_fetched_into_a_new_folder_or_its_failure_named(tmp_path, monkeypatch):
+    import sklearn.datasets
+
+    from zofl.tasks.data import download_covtype, missing_file_message
+
+    bunch = sklearn.datasets._base.Bunch(data=np.ones((7, 54)), target=np.arange(7) + 1)
+    monkeypatch.setattr(sklearn.datasets, "fetch_covtype", lambda data_home, download_if_missing: bunch)
+    deep = tmp_path / "a" / "b"
+    assert download_covtype(deep) == deep / "covtype.npz" and (deep / "covtype.npz").is_file()
+
+    def offline(data_home, download_if_missing):
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(sklearn.datasets, "fetch_covtype", offline)
+    with pytest.raises(DataError) as info:
+        download_covtype(tmp_path / "c")
+    assert str(info.value) == (f"dataset 'covtype': scikit-learn's fetch_covtype failed (network unreachable); "
+                               f"{missing_file_message(tmp_path / 'c', 'covtype')}")
 
 
 def test_the_run_config_accepts_every_dataset_the_data_layer_has():
