@@ -40,17 +40,18 @@ PROCESS_STARTS = ("subprocess.", "Popen", "sys.executable", "local_superlink", "
                   "multiprocessing")
 
 
-def ignored_files() -> set[str]:
-    """The test files [tool.mutmut] leaves out whole (``--ignore=``)."""
+def selection(option: str) -> list[str]:
+    """What [tool.mutmut]'s test selection gives ``option`` (``--ignore``: the test files left out whole,
+    ``--deselect``: the tests left out by name), in its order."""
     args = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
-    return {a.split("=", 1)[1] for a in args if a.startswith("--ignore=")}
+    return [a.split("=", 1)[1] for a in args if a.startswith(option + "=")]
 
 
 def process_tests() -> list[str]:
     """The tests, in the test files mutmut runs, that start a process themselves or through a helper of their
     file (not marked ``flower``: those are not run), as pytest node ids."""
     out = []
-    ignored = ignored_files()
+    ignored = set(selection("--ignore"))
     for f in sorted((ROOT / "tests").glob("test_*.py")):
         rel = f"tests/{f.name}"
         if rel in ignored:

@@ -457,12 +457,10 @@ def test_a_runner_worker_s_cell_in_this_process(tmp_path):
     try:
         name, secs, err = _inprocess_cell(cfg)
         assert flwr_log.level == logging.WARNING  # the worker's Flower log is quiet
+        bad = _inprocess_cell({**cfg, "run-name": "d", "strategy": "no-such-method"})
     finally:
         flwr_log.setLevel(level)
     assert (name, err) == ("c", "") and 0 < secs < 600
     assert json.loads((tmp_path / "c" / "summary.json").read_text())["rounds"] == 2
-    try:
-        name, secs, err = _inprocess_cell({**cfg, "run-name": "d", "strategy": "no-such-method"})
-    finally:
-        flwr_log.setLevel(level)
+    name, secs, err = bad
     assert name == "d" and err.startswith("ConfigError(") and "no-such-method" in err and secs >= 0
