@@ -8,6 +8,13 @@ Run on demand, not in CI (the name does not start with ``test_``, so pytest does
     python tests/mutation_status.py /tmp/zofl-mut --survivors zofl.methods.*   # survivors' names, for
                                                                # `mutmut show NAME` or `mutmut run NAMES`
     python tests/mutation_status.py --process-tests             # the tests [tool.mutmut] deselects
+    python tests/mutation_status.py /tmp/zofl-mut --restore docs/mutation-run-e.json  # a new copy resumes
+                                                               # from the verdicts of a saved run
+
+``--restore``: a copy made afresh (a new machine, /tmp wiped) first lets ``mutmut run`` write its mutants
+(stop it once it starts collecting test statistics), then takes the saved verdicts of every function whose
+mutant count is unchanged (a changed function's mutants stay unchecked; mutmut re-checks a function whose code
+changed anyway, by its hash); the next ``mutmut run`` goes on with the unchecked ones only.
 
 mutmut keeps each mutant's last exit code in ``mutants/<source>.meta`` (JSON: ``exit_code_by_key``, mutant
 name -> exit code, ``null`` while unchecked); the codes mean what mutmut's own ``status_by_exit_code`` says
@@ -90,6 +97,37 @@ def read_status(copy: Path) -> dict[str, str]:
     return {f: "".join(by[i] for i in sorted(by)) for f, by in sorted(status.items())}
 
 
+CODE = {KILLED: 1, TIMEOUT: 36, SURVIVED: 0, NO_TESTS: 33}
+
+
+def restore(copy: Path, saved: Path) -> tuple[int, int]:
+    """Write the verdicts of ``saved`` (a ``--json`` file) into the meta files of ``copy``'s generated mutants;
+    returns (mutants restored, functions skipped because their mutant count differs)."""
+    status = json.loads(saved.read_text())["status"]
+    restored = skipped = 0
+    metas = sorted((copy / "mutants" / "zofl").rglob("*.py.meta"))
+    if not metas:
+        raise SystemExit(f"no mutants in {copy / 'mutants'}: let `mutmut run` write them first")
+    for meta in metas:
+        data = json.loads(meta.read_text())
+        codes = data["exit_code_by_key"]
+        by_function: dict[str, list[str]] = {}
+        for name in codes:
+            by_function.setdefault(name.rsplit("__mutmut_", 1)[0], []).append(name)
+        for function, names in by_function.items():
+            letters = status.get(function)
+            if letters is None or len(letters) != len(names):
+                skipped += letters is not None
+                continue
+            for name in names:
+                code = CODE.get(letters[int(name.rsplit("__mutmut_", 1)[1]) - 1])
+                if code is not None:
+                    codes[name] = code
+                    restored += 1
+        meta.write_text(json.dumps(data))
+    return restored, skipped
+
+
 def group_of(function: str) -> str:
     """``zofl.methods.afbo.x_f`` -> "methods"; a top-level module's -> "zofl/*.py"."""
     part = function.split(".")[1]
@@ -133,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", action="store_true", help="a row per source file too")
     ap.add_argument("--json", type=Path, help="write every mutant's status here (one letter per mutant)")
     ap.add_argument("--commit", default="", help="the commit the run's copy was made from (for --json)")
+    ap.add_argument("--restore", type=Path, metavar="JSON",
+                    help="write a saved run's verdicts (a --json file) into this copy's generated mutants")
     ap.add_argument("--survivors", nargs="*", metavar="PATTERN",
                     help="print the survivors' and no-tests mutants' names (all, or those matching a pattern)")
     args = ap.parse_args(argv)
@@ -141,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.copy is None:
         ap.error("give the folder `mutmut run` runs in")
+    if args.restore:
+        restored, skipped = restore(args.copy, args.restore)
+        print(f"restored {restored:,} verdicts from {args.restore}; {skipped} functions skipped (changed)")
+        return 0
     status = read_status(args.copy)
     if args.survivors is not None:
         pats = args.survivors or ["*"]
