@@ -273,3 +273,13 @@ def test_client_solve_uses_the_step_offset_and_a_straggler_reports_no_f2():
     assert res.f_plus[0] == 1.0 + res.y_plus[0] @ res.y_plus[0] and res.steps == 2
     idle = client_solve(hier, 4, x, v, 0, spec, (0, 1))
     assert (idle.f_plus.tolist(), idle.f_minus.tolist(), idle.steps) == ([0.0], [0.0], 0)
+
+
+def test_projected_sgd_computes_in_float64_whatever_y0s_dtype():
+    """A float32 (or integer) start point gives a float64 solve: the steps lr0 / (t + 1) are not rounded to y0's
+    precision (an integer y0 could not even take them)."""
+    x = np.zeros(2)
+    for y0 in (np.array([1.0, 3.0], dtype=np.float32), np.array([1, 3])):
+        y = projected_sgd(lambda y, idx: y, x, y0, np.zeros((3, 1), int), 0.1, 0.0)
+        assert y.dtype == np.float64
+        np.testing.assert_allclose(y, np.array([1.0, 3.0]) * (1 - 0.1) * (1 - 0.05) * (1 - 0.1 / 3), rtol=1e-14)

@@ -55,3 +55,38 @@ def test_a_control_gives_no_client_work():
 
     with pytest.raises(RuntimeError, match="strategy 'x0-only' is a server-only control: no client has work"):
         client_work(Cfg(), None, None, None, None)
+
+
+def test_server_sgd_draws_its_minibatches_from_its_own_stream_of_seed_and_round_and_x0_only_takes_no_step():
+    """A server-only control's step r: K = 2 H_r SGD steps on minibatches from the stream (seed, r, control) (a
+    different seed or round: other minibatches; the stream's own word keeps them apart from every other draw of
+    (seed, r)); x0-only: x unchanged and 0 steps."""
+    from zofl.algorithms.fedavg import local_lrs, local_sgd
+    from zofl.algorithms.lower_level import minibatch_indices
+    from zofl.algorithms.smoothing import seed_sequence
+    from zofl.methods import METHODS
+    from zofl.methods.controls import STREAM_CONTROL
+    from zofl.setup import prepare
+
+    def step(seed, r, words=None):
+        cfg, task, spec = prepare({**SMALL, "strategy": "server-sgd", "seed": seed, "local-lr": 0.3})
+        method = METHODS["server-sgd"].server(cfg, task, spec)
+        x = method.init()["x"]
+        data, K = method.data(), 2 * method.round_H({}, r)
+        grad = lambda p, idx: task.grad(p, data.x[idx], data.y[idx])  # noqa: E731
+        want = local_sgd(grad, x, minibatch_indices(seed_sequence(*(words or (seed, r, STREAM_CONTROL))), len(data),
+                                                     K, cfg.batch_size),
+                         local_lrs(method.hp.local_lr_schedule, method.hp.local_lr, r, K))
+        got, k = method.step(x, r)
+        return got, want, k, K
+
+    got, want, k, K = step(3, 1)
+    np.testing.assert_array_equal(got, want)
+    assert k == K > 0
+    assert not np.array_equal(got, step(4, 1)[0])
+    assert not np.array_equal(got, step(3, 2)[0])
+    assert not np.array_equal(got, step(3, 1, (3, 1))[1])
+    cfg, task, spec = prepare({**SMALL, "strategy": "x0-only"})
+    x0 = METHODS["x0-only"].server(cfg, task, spec)
+    x = x0.init()["x"]
+    assert x0.step(x, 2)[1] == 0 and x0.step(x, 2)[0] is x

@@ -105,7 +105,17 @@ def test_a_method_is_registered_once_and_its_keys_are_declared_once(toy):
 
     with pytest.raises(ValueError, match="Params must be a zofl.settings.Settings dataclass"):
         register(Untyped, client_work)
-    assert "toy-bad" not in METHODS and "toy-untyped" not in METHODS
+
+    @dataclass(frozen=True)
+    class Plain:  # a dataclass, but not a Settings: its fields are no run-config keys
+        lr: float = 0.1
+
+    class PlainParams(HalfStep):
+        name, Params = "toy-plain", Plain
+
+    with pytest.raises(ValueError, match="Params must be a zofl.settings.Settings dataclass"):
+        register(PlainParams, client_work)
+    assert "toy-bad" not in METHODS and "toy-untyped" not in METHODS and "toy-plain" not in METHODS
     assert [k.name for k in keys()].count("server-lr") == 1
 
 

@@ -275,3 +275,29 @@ def test_the_users_app_through_flwr_run_on_the_ray_simulation_gives_the_harness_
     for name in ("zohfl", "scaffold", "fedbuff"):
         user = flat(json.loads((out / f"{name}.json").read_text()))
         assert np.array_equal(user, harness_x(name, tmp_path)), name
+
+
+@pytest.mark.parametrize("cls", APP_STRATEGIES + TASK_STRATEGIES, ids=lambda c: c.__name__)
+def test_a_strategy_keeps_the_params_and_the_arguments_it_is_given(cls):
+    """A Params instance given positionally or as ``params=`` is the strategy's (not its method's defaults), with
+    the strategy's own keyword arguments beside it (here ``seed``)."""
+    import dataclasses
+
+    from zofl.tasks import load_task
+
+    task = {"task": load_task(TASKS[TASK_RUNS[cls.method.name][0]])} if cls in TASK_STRATEGIES else {}
+    base = cls.method.Params()
+    for f in dataclasses.fields(base):  # the first number the checks accept at a value other than its default
+        v = getattr(base, f.name)
+        if isinstance(v, float) and not isinstance(v, bool) and v > 0:
+            changed = dataclasses.replace(base, **{f.name: v / 2})
+            try:
+                cls(changed, **task)
+            except Exception:  # noqa: BLE001 - a value its checks refuse: the next field
+                continue
+            break
+    else:
+        pytest.fail(f"{cls.__name__}: no float parameter to change")
+    assert changed != base
+    for strategy in (cls(changed, seed=7, **task), cls(params=changed, seed=7, **task)):
+        assert strategy.params == changed and strategy.shared["seed"] == 7

@@ -409,3 +409,39 @@ def test_uniform_and_participant_weighting_in_a_run(tmp_path):
     u, p = x["uniform", 3], x["participants", 3]
     assert np.linalg.norm(u - p) > 0.1 * np.linalg.norm(p)
     np.testing.assert_array_equal(x["uniform", "all"], x["participants", "all"])
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_the_envelope_step_weighs_each_y_by_rho_reads_an_idle_client_as_x_and_steps_with_f1(optimizer):
+    """estimator = envelope, one server step (``ZOHFL.update_envelope``) against its formula: x_{r+1} from
+    grad f1~(x_r, r) + sum_i w_i lambda (x_r - y_i) through the robust rule, w_i = N_i / N_train (weighting = rho),
+    an idle client's (H = 0) y read as x_r whatever it sent, gamma_r = gamma / sqrt(r + 1); its record's f2_est the
+    mean f2(x_r, y_i), and nan on a round with no reply."""
+    from zofl.algorithms.zohfl import client_weights, envelope_estimate, server_step_size
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Reply, Work
+    from zofl.methods import METHODS
+    from zofl.setup import prepare
+
+    cfg, task, spec = prepare({**SMALL, "estimator": "envelope", "weighting": "rho", "server-fraction": 0.2,
+                               "aggregation": "median", "server-optimizer": optimizer, "gamma": 0.3})
+    method = METHODS["zohfl"].server(cfg, task, spec)
+    state = method.init()
+    x, r, rng = state["x"], 2, np.random.default_rng(0)
+    sent = {pid: x + rng.standard_normal(x.size) for pid in (0, 2, 3, 4)}
+    plan = RoundPlan(r=r, sampled=[0, 2, 3, 4], stragglers=[3],
+                     works=[Work(pid, r, 0 if pid == 3 else 2, {"x": x}) for pid in (0, 2, 3, 4)])
+    replies = [Reply(pid, {"y": y}, num_examples=10 + pid) for pid, y in sent.items()]
+    new, info = method.update(state, plan, replies)
+
+    ys = {**sent, 3: x}  # the idle client adds exactly 0
+    w = client_weights("rho", sorted(ys), cfg.num_clients, {p: 10 + p for p in ys}, method.n_train)
+    assert w[0] == 10 / method.n_train and method.n_train > 0 and method.robust is not None
+    g = envelope_estimate(w, ys, x, method.hp.lambda_, method.robust)
+    want = method.upper_step(state, method.grad_f1(x, r), g, server_step_size(0.3, r), r)
+    assert np.any(method.grad_f1(x, r) != method.grad_f1(x, r + 1))  # the round's own server minibatch
+    np.testing.assert_array_equal(new["x"], want["x"])
+    assert set(info) == {"f2_est", "gamma_r"} and info["gamma_r"] == server_step_size(0.3, r)
+    assert info["f2_est"] == pytest.approx(np.mean([method.f2(x, y) for y in ys.values()]))
+    _, none = method.update(state, RoundPlan(r=r, sampled=[], stragglers=[], works=[]), [])
+    assert np.isnan(none["f2_est"])

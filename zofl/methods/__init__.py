@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from ..core.method import ASYNC, CONTROL
+from ..core.method import ASYNC
 from ..settings import Config, ConfigError, Key, Settings, collect_keys
 from .adbo import ADBO, SDBO
 from .afbo import AFBO
@@ -45,7 +45,6 @@ class MethodEntry:
 METHODS: dict[str, MethodEntry] = {}
 STRATEGIES: tuple[str, ...] = ()
 ASYNC_STRATEGIES: tuple[str, ...] = ()
-CONTROLS: tuple[str, ...] = ()  # server-only (zofl.methods.controls)
 # Keys of one method's algorithm (its ``params``), and the methods that read them; every other key is read
 # by every method (or describes the run, the data or the task). The runner (zofl.compare) compares only
 # the keys a method reads when it decides whether a finished run is today's cell, so a new default of,
@@ -56,10 +55,9 @@ READ_BY: dict[str, frozenset[str]] = {}
 
 def _derive() -> None:
     """Every list above, from METHODS (the dicts are updated in place: importers keep seeing them)."""
-    global STRATEGIES, ASYNC_STRATEGIES, CONTROLS
+    global STRATEGIES, ASYNC_STRATEGIES
     STRATEGIES = tuple(METHODS)
     ASYNC_STRATEGIES = tuple(n for n, e in METHODS.items() if e.server.kind == ASYNC)
-    CONTROLS = tuple(n for n, e in METHODS.items() if e.server.kind == CONTROL)
     READ_BY.clear()
     READ_BY.update({key: frozenset(n for n, e in METHODS.items() if key in e.server.params)
                     for key in dict.fromkeys(k for e in METHODS.values() for k in e.server.params)})
