@@ -1019,6 +1019,7 @@ class _SlowToAnswerGrid:
         from zofl.core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID
 
         self.asked += 1
+        assert timeout is not None and 0 < timeout <= 10.0  # each question waits a bounded while, then is asked again
         if self.late is None or self.asked <= self.late:
             return []  # Flower's send_and_receive after its timeout: the replies not yet in
         out = []
@@ -1056,3 +1057,6 @@ def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_lat
     silent = _SlowToAnswerGrid([11], parts=1, late=None)
     assert nodes.wait_for_nodes(silent, 10, wait_s=0.3) == [11] and silent.asked >= 1
     assert time.monotonic() - t0 < 30
+    shared = str(nodes.smaller_federation(10, 3, need=4))  # 10 clients on 4 shared nodes: two fixes named
+    assert shared.startswith("run-config num-clients=10 (on 4 SuperNodes, clients-per-node) but the federation has 3 "
+                             "SuperNodes") and shared.endswith("or set clients-per-node so that they are num-supernodes")

@@ -347,3 +347,35 @@ def test_a_rejected_model_is_recorded_and_counted(tmp_path):
     assert summary["rounds_model_rejected"] == len(rejected)
     assert summary["total_sampled"] == sum(len(r["sampled"]) for r in rec)
     assert summary["total_participants"] + summary["total_dropped"] == summary["total_sampled"]
+
+
+def test_flowers_legacy_fedavg_samples_beta_m_counts_a_failed_client_and_what_it_was_sent(tmp_path, monkeypatch,
+                                                                                        caplog):
+    """flwr-fedavg on the legacy engine (Flower's own FedAvg, our records): Flower samples int(beta m) clients, at
+    least one (beta = 0.25 of 4: one per round); a client that raises is a failure of kind error, named, its model
+    counted in the downlink (sent) and its reply in nothing; every client runs the fixed local-steps. Flower
+    samples here, and the legacy API's error names no client: the record cannot say which one failed."""
+    import zofl.client_app
+
+    base = {"strategy": "flwr-fedavg", "engine": "legacy", "num-rounds": 2, "local-steps": 2,
+            "output-dir": str(tmp_path)}
+    folder, x = run_inprocess({**base, "num-clients": 4, "beta": 0.25, "run-name": "quarter"}, workers=0)
+    rounds = read_rounds(folder)[1:]
+    assert [r["participants"] for r in rounds] == [1, 1] and all(r["downlink_bytes"] == x.nbytes for r in rounds)
+
+    honest = zofl.client_app.ZOFLClient.work
+
+    def work(self, w):
+        if self.pid == 1:
+            raise RuntimeError("client 1 fails")
+        return honest(self, w)
+
+    monkeypatch.setattr(zofl.client_app.ZOFLClient, "work", work)
+    folder, x = run_inprocess({**base, "num-clients": 3, "beta": 1.0, "run-name": "fails"}, workers=0)
+    assert json.loads((folder / "summary.json").read_text())["status"] == "ok"
+    for r in read_rounds(folder)[1:]:
+        assert (r["failures"], r["errors"], r["failed_clients"], r["participants"]) == (1, 1, [], 2), r
+        assert r["downlink_bytes"] == 3 * x.nbytes and r["uplink_bytes"] == 2 * x.nbytes
+        assert r["local_steps"] == 2 * (2 * 2)  # two clients' K = 2 H, H = local-steps
+    assert sum("failed or missed the deadline: ValueError: Message contains an Error (reason: RuntimeError:<'client 1 "
+               "fails'>)" in m for m in caplog.messages) == 2  # the error's own text, once per round
