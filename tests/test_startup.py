@@ -62,6 +62,10 @@ def test_zofl_run_s_stamp_gives_the_runtime_of_its_own_run_folder_only(tmp_path,
     folder = tmp_path / "r"
     monkeypatch.setenv(LAUNCH_ENV, launch_stamp(folder, now=1000.0))
     assert runtime_s(folder, now=1012.5) == 12.5
+    before = time.time()
+    monkeypatch.setenv(LAUNCH_ENV, launch_stamp(folder))  # now, by default
+    assert 0.0 <= runtime_s(folder, now=before + 1.0) <= 1.0
+    monkeypatch.setenv(LAUNCH_ENV, launch_stamp(folder, now=1000.0))
     assert runtime_s(tmp_path / "other", now=1012.5) is None
     assert runtime_s(folder, now=999.0) is None  # a clock that went back: no number rather than a wrong one
     for bad in ("", "x", f"nan:{folder}", f"soon:{folder}", f"1000:{folder}/.."):

@@ -4,6 +4,7 @@ in its train; its numbers equal the same method through zofl's harness on the sa
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -238,8 +239,13 @@ def _work(strategy_settings: str, x: np.ndarray) -> Message:
     return Message(rec, dst_node_id=1, message_type="train")
 
 
-def test_the_client_half_refuses_what_it_cannot_use():
+def test_the_client_half_refuses_what_it_cannot_use(monkeypatch):
+    from flwr.supercore.task_identity import TaskIdentity
+
     from zofl.client import train as zofl_train
+
+    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", 1)):  # a ServerApp's, as Message() needs them
+        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
 
     ctx = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     data = (np.zeros((4, 3), np.float32), np.array([0, 1, 0, 1]))
@@ -256,8 +262,20 @@ def test_the_client_half_refuses_what_it_cannot_use():
         zofl_train(_work(json.dumps({"strategy": "fedavg", "local-lr": -1}), np.zeros(8)), ctx, lin, data)
     with pytest.raises(ValueError, match="one integer label per input"):
         zofl_train(_work(settings, np.zeros(8)), ctx, lin, (np.zeros((4, 3)), np.zeros(4)))
+    plain = Message(RecordDict({"arrays": ArrayRecord({"w": Array(np.zeros(8))})}), dst_node_id=1, message_type="train")
+    with pytest.raises(ValueError, match="the train message's .* is not the JSON"):  # Flower's FedAvg's, no config
+        zofl_train(plain, ctx, lin, data)
+    from zofl.client import APP_QUERY, identity
+    from zofl.core.protocol import CONFIG
+
+    query = Message(RecordDict({"config": ConfigRecord({APP_QUERY: "partition"})}), dst_node_id=1, message_type="train")
+    assert dict(zofl_train(query, ctx, lin, data).content[CONFIG]) == dict(identity(ctx, *data)[CONFIG])
     reply = zofl_train(_work(settings, np.zeros(8)), ctx, lin, data)  # and what it can: FedAvg's y, N_i = 4
     assert reply.content["metrics"]["num-examples"] == 4 and reply.content["arrays"]["x"].numpy().shape == (8,)
+    varied = (np.arange(12, dtype=np.float32).reshape(4, 3) / 10, data[1])
+    plain_loss, doubled = (zofl_train(_work(settings, np.zeros(8)), ctx, lin, varied, loss_fn=f).content["arrays"]
+                           ["x"].numpy() for f in (None, lambda out, t: 2.0 * torch.nn.functional.cross_entropy(out, t)))
+    assert np.any(plain_loss != 0) and not np.array_equal(doubled, plain_loss)  # the user's loss is the one trained
 
 
 @pytest.mark.flower
@@ -301,3 +319,79 @@ def test_a_strategy_keeps_the_params_and_the_arguments_it_is_given(cls):
     assert changed != base
     for strategy in (cls(changed, seed=7, **task), cls(params=changed, seed=7, **task)):
         assert strategy.params == changed and strategy.shared["seed"] == 7
+
+
+def test_gather_reads_a_users_data_once_in_a_fixed_order_labels_as_int64():
+    """``zofl.client.gather``: a pair of arrays or tensors as it is; a DataLoader in its dataset's order through its
+    own collate_fn (its shuffling not used, its batch size kept; batch_size=None: one sample each); an iterable of mappings by ``batch_keys``; no
+    batch at all as empty arrays; labels that are not one integer per input refused, naming what came."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from zofl.client import gather
+
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    y = np.arange(10, dtype=np.int32) % 3
+    gx, gy = gather((torch.tensor(x), torch.tensor(y)), ("img", "label"))
+    assert np.array_equal(gx, x) and np.array_equal(gy, y) and gy.dtype == np.int64 and gx.flags.c_contiguous
+    seen = []
+
+    def collate(batch):  # the loader's own collate_fn, used by gather: it adds 1 to every input
+        seen.append(len(batch))
+        return torch.stack([b[0] for b in batch]) + 1, torch.stack([b[1] for b in batch])
+
+    loader = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=4, shuffle=True,
+                        collate_fn=collate)
+    gx, gy = gather(loader, ("img", "label"))
+    assert np.array_equal(gx, x + 1) and np.array_equal(gy, y) and seen == [4, 4, 2]
+    samples = DataLoader(TensorDataset(torch.tensor(x), torch.tensor(y)), batch_size=None, shuffle=True)
+    gx, gy = gather(samples, ("img", "label"))  # a loader of single samples: one row each
+    assert np.array_equal(gx, x) and np.array_equal(gy, y)
+    batches = [{"label": torch.tensor(y[:6]), "img": torch.tensor(x[:6])}, {"img": x[6:], "label": y[6:]}]
+    gx, gy = gather(batches, ("img", "label"))
+    assert np.array_equal(gx, x) and np.array_equal(gy, y) and gy.dtype == np.int64
+    gx, gy = gather([], ("img", "label"))
+    assert (gx.shape, gx.dtype, gy.shape, gy.dtype) == ((0, 1), np.float32, (0,), np.int64)
+    for bad, what in (((x, y[:9]), "10 inputs and labels of shape (9,), dtype int32"),
+                      ((x, y.astype(np.float32)), "10 inputs and labels of shape (10,), dtype float32"),
+                      ((x, np.stack([y, y], 1)), "10 inputs and labels of shape (10, 2), dtype int32")):
+        with pytest.raises(ValueError, match=re.escape(f"zofl.client.train: the data give {what}: one integer")):
+            gather(bad, ("img", "label"))
+    with pytest.raises(ValueError, match="10 inputs and labels of shape .9,."):  # the same in batches
+        gather([(x[:5], y[:5]), (x[5:], y[5:9])], ("img", "label"))
+
+
+def test_a_users_model_keeps_its_dtype_and_loss_and_a_nodes_identity_fingerprints_its_inputs_and_labels():
+    """``ModelTask``: a float64 model's gradient is float64 torch autograd's, with the user's loss where given
+    (default cross-entropy); ``gather`` takes tensors that require grad; ``identity`` answers N_i and a fingerprint
+    of inputs and labels both, or that the data hold no example."""
+    from zofl.client import DATA_ERROR, ModelTask, gather, identity
+    from zofl.core.protocol import CONFIG, DATA_FINGERPRINT, NUM_EXAMPLES
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((6, 3)), np.array([0, 1, 1, 0, 1, 0])
+    model = torch.nn.Linear(3, 2, bias=False).double()
+    p = model.weight.detach().numpy().ravel().copy()
+
+    def want(loss_fn):
+        w = torch.tensor(p.reshape(2, 3), requires_grad=True)
+        loss_fn(torch.tensor(x) @ w.T, torch.tensor(y)).backward()
+        return w.grad.numpy().ravel()
+
+    def twice(logits, labels):
+        return 2.0 * torch.nn.functional.cross_entropy(logits, labels)
+
+    for loss_fn in (None, twice):
+        task = ModelTask(model, loss_fn, x, y)
+        g = np.asarray(task.grad(p, x, y))
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, want(loss_fn or torch.nn.functional.cross_entropy), rtol=1e-13, atol=1e-15)
+    gx, _ = gather((torch.tensor(x, requires_grad=True), torch.tensor(y)), ("img", "label"))
+    np.testing.assert_array_equal(gx, x)
+
+    ctx = Context(run_id=1, node_id=2, node_config={}, state=RecordDict(), run_config={})
+    own = identity(ctx, x, y)[CONFIG]
+    assert own[NUM_EXAMPLES] == 6
+    other_x = identity(ctx, x + 1.0, y)[CONFIG][DATA_FINGERPRINT]
+    other_y = identity(ctx, x, 1 - y)[CONFIG][DATA_FINGERPRINT]
+    assert len({own[DATA_FINGERPRINT], other_x, other_y}) == 3
+    assert dict(identity(ctx, x[:0], y[:0])[CONFIG]) == {DATA_ERROR: "this ClientApp's data hold no training example"}

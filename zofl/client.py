@@ -151,14 +151,16 @@ def gather(data: Iterable, batch_keys: tuple[str, str]) -> tuple[np.ndarray, np.
     if isinstance(data, tuple) and len(data) == 2 and all(hasattr(d, "shape") for d in data):
         x, y = _numpy(data[0]), _numpy(data[1])
     else:
+        single = False  # a DataLoader of single samples (batch_size=None): each item is one input and its label
         if isinstance(data, torch.utils.data.DataLoader):  # its dataset in order, through its own collate_fn
-            data = torch.utils.data.DataLoader(data.dataset, batch_size=data.batch_size or 1, shuffle=False,
+            single = data.batch_size is None
+            data = torch.utils.data.DataLoader(data.dataset, batch_size=data.batch_size, shuffle=False,
                                                collate_fn=data.collate_fn)
         xs, ys = [], []
         for batch in data:
             bx, by = (batch[batch_keys[0]], batch[batch_keys[1]]) if isinstance(batch, dict) else batch
-            xs.append(_numpy(bx))
-            ys.append(_numpy(by))
+            xs.append(_numpy(bx)[None] if single else _numpy(bx))
+            ys.append(_numpy(by)[None] if single else _numpy(by))
         if not xs:
             return np.zeros((0, 1), np.float32), np.zeros(0, np.int64)
         x, y = np.concatenate(xs), np.concatenate(ys)
