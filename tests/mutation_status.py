@@ -7,6 +7,10 @@ Run on demand, not in CI (the name does not start with ``test_``, so pytest does
     python tests/mutation_status.py /tmp/zofl-mut --json docs/mutation-run-e.json --commit abc123
     python tests/mutation_status.py /tmp/zofl-mut --survivors zofl.methods.*   # survivors' names, for
                                                                # `mutmut show NAME` or `mutmut run NAMES`
+    python tests/mutation_status.py /tmp/zofl-mut --verdicts docs/mutation-verdicts-e.json  # the tables with
+                          # each survivor's verdict applied (--survivors then lists those without one)
+    python tests/mutation_status.py /tmp/zofl-mut --verdicts docs/mutation-verdicts-e.json --add-verdicts V.txt
+                          # add verdicts (lines name|verdict|why; verdict: harmless, out of reach or left)
     python tests/mutation_status.py --process-tests             # the tests [tool.mutmut] deselects
     python tests/mutation_status.py /tmp/zofl-mut --restore docs/mutation-run-e.json  # a new copy resumes
                                                                # from the verdicts of a saved run
@@ -33,6 +37,11 @@ import tomllib
 from pathlib import Path
 
 KILLED, TIMEOUT, SURVIVED, NO_TESTS, UNCHECKED, OTHER = "k", "t", "s", "n", "u", "?"
+# a survivor's (or "no tests" mutant's) verdict, docs/mutation-verdicts-e.json: harmless (equivalent: out of the
+# rate's denominator), out of reach (import-time code, planted in the work tree and caught: counted as killed),
+# left (a real difference no test sees: counted as not killed)
+HARMLESS, REACH, LEFT = "h", "o", "l"
+VERDICTS = {"harmless": HARMLESS, "out of reach": REACH, "left": LEFT}
 LETTER = {1: KILLED, 3: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS, None: UNCHECKED,
           36: TIMEOUT, 24: TIMEOUT, -24: TIMEOUT, 152: TIMEOUT, 255: TIMEOUT}
 LEGEND = ("one letter per mutant, mutant 1 first: k killed, t timeout, s survived, n no tests (no test reaches "
@@ -128,6 +137,70 @@ def restore(copy: Path, saved: Path) -> tuple[int, int]:
     return restored, skipped
 
 
+def mutant_diff(copy: Path, name: str) -> str:
+    """The lines a mutant changes ("-old" / "+new", as ``mutmut show NAME`` prints them)."""
+    import os
+
+    here = os.getcwd()
+    os.chdir(copy)
+    sys.path.insert(0, str(copy))
+    try:
+        import mutmut.__main__ as mm
+
+        diff = mm.get_diff_for_mutant(name, path=mm.find_mutant(name).path)
+    finally:
+        os.chdir(here)
+        sys.path.remove(str(copy))
+    return "\n".join(line for line in diff.splitlines()
+                     if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))
+
+
+def add_verdicts(copy: Path, lines: Path, out: Path) -> int:
+    """Add the verdicts of ``lines`` (one per line: ``name|verdict|why``; verdict one of VERDICTS) to the file
+    ``out`` (created if missing), each with the mutant's diff in ``copy``, so that a verdict is applied only while
+    its mutant is the same change (a function edited since regenerates its mutants). Returns how many."""
+    data = json.loads(out.read_text()) if out.exists() else {"legend": VERDICT_LEGEND, "verdicts": {}}
+    n = 0
+    for line in lines.read_text().splitlines():
+        if not line.strip():
+            continue
+        name, verdict, why = line.split("|", 2)
+        if verdict not in VERDICTS:
+            raise SystemExit(f"{lines}: {name}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+        data["verdicts"][name] = {"verdict": verdict, "why": why, "diff": mutant_diff(copy, name)}
+        n += 1
+    data["verdicts"] = dict(sorted(data["verdicts"].items()))
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return n
+
+
+VERDICT_LEGEND = ("a verdict per survivor or 'no tests' mutant of run E: harmless (equivalent to the original for "
+                  "every input the code can get, or only a message's text no test reads: left out of the rate's "
+                  "denominator), out of reach (code that runs at import, before mutmut switches a mutant on: "
+                  "planted in the work tree instead and caught, counted as killed), left (a real difference no "
+                  "test sees); diff: the mutant's change, the verdict applies only while it is the same")
+
+
+def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path) -> tuple[dict[str, str], list[str]]:
+    """``status`` with each survivor or "no tests" mutant that has a verdict (whose diff still matches) lettered
+    by it; and the names of the verdicts that no longer apply (their mutant changed)."""
+    out = {f: list(letters) for f, letters in status.items()}
+    stale = []
+    for name, v in json.loads(verdicts.read_text())["verdicts"].items():
+        function, i = name.rsplit("__mutmut_", 1)
+        letters = out.get(function)
+        if letters is None or int(i) > len(letters):
+            stale.append(name)
+            continue
+        if letters[int(i) - 1] not in (SURVIVED, NO_TESTS):
+            continue  # killed since (a test added), or not checked yet
+        if mutant_diff(copy, name) != v["diff"]:
+            stale.append(name)
+            continue
+        letters[int(i) - 1] = VERDICTS[v["verdict"]]
+    return {f: "".join(v) for f, v in out.items()}, stale
+
+
 def group_of(function: str) -> str:
     """``zofl.methods.afbo.x_f`` -> "methods"; a top-level module's -> "zofl/*.py"."""
     part = function.split(".")[1]
@@ -150,14 +223,17 @@ def table(status: dict[str, str], by) -> list[str]:
     for c in counts.values():
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
-    lines = ["| source | mutants | checked | killed + timeouts | survived | no tests | other | not checked | "
-             "killed by the run |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| source | mutants | checked | killed + timeouts | out of reach (planted, caught) | harmless | "
+             "left | survived, no verdict yet | no tests | other | not checked | killed of the non-equivalent |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, c in [*sorted(counts.items()), ("**all**", total)]:
         n = sum(c.values())
         checked = n - c.get(UNCHECKED, 0)
-        killed = c.get(KILLED, 0) + c.get(TIMEOUT, 0)
-        rate = f"{100 * killed / checked:.1f}%" if checked else "-"
+        killed = c.get(KILLED, 0) + c.get(TIMEOUT, 0) + c.get(REACH, 0)
+        rated = checked - c.get(HARMLESS, 0)
+        rate = f"{100 * killed / rated:.1f}%" if rated else "-"
         lines.append(f"| {name} | {n:,} | {checked:,} | {c.get(KILLED, 0):,} + {c.get(TIMEOUT, 0):,} | "
+                     f"{c.get(REACH, 0):,} | {c.get(HARMLESS, 0):,} | {c.get(LEFT, 0):,} | "
                      f"{c.get(SURVIVED, 0):,} | {c.get(NO_TESTS, 0):,} | {c.get(OTHER, 0):,} | "
                      f"{c.get(UNCHECKED, 0):,} | {rate} |")
     return lines
@@ -171,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", action="store_true", help="a row per source file too")
     ap.add_argument("--json", type=Path, help="write every mutant's status here (one letter per mutant)")
     ap.add_argument("--commit", default="", help="the commit the run's copy was made from (for --json)")
+    ap.add_argument("--verdicts", type=Path, metavar="JSON",
+                    help="apply these verdicts (docs/mutation-verdicts-e.json) to the survivors in the tables")
+    ap.add_argument("--add-verdicts", type=Path, metavar="TEXT",
+                    help="add the verdicts of TEXT (lines name|verdict|why) to the --verdicts file, with each diff")
     ap.add_argument("--restore", type=Path, metavar="JSON",
                     help="write a saved run's verdicts (a --json file) into this copy's generated mutants")
     ap.add_argument("--survivors", nargs="*", metavar="PATTERN",
@@ -185,7 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         restored, skipped = restore(args.copy, args.restore)
         print(f"restored {restored:,} verdicts from {args.restore}; {skipped} functions skipped (changed)")
         return 0
-    status = read_status(args.copy)
+    if args.add_verdicts:
+        if not args.verdicts:
+            ap.error("--add-verdicts needs --verdicts FILE (where they go)")
+        print(f"{add_verdicts(args.copy, args.add_verdicts, args.verdicts)} verdicts added to {args.verdicts}")
+        return 0
+    status = raw = read_status(args.copy)
+    if args.verdicts:
+        status, stale = apply_verdicts(args.copy, status, args.verdicts)
+        if stale:
+            print(f"{len(stale)} verdicts no longer apply (their mutant changed): {', '.join(stale[:10])}"
+                  f"{' ...' if len(stale) > 10 else ''}\n", file=sys.stderr)
     if args.survivors is not None:
         pats = args.survivors or ["*"]
         for function, letters in status.items():
@@ -199,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(table(status, source_of)))
     if args.json:
-        args.json.write_text(json.dumps({"commit": args.commit, "legend": LEGEND, "status": status}, indent=0,
+        args.json.write_text(json.dumps({"commit": args.commit, "legend": LEGEND, "status": raw}, indent=0,
                                         ensure_ascii=False) + "\n")
     return 0
 
