@@ -1,4 +1,6 @@
 """The data layer: loading, the paper's splits, Dirichlet partitions."""
+import re
+
 import numpy as np
 import pytest
 
@@ -413,3 +415,34 @@ def test_a_covtype_file_is_read_scaled_and_fingerprinted_as_stored(tmp_path):
     assert p.x.dtype == np.float32 and p.y.dtype == np.int64 and p.y.tolist() == y.tolist()
     np.testing.assert_array_equal(p.x[:3], [[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [0.5, 0.0, 0.5]])
     assert p.fingerprint == array_fingerprint(x, y) and p.source == str((tmp_path / "covtype.npz").resolve())
+
+
+def test_a_keras_style_npz_is_checked_then_copied_into_a_new_folder_and_a_bad_one_refused_naming_its_part(tmp_path):
+    """``convert_original`` from a Keras-style .npz (MNIST's four arrays; Covertype's x, y with cover types
+    1..7): written as <data_dir>/<name>.npz, the folders made; a file whose labels or features are unusable refused
+    naming the file and the part (train or test), a source that is not there named."""
+    from zofl.tasks.data import DataFileError, convert_original
+
+    rng = np.random.default_rng(0)
+    good = {"x_train": rng.integers(0, 256, (12, 28, 28), dtype=np.uint8), "y_train": np.arange(12) % 10,
+            "x_test": rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), "y_test": np.arange(5)}
+    src = tmp_path / "keras.npz"
+    np.savez(src, **good)
+    out = convert_original("mnist", src, tmp_path / "a" / "b")
+    assert out == tmp_path / "a" / "b" / "mnist.npz"
+    with np.load(out) as f:
+        assert sorted(f.files) == sorted(good) and all(np.array_equal(f[k], v) for k, v in good.items())
+    for part, change in (("train", {"y_train": np.full(12, 10)}), ("test", {"y_test": np.full(5, -1)}),
+                         ("train", {"x_train": np.full((12, 2), "a")}), ("test", {"x_test": np.zeros((4, 28, 28))})):
+        np.savez(src, **{**good, **change})
+        with pytest.raises(DataFileError, match=f"^{re.escape(str(src))}: .*'{part}'"):
+            convert_original("mnist", src, tmp_path / "c")
+    cov = {"x": rng.integers(0, 50, (14, 54)).astype(np.float32), "y": np.arange(14) % 7 + 1}
+    np.savez(src, **cov)
+    with np.load(convert_original("covtype", src, tmp_path / "d")) as f:
+        assert sorted(f.files) == ["x", "y"] and np.array_equal(f["y"], cov["y"]) and np.array_equal(f["x"], cov["x"])
+    np.savez(src, x=cov["x"], y=cov["y"] + 7)  # cover types 8..14
+    with pytest.raises(DataFileError, match=f"^{re.escape(str(src))}: labels of 'train' must lie in"):
+        convert_original("covtype", src, tmp_path / "e")
+    with pytest.raises(DataFileError, match=f"^{re.escape(str(tmp_path / 'none'))}: no such file or folder$"):
+        convert_original("mnist", tmp_path / "none", tmp_path / "f")

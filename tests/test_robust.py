@@ -99,7 +99,8 @@ def test_afbo_median_over_all_slots_survives_a_hostile_first_update(tmp_path):
 
 def test_a_robust_rule_over_fewer_than_three_updates_is_warned_about():
     from zofl.config import config_warnings
-    warned = " ".join(config_warnings(parse_config({"strategy": "fedbuff", "engine": "async", "aggregation": "median"})))
+    fedbuff = {"strategy": "fedbuff", "engine": "async", "aggregation": "median"}
+    warned = " ".join(config_warnings(parse_config(fedbuff)))
     assert "(buffer-size); a robust rule" in warned and "raise buffer-size so" in warned
     assert "raise beta" in " ".join(config_warnings(parse_config({"strategy": "fedavg", "aggregation": "krum",
                                                                    "beta": 0.2})))

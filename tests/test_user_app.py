@@ -273,8 +273,13 @@ def test_the_client_half_refuses_what_it_cannot_use(monkeypatch):
     reply = zofl_train(_work(settings, np.zeros(8)), ctx, lin, data)  # and what it can: FedAvg's y, N_i = 4
     assert reply.content["metrics"]["num-examples"] == 4 and reply.content["arrays"]["x"].numpy().shape == (8,)
     varied = (np.arange(12, dtype=np.float32).reshape(4, 3) / 10, data[1])
-    plain_loss, doubled = (zofl_train(_work(settings, np.zeros(8)), ctx, lin, varied, loss_fn=f).content["arrays"]
-                           ["x"].numpy() for f in (None, lambda out, t: 2.0 * torch.nn.functional.cross_entropy(out, t)))
+
+    def trained(loss_fn):
+        reply = zofl_train(_work(settings, np.zeros(8)), ctx, lin, varied, loss_fn=loss_fn)
+        return reply.content["arrays"]["x"].numpy()
+
+    plain_loss = trained(None)
+    doubled = trained(lambda out, t: 2.0 * torch.nn.functional.cross_entropy(out, t))
     assert np.any(plain_loss != 0) and not np.array_equal(doubled, plain_loss)  # the user's loss is the one trained
 
 
@@ -323,8 +328,9 @@ def test_a_strategy_keeps_the_params_and_the_arguments_it_is_given(cls):
 
 def test_gather_reads_a_users_data_once_in_a_fixed_order_labels_as_int64():
     """``zofl.client.gather``: a pair of arrays or tensors as it is; a DataLoader in its dataset's order through its
-    own collate_fn (its shuffling not used, its batch size kept; batch_size=None: one sample each); an iterable of mappings by ``batch_keys``; no
-    batch at all as empty arrays; labels that are not one integer per input refused, naming what came."""
+    own collate_fn (its shuffling not used, its batch size kept; batch_size=None: one sample each); an iterable of
+    mappings by ``batch_keys``; no batch at all as empty arrays; labels that are not one integer per input refused,
+    naming what came."""
     from torch.utils.data import DataLoader, TensorDataset
 
     from zofl.client import gather
