@@ -175,3 +175,48 @@ def test_a_report_script_s_table_is_written_as_a_study_s_file_and_read_back(tmp_
     write_table(tmp_path / "r.parquet", cols, rows)
     assert path.read_bytes() == first and sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet"]
     assert list(pd.read_parquet(path).columns) == cols
+
+
+def test_the_pack_command_says_what_it_does_keeps_the_records_with_remove_csv_and_refuses_in_one_line(tmp_path,
+                                                                                                    capsys):
+    """``python -m zofl.study``: its --help names the command and each option's effect; --remove-csv deletes the
+    study's rounds.csv only (the cells keep their rounds.jsonl) and reports the bytes it read; a folder that is not a
+    study ends with exit status 2 and one line naming it."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and help_text.startswith("usage: python -m zofl.study [-h] [--remove] [--remove-csv]")
+    for text in ("A study (a ``zofl compare`` results folder", "a zofl compare results folder (holds cells/)",
+                 "after checking the packed file, delete the cells' rounds.jsonl and the study's rounds.csv",
+                 "after checking the packed file, delete the study's rounds.csv only"):
+        assert text in help_text, text
+    study = _study(tmp_path)
+    (study / "rounds.csv").write_text("derived\n" * 40_000)  # 0.32 MB: the report's figure is this file's and the jsonl
+    size = sum(f.stat().st_size for f in study.rglob("*") if f.name in ("rounds.jsonl", "rounds.csv"))
+    main([str(study), "--remove-csv"])
+    packed = (study / PACKED).stat().st_size
+    assert capsys.readouterr().out.strip() == (f"{study / PACKED}: 2 cells, 5 records, {packed / 1e6:.1f} MB "
+                                               f"(rounds.jsonl + rounds.csv: {size / 1e6:.1f} MB)")
+    assert not (study / "rounds.csv").exists() and len(list(study.rglob("rounds.jsonl"))) == 2
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path / "empty")])
+    err = capsys.readouterr().err
+    empty = tmp_path / "empty"
+    assert e.value.code == 2 and err == (f"python -m zofl.study: error: {empty}: no cell with records under "
+                                         f"{empty / 'cells'} (not a study)\n")
+    main([str(study), "--remove"])
+    assert capsys.readouterr().out.strip().endswith("MB, removed)")
+
+
+def test_a_study_s_runs_are_its_finished_cells_only(tmp_path):
+    """``study_runs``: the cells with summary.json and config.json whose status is not "failed", in name order,
+    past any cell that is running, failed or incomplete; no cells folder, no runs."""
+    study = _study(tmp_path)
+    for name, files in (("a-0-running", {"config.json": {}}), ("a-0-failed", {"config.json": {},
+                        "summary.json": {"status": "failed"}}), ("a-0-noconfig", {"summary.json": {}})):
+        (study / "cells" / name).mkdir()
+        for f, v in files.items():
+            (study / "cells" / name / f).write_text(json.dumps(v))
+    assert [c for c, _, _ in study_runs(study)] == ["a-1", "b-2"]
+    assert study_runs(tmp_path / "nothing") == []
