@@ -414,3 +414,50 @@ def test_the_partition_benchmarks_page_is_its_json_rendered():
     page = (ROOT / "docs" / "benchmark-partition.md").read_text()
     command = re.search(r"```bash\n(.*)\n```", page).group(1)
     assert page == bench.markdown(json.loads((ROOT / "docs" / "benchmark-partition.json").read_text()), command)
+
+
+def test_a_datasets_dict_s_splits_are_checked_and_its_training_split_found(tmp_path):
+    """A DatasetDict folder: the source names its splits; an only split not named 'train' is the training part, two
+    such are refused; its dataset_dict.json unreadable, not a list of splits, or a split that is a link, each refused
+    in one line naming the file; the cap counts every split's files together; a folder load_from_disk cannot read
+    named with its reason."""
+    import re
+    import shutil
+
+    from datasets import Dataset, DatasetDict
+
+    _save_hf(tmp_path / "tt")
+    d = read_local(tmp_path / "tt")
+    assert d.source.endswith(f"datasets folder {(tmp_path / 'tt').resolve()} (splits test, train)")
+    ds = Dataset.from_dict({"v": [[1.0, 2.0]] * 6, "label": [0, 1] * 3})
+    DatasetDict({"training": ds}).save_to_disk(str(tmp_path / "one"))
+    one = read_local(tmp_path / "one")
+    assert one.x.shape == (6, 2) and one.x_test is None and one.source.endswith("(splits train)")
+    DatasetDict({"a": ds, "b": ds}).save_to_disk(str(tmp_path / "two"))
+    _refused(f"^{tmp_path / 'two'}: splits \\['a', 'b'\\]; the training split must be named 'train'$", tmp_path / "two")
+    meta = tmp_path / "tt" / "dataset_dict.json"
+    size = sources._saved_size(tmp_path / "tt" / "train") + sources._saved_size(tmp_path / "tt" / "test")
+    _refused(f"^{tmp_path / 'tt'}: its data files hold {size:,} bytes, more than the cap", tmp_path / "tt",
+             cap=size - 1)
+    assert read_local(tmp_path / "tt", cap=size).x.shape == (12, 8)  # exactly at the cap: taken
+    plain = tmp_path / "plain"
+    _save_hf(plain, dict_=False)
+    assert read_local(plain).source == f"datasets folder {plain.resolve()}"  # one Dataset: no splits named
+    for text, why in (("{", "unreadable \\(JSONDecodeError: Expecting property name"),
+                      ('{"splits": []}', "no list of splits"), ('["train"]', "no list of splits"),
+                      ('{"splits": "train"}', "no list of splits"),
+                      ('{"splits": ["../train"]}', "split '../train' is not a plain name inside the folder"),
+                      ("[" + " " * (1 << 20) + "]", ".*datasets dataset_dict.json")):
+        meta.write_text(text)
+        _refused(f"^{re.escape(str(meta))}: {why}", tmp_path / "tt")
+    meta.write_text(json.dumps({"splits": ["train", "test"]}))
+    shutil.move(tmp_path / "tt" / "test", tmp_path / "elsewhere")
+    (tmp_path / "tt" / "test").symlink_to(tmp_path / "elsewhere")
+    _refused(f"^{tmp_path / 'tt' / 'test'}: the split 'test' is not a folder \\(links to folders are not followed\\)$",
+             tmp_path / "tt")
+    (tmp_path / "tt" / "test").unlink()
+    shutil.copytree(tmp_path / "elsewhere", tmp_path / "tt" / "test")
+    arrow = next((tmp_path / "tt" / "train").glob("*.arrow"))
+    arrow.write_bytes(b"\0" * arrow.stat().st_size)
+    why = _refused(f"^{tmp_path / 'tt'}: cannot be loaded by datasets' load_from_disk \\(", tmp_path / "tt")
+    assert "NoneType" not in why and why.endswith(")")  # the loader's own reason
