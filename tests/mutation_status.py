@@ -117,15 +117,18 @@ def restore(copy: Path, saved: Path) -> tuple[int, int]:
     metas = sorted((copy / "mutants" / "zofl").rglob("*.py.meta"))
     if not metas:
         raise SystemExit(f"no mutants in {copy / 'mutants'}: let `mutmut run` write them first")
+    hashes = json.loads(saved.read_text()).get("hashes", {})
     for meta in metas:
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
+        now = {f"{_module_of(meta)}.{f}": h for f, h in data.get("hash_by_function_name", {}).items()}
         by_function: dict[str, list[str]] = {}
         for name in codes:
             by_function.setdefault(name.rsplit("__mutmut_", 1)[0], []).append(name)
         for function, names in by_function.items():
             letters = status.get(function)
-            if letters is None or len(letters) != len(names):
+            if letters is None or len(letters) != len(names) or \
+                    (function in hashes and hashes[function] != now.get(function)):
                 skipped += letters is not None
                 continue
             for name in names:
@@ -181,7 +184,8 @@ VERDICT_LEGEND = ("a verdict per survivor or 'no tests' mutant of run E: harmles
                   "test sees); diff: the mutant's change, the verdict applies only while it is the same")
 
 
-def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path) -> tuple[dict[str, str], list[str]]:
+def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path,
+                   diff=mutant_diff) -> tuple[dict[str, str], list[str]]:
     """``status`` with each survivor or "no tests" mutant that has a verdict (whose diff still matches) lettered
     by it; and the names of the verdicts that no longer apply (their mutant changed)."""
     out = {f: list(letters) for f, letters in status.items()}
@@ -194,11 +198,27 @@ def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path) -> tuple[
             continue
         if letters[int(i) - 1] not in (SURVIVED, NO_TESTS):
             continue  # killed since (a test added), or not checked yet
-        if mutant_diff(copy, name) != v["diff"]:
+        if diff(copy, name) != v["diff"]:
             stale.append(name)
             continue
         letters[int(i) - 1] = VERDICTS[v["verdict"]]
     return {f: "".join(v) for f, v in out.items()}, stale
+
+
+def _module_of(meta: Path) -> str:
+    """``.../mutants/zofl/methods/afbo.py.meta`` -> "zofl.methods.afbo" (a package's ``__init__``: the package)."""
+    rel = meta.as_posix().split("/mutants/", 1)[1][:-len(".py.meta")].split("/")
+    return ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+
+
+def read_hashes(copy: Path) -> dict[str, str]:
+    """{function key: mutmut's hash of its code} of the copy's generated mutants (a saved run's verdicts apply only
+    to a function whose code is the same)."""
+    out = {}
+    for meta in sorted((copy / "mutants" / "zofl").rglob("*.py.meta")):
+        for f, h in json.loads(meta.read_text()).get("hash_by_function_name", {}).items():
+            out[f"{_module_of(meta)}.{f}"] = h
+    return out
 
 
 def group_of(function: str) -> str:
@@ -289,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(table(status, source_of)))
     if args.json:
-        args.json.write_text(json.dumps({"commit": args.commit, "legend": LEGEND, "status": raw}, indent=0,
+        args.json.write_text(json.dumps({"commit": args.commit, "legend": LEGEND, "status": raw,
+                                         "hashes": read_hashes(args.copy)}, indent=0,
                                         ensure_ascii=False) + "\n")
     return 0
 
