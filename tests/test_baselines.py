@@ -91,3 +91,29 @@ def test_peer_cross_check_fedavg_vs_flowers_fedavg(tmp_path):
         down[s] = [r["downlink_bytes"] for r in read_rounds(d)[1:]]
     assert abs(acc["fedavg"] - acc["flwr-fedavg"]) <= 0.005, acc
     assert down["flwr-fedavg"] == down["fedavg"] == [5 * 640 * 8] * 8  # Flower's FedAvg sends each client the model
+
+
+def test_a_scaffold_client_that_lost_its_c_i_takes_the_servers_copy_and_goes_on_exactly():
+    """SCAFFOLD's client half: with its state gone (a restarted node) it starts from the server's copy of c_i when
+    the work carries one (the first round after a resume), and gives the reply and the new c_i the client with
+    that c_i in its state gives, bit for bit; without either, c_i = 0."""
+    from zofl.core.protocol import Work
+    from zofl.methods.scaffold import client_work
+    from zofl.setup import prepare
+    from zofl.tasks.base import data_shape
+
+    cfg, task, spec = prepare({"strategy": "scaffold", "num-clients": 3, "local-steps": 2, "seed": 5})
+    rng = np.random.default_rng(1)
+    n = np.asarray(task.init_params(*data_shape(task, spec))).size
+    x, c, c_i = rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)
+    kept = {"c_i": c_i.copy()}
+    a = client_work(cfg, task, spec, Work(1, 3, 2, {"x": x, "c": c}), kept)
+    lost: dict = {}
+    b = client_work(cfg, task, spec, Work(1, 3, 2, {"x": x, "c": c, "c_i_server": c_i.copy()}), lost)
+    assert all(np.array_equal(a.arrays[k], b.arrays[k]) for k in ("dy", "dc"))
+    np.testing.assert_array_equal(lost["c_i"], kept["c_i"])
+    fresh: dict = {}
+    z = client_work(cfg, task, spec, Work(1, 3, 2, {"x": x, "c": c}), fresh)
+    zero = client_work(cfg, task, spec, Work(1, 3, 2, {"x": x, "c": c}), {"c_i": np.zeros(n)})
+    assert all(np.array_equal(z.arrays[k], zero.arrays[k]) for k in ("dy", "dc"))
+    assert not np.array_equal(z.arrays["dy"], a.arrays["dy"])

@@ -83,3 +83,21 @@ def test_fedrzo_nn_learns_on_digits(tmp_path):
     rec = read_rounds(d)
     assert rec[-1]["test_loss"] < 0.95 * rec[0]["test_loss"] and rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.1
     assert all(r["local_steps"] == 5 * 10 for r in rec[1:]) and np.isfinite(x).all()
+
+
+def test_each_client_takes_its_local_set_by_its_id_and_the_steps_keep_float64():
+    """FedRZO_nn's X_i: client i takes entry i mod k of local-sets (box: clipped to [-b, b]; ball: scaled into the
+    ball of radius set-radius; none: unchanged); the local zeroth-order steps compute in float64 whatever x's dtype."""
+    from zofl.config import parse_config
+    from zofl.methods.fedrzo_nn import local_set
+
+    cfg = parse_config({"strategy": "fedrzo-nn", "local-sets": "box,ball,none", "box-bound": 0.5, "set-radius": 2.0})
+    x = np.array([3.0, -4.0])
+    want = {0: [0.5, -0.5], 1: [1.2, -1.6], 2: [3.0, -4.0], 3: [0.5, -0.5], 5: [3.0, -4.0]}
+    for pid, w in want.items():
+        np.testing.assert_allclose(local_set(cfg, pid)(x), w, rtol=1e-15)
+    inside = np.array([0.3, 0.1])  # inside every set: every projection keeps it
+    assert all(np.array_equal(local_set(cfg, pid)(inside), inside) for pid in range(3))
+    x32 = np.array([0.5, -0.5], dtype=np.float32)
+    out = local_zo_steps(lambda z, idx: float(z @ z), x32, np.zeros((2, 1), int), np.eye(2), 0.1, 0.01, lambda z: z)
+    assert out.dtype == np.float64
