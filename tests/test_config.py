@@ -280,6 +280,9 @@ def test_a_strategy_gives_the_same_numbers_whatever_the_keys_it_does_not_read(tm
     skip = {"wall_s", "client_compute_s", "client_compute_max_s", "client_wall_max_s", "uplink_bytes", "downlink_bytes"}
     strip = lambda rec: [{k: v for k, v in r.items() if k not in skip} for r in rec]  # noqa: E731
     assert strip(read_rounds(d0)) == strip(read_rounds(d1))
+    # each client reports the seconds its work took: in every record with replies, summed, a few seconds at most
+    took = [r["client_compute_s"] for r in read_rounds(d0)[1:] if r.get("participants")]
+    assert all(0 < t < 60 for t in took), took
 
 
 def test_raw_cifar10_is_warned_about():

@@ -16,11 +16,14 @@ def _run(tmp_path, name, **cfg):
 def test_f1_only_is_zohfl_without_the_clients_term(tmp_path):
     """Every client a straggler (H = 0: both solves return the query point, f2 = 0) leaves ZO-HFL
     exactly its server steps on f1: bit for bit what f1-only computes without contacting anyone."""
-    _, x_z = _run(tmp_path, "z", strategy="zohfl", **{"straggler-prob": 1.0})
+    d_z, x_z = _run(tmp_path, "z", strategy="zohfl", **{"straggler-prob": 1.0})
     d, x_f = _run(tmp_path, "f", strategy="f1-only")
     np.testing.assert_array_equal(x_z, x_f)
     rec = read_rounds(d)
     assert all(r["participants"] == 0 and r["sampled"] == [] and r["local_steps"] == 0 for r in rec)
+    # its records: no f2 estimate (null: no client), the step gamma_r = gamma / sqrt(r + 1) as ZO-HFL's
+    assert [(r["f2_est"], r["gamma_r"]) for r in rec[1:]] == [(None, 0.01 / np.sqrt(k)) for k in range(1, len(rec))]
+    assert [sorted(r) for r in rec] == [sorted(r) for r in read_rounds(d_z)]  # ZO-HFL's fields, no other
     _, x_c = _run(tmp_path, "c", strategy="zohfl")  # with the clients' term x differs
     assert not np.array_equal(x_c, x_f)
 

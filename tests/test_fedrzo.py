@@ -101,3 +101,33 @@ def test_each_client_takes_its_local_set_by_its_id_and_the_steps_keep_float64():
     x32 = np.array([0.5, -0.5], dtype=np.float32)
     out = local_zo_steps(lambda z, idx: float(z @ z), x32, np.zeros((2, 1), int), np.eye(2), 0.1, 0.01, lambda z: z)
     assert out.dtype == np.float64
+
+
+@pytest.mark.parametrize("scale", ["mean", "sum"])
+def test_fedrzo_nn_client_steps_on_the_minibatch_mean_or_sum_as_loss_scale_says(scale):
+    """FedRZO_nn's client: H zeroth-order steps (``local_zo_steps``) on loss-scale x the task's minibatch loss
+    (mean: 1, sum: N_i) + (l2/2)||p||^2, its minibatches and directions from (seed, round, client)."""
+    from zofl.algorithms.lower_level import minibatch_indices
+    from zofl.algorithms.smoothing import seed_sequence
+    from zofl.core.protocol import Work
+    from zofl.methods.fedrzo_nn import STREAM_BATCHES, STREAM_DIRECTIONS, FedRZOnnParams, client_work, local_set
+    from zofl.setup import prepare
+    from zofl.tasks.base import data_shape
+
+    cfg, task, spec = prepare({"strategy": "fedrzo-nn", "task": "relu-net", "num-clients": 3, "seed": 4,
+                               "loss-scale": scale, "l2": 0.01})
+    hp, pid, r, H = FedRZOnnParams.of(cfg), 2, 1, 3
+    x = np.asarray(task.init_params(*data_shape(task, spec)), dtype=np.float64)
+    data = task.client_data(spec, pid)
+    k = float(len(data)) if scale == "sum" else 1.0
+
+    def loss(p, idx):
+        return k * task.loss(p, data.x[idx], data.y[idx]) + 0.5 * cfg.l2 * float(p @ p)
+
+    want = local_zo_steps(loss, x, minibatch_indices(seed_sequence(cfg.seed, r, pid, STREAM_BATCHES), len(data), H,
+                                                     cfg.batch_size),
+                          sphere_directions(seed_sequence(cfg.seed, r, pid, STREAM_DIRECTIONS), H, x.size),
+                          hp.zo_lr, hp.eta, local_set(cfg, pid))
+    got = client_work(cfg, task, spec, Work(pid, r, H, {"x": x}), {})
+    np.testing.assert_array_equal(got.arrays["x"], want)
+    assert got.num_examples == len(data) and got.metrics["steps"] == H

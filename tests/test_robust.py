@@ -106,3 +106,25 @@ def test_a_robust_rule_over_fewer_than_three_updates_is_warned_about():
                                                                    "beta": 0.2})))
     assert config_warnings(parse_config({"strategy": "fedavg", "aggregation": "median"})) == []
     assert config_warnings(parse_config({"strategy": "fedbuff", "engine": "async", "buffer-size": 2})) == []
+
+
+@pytest.mark.parametrize("strategy", ["fedmspp", "fedrzo-nn"])
+def test_the_averaging_methods_combine_the_clients_models_through_the_robust_rule(strategy):
+    """FedMSPP's and FedRZO_nn's server step: x_{r+1} = the mean of the clients' x_i, or, with aggregation =
+    median, their coordinate median (one hostile reply of three moves it nowhere)."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Reply, Work
+    from zofl.methods import METHODS
+    from zofl.setup import prepare
+
+    def step(rule):
+        cfg, task, spec = prepare({"strategy": strategy, "num-clients": 3, "beta": 1.0, "aggregation": rule})
+        method = METHODS[strategy].server(cfg, task, spec)
+        state = method.init()
+        n = state["x"].size
+        xs = [np.full(n, 1.0), np.full(n, 2.0), np.full(n, 1e6)]
+        plan = RoundPlan(r=0, sampled=[0, 1, 2], stragglers=[], works=[Work(p, 0, 2, {"x": state["x"]}) for p in range(3)])
+        return method.update(state, plan, [Reply(p, {"x": x}, 10) for p, x in enumerate(xs)])[0]["x"]
+
+    assert np.all(step("median") == 2.0)
+    assert np.all(step("mean") > 1e5)

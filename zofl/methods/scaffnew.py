@@ -72,11 +72,11 @@ class Scaffnew(Method):
 
     @classmethod
     def config_warnings(cls, cfg) -> list[str]:
-        out = []
-        if cfg.straggler_prob == 1 and cfg.engine != "async":
+        out = []  # (Scaffnew runs on the round engines only: the check refuses engine = 'async')
+        if cfg.straggler_prob == 1:
             out.append("run-config key 'straggler-prob' = 1: every sampled client is a straggler in every round, "
                        "so no Scaffnew client ever takes a step; use a value below 1")
-        if cfg.engine != "async" and round_size(cfg.beta, cfg.num_clients) < cfg.num_clients:
+        if round_size(cfg.beta, cfg.num_clients) < cfg.num_clients:
             out.append("strategy 'scaffnew' with beta < 1: ProxSkip's Algorithm 2 has every client in every "
                        "communication; here the sampled clients' x^_i are averaged and only their h_i move "
                        "(ours, docs/baselines.md)")
