@@ -185,3 +185,23 @@ def test_hyper_cleaning_short_run_ends_finite(tmp_path):
     rec = read_rounds(d)
     assert np.isfinite(x).all() and all(np.isfinite(r["test_loss"]) for r in rec) and rec[-1]["outer_round"] == 3
     assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.3 and np.abs(x).max() > 0  # y learned, x moved
+
+
+def test_a_checkpoint_s_state_is_checked_and_shares_no_array_with_the_running_state():
+    """AFBO-global's state_dict and load_state_dict: copies both ways (a step that writes into the state in place
+    cannot change what was saved or loaded); a checkpoint without one of the state's arrays refused, naming it."""
+    import pytest
+
+    cfg, task, spec = prepare({**GLOBAL, "num-rounds": 2})
+    method = AFBOGlobal(cfg, task, spec)
+    state = method.init()
+    saved = method.state_dict(state)
+    for k, v in saved.items():
+        assert not np.shares_memory(v, state[k]), k
+    loaded = method.load_state_dict(saved)
+    for k, v in loaded.items():
+        assert not np.shares_memory(v, saved[k]), k
+        np.testing.assert_array_equal(v, state[k])
+    gone = next(iter(saved))
+    with pytest.raises(ValueError, match=f"afbo-global checkpoint lacks \\['{gone}'\\]"):
+        method.load_state_dict({k: v for k, v in saved.items() if k != gone})

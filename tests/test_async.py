@@ -160,15 +160,16 @@ def test_resume_under_the_simulated_clock_gives_the_uninterrupted_run(tmp_path):
     assert [[r.get(k) for k in keys] for r in read_rounds(d)] == [[r.get(k) for k in keys] for r in read_rounds(d_ref)]
 
 
-def test_a_resume_after_failed_windows_continues_the_failure_policy_s_windows(tmp_path):
+def test_a_resume_after_failed_windows_continues_the_failure_policy_s_windows(tmp_path, caplog):
     """The policy's state (failed windows, and the window in progress) is in the checkpoint: a run cut after two
     failed windows and resumed stops where the uninterrupted run stops, with the same counts. Found by this test:
     the checkpoint was written before the update's own task result was counted, so the resumed run's windows
     were one result late and it counted a failure the uninterrupted run never saw."""
     cfg = {"crash-prob": 0.15, "min-replies": 4, "max-failed-rounds": 0.5, "checkpoint-every": 3, "num-rounds": 16}
     stop = "5 windows had fewer than min-replies = 4 usable client replies, more than the 4 that"
-    with pytest.raises(RunFailed, match=stop):
+    with pytest.raises(RunFailed, match=stop) as failed:
         run(tmp_path, "ref", **cfg)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [str(failed.value)]  # logged as is
     run(tmp_path, "cut", **{**cfg, "num-rounds": 7})
     cut = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert cut["status"] == "ok" and cut["failed_rounds"] == 2  # failed windows before the cut
