@@ -305,7 +305,7 @@ def test_every_strategy_survives_faults_and_counts_dropped_clients(tmp_path, str
     d, x = run_inprocess(cfg, workers=0)
     rec = read_rounds(d)
     assert np.all(np.isfinite(x)) and all(np.isfinite(r["test_loss"]) for r in rec)
-    if strategy == "flwr-fedavg":  # Flower samples; only the clients that replied are known
+    if strategy == "flwr-fedavg":  # Flower samples; known: the clients that replied or whose node sent an error
         assert sum(r["rejected"] for r in rec) >= 1 and all(r["participants"] <= len(r["sampled"]) for r in rec)
         return
     faulty = 0
@@ -349,15 +349,17 @@ def test_a_rejected_model_is_recorded_and_counted(tmp_path):
     assert summary["total_participants"] + summary["total_dropped"] == summary["total_sampled"]
 
 
-def test_flowers_legacy_fedavg_samples_beta_m_counts_a_failed_client_and_what_it_was_sent(tmp_path, monkeypatch,
-                                                                                        caplog):
-    """flwr-fedavg on the legacy engine (Flower's own FedAvg, our records): Flower samples int(beta m) clients, at
+@pytest.mark.parametrize("engine", ["legacy", "sync"])
+def test_flowers_fedavg_samples_beta_m_counts_a_failed_client_and_what_it_was_sent(tmp_path, monkeypatch, caplog,
+                                                                                  engine):
+    """flwr-fedavg on either API (Flower's own FedAvg, our records): Flower samples int(beta m) clients, at
     least one (beta = 0.25 of 4: one per round); a client that raises is a failure of kind error, named, its model
     counted in the downlink (sent) and its reply in nothing; every client runs the fixed local-steps. Flower
-    samples here, and the legacy API's error names no client: the record cannot say which one failed."""
+    samples here: the Message API's error reply comes from the failed client's node, which names it; the legacy
+    API's error names no client, so the record cannot say which one failed."""
     import zofl.client_app
 
-    base = {"strategy": "flwr-fedavg", "engine": "legacy", "num-rounds": 2, "local-steps": 2,
+    base = {"strategy": "flwr-fedavg", "engine": engine, "num-rounds": 2, "local-steps": 2,
             "output-dir": str(tmp_path)}
     folder, x = run_inprocess({**base, "num-clients": 4, "beta": 0.25, "run-name": "quarter"}, workers=0)
     rounds = read_rounds(folder)[1:]
@@ -374,8 +376,10 @@ def test_flowers_legacy_fedavg_samples_beta_m_counts_a_failed_client_and_what_it
     folder, x = run_inprocess({**base, "num-clients": 3, "beta": 1.0, "run-name": "fails"}, workers=0)
     assert json.loads((folder / "summary.json").read_text())["status"] == "ok"
     for r in read_rounds(folder)[1:]:
-        assert (r["failures"], r["errors"], r["failed_clients"], r["participants"]) == (1, 1, [], 2), r
+        named = [1] if engine == "sync" else []  # the Message API's error reply comes from its node
+        assert (r["failures"], r["errors"], r["failed_clients"], r["participants"], r["H"]) == (1, 1, named, 2, 2), r
         assert r["downlink_bytes"] == 3 * x.nbytes and r["uplink_bytes"] == 2 * x.nbytes
         assert r["local_steps"] == 2 * (2 * 2)  # two clients' K = 2 H, H = local-steps
-    assert sum("failed or missed the deadline: ValueError: Message contains an Error (reason: RuntimeError:<'client 1 "
-               "fails'>)" in m for m in caplog.messages) == 2  # the error's own text, once per round
+    said = {"legacy": "ValueError: Message contains an Error (reason: RuntimeError:<'client 1 fails'>)",
+            "sync": "error 0: RuntimeError:<'client 1 fails'>"}[engine]  # as each API hands the error over
+    assert sum(f"failed or missed the deadline: {said}" in m for m in caplog.messages) == 2  # once per round

@@ -56,7 +56,10 @@ class FlowerFedAvg(MessageFedAvg):
             else:
                 replies_.append(out)
                 by_pid[pid] = msg
-        plan = _plan(self.run, self.t_r, [rep.pid for rep in replies_], self.downlink)
+        # Flower sampled: the clients that replied, and those whose error reply names their node (the others that
+        # never answered are unknown to the strategy)
+        sampled = [rep.pid for rep in replies_] + [f.pid for f in failures if f.pid is not None]
+        plan = _plan(self.run, self.t_r, sampled, self.downlink)
 
         def aggregate(state, round_plan, used):
             if not used:
