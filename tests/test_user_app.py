@@ -401,3 +401,27 @@ def test_a_users_model_keeps_its_dtype_and_loss_and_a_nodes_identity_fingerprint
     other_y = identity(ctx, x, 1 - y)[CONFIG][DATA_FINGERPRINT]
     assert len({own[DATA_FINGERPRINT], other_x, other_y}) == 3
     assert dict(identity(ctx, x[:0], y[:0])[CONFIG]) == {DATA_ERROR: "this ClientApp's data hold no training example"}
+
+
+def test_an_asynchronous_strategy_gives_flowers_result_and_evaluates_the_final_model_once():
+    """FedBuffStrategy.start (Flower's Strategy.start signature): num_rounds server updates (3 by default), the
+    train metrics of each in Flower's Result, and ``evaluate_fn(num_rounds, arrays)`` called once on the final
+    model, its MetricRecord in Result.evaluate_metrics_serverapp."""
+    from flwr.app import MetricRecord
+
+    seen = []
+
+    def evaluate_fn(rounds, arrays):
+        seen.append((rounds, arrays["w"].numpy().copy()))
+        return MetricRecord({"score": 0.5})
+
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app")
+    try:
+        strategy = FedBuffStrategy(run_config={"local-steps": 1, "buffer-size": 2}, clock="simulated")
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}),
+                                evaluate_fn=evaluate_fn)
+    finally:
+        grid.close()
+    assert len(strategy.records) == 4 and sorted(result.train_metrics_clientapp) == [1, 2, 3]
+    assert [r for r, _ in seen] == [3] and np.array_equal(seen[0][1], result.arrays["w"].numpy())
+    assert dict(result.evaluate_metrics_serverapp) == {3: MetricRecord({"score": 0.5})}
