@@ -207,7 +207,7 @@ def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path,
 
 def _module_of(meta: Path) -> str:
     """``.../mutants/zofl/methods/afbo.py.meta`` -> "zofl.methods.afbo" (a package's ``__init__``: the package)."""
-    rel = meta.as_posix().split("/mutants/", 1)[1][:-len(".py.meta")].split("/")
+    rel = meta.resolve().as_posix().split("/mutants/", 1)[1][:-len(".py.meta")].split("/")
     return ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
 
 
