@@ -79,7 +79,8 @@ def test_the_asynchronous_engine_stops_when_no_reply_is_usable(tmp_path, caplog)
         for k in (1, 2, 3, 4)]
     summary = json.loads((tmp_path / "dead" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["failed_rounds"] == 4
-    assert summary["total_errors"] == summary["total_failures"] == 4 * 4  # the first 4 windows of 4 results, each failed
+    # the first 4 windows of 4 results, each failed
+    assert summary["total_errors"] == summary["total_failures"] == 4 * 4
     # a few crashes do not stop it
     d, _ = run_inprocess({**cfg, "crash-prob": 0.2, "run-name": "some"}, workers=0)
     summary = json.loads((d / "summary.json").read_text())

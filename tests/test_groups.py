@@ -23,7 +23,8 @@ def test_a_group_runs_in_one_worker(tmp_path):
             def test_free(i):
                 pass
         """))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider",
+    res = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
+                          "-p", "no:cacheprovider",
                           str(tmp_path)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from zofl.packed import PACKED, read_packed
-from zofl.study import main, pack, study_runs
 from zofl.results import read_rounds
 from zofl.stats import run_figures
+from zofl.study import main, pack, study_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"

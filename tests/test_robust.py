@@ -123,7 +123,8 @@ def test_the_averaging_methods_combine_the_clients_models_through_the_robust_rul
         state = method.init()
         n = state["x"].size
         xs = [np.full(n, 1.0), np.full(n, 2.0), np.full(n, 1e6)]
-        plan = RoundPlan(r=0, sampled=[0, 1, 2], stragglers=[], works=[Work(p, 0, 2, {"x": state["x"]}) for p in range(3)])
+        works = [Work(p, 0, 2, {"x": state["x"]}) for p in range(3)]
+        plan = RoundPlan(r=0, sampled=[0, 1, 2], stragglers=[], works=works)
         return method.update(state, plan, [Reply(p, {"x": x}, 10) for p, x in enumerate(xs)])[0]["x"]
 
     assert np.all(step("median") == 2.0)
