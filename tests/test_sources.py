@@ -461,3 +461,30 @@ def test_a_datasets_dict_s_splits_are_checked_and_its_training_split_found(tmp_p
     arrow.write_bytes(b"\0" * arrow.stat().st_size)
     why = _refused(f"^{tmp_path / 'tt'}: cannot be loaded by datasets' load_from_disk \\(", tmp_path / "tt")
     assert "NoneType" not in why and why.endswith(")")  # the loader's own reason
+
+
+def test_split_rows_keeps_the_files_own_test_part_gives_the_server_its_share_and_caps_dirichlet_s_minimum():
+    """``split_rows`` on N training rows followed by the file's own test rows: those are the test set; server-fraction
+    of the training rows go to the server; the rest are split over m clients by the scheme with its parameters, a
+    Dirichlet minimum above what m clients can each have lowered to it; more clients than rows refused."""
+    import dataclasses
+
+    from zofl.tasks.data import cut_rows
+    from zofl.tasks.sources import split_rows
+
+    labels = np.arange(60) % 3
+    params = PartitionParams(alpha=0.5, min_size=100)
+    s = split_rows(labels, None, 10, "dirichlet", 4, params, 0.2, 1)
+    assert np.array_equal(s.test, np.arange(50, 60)) and len(s.server) == 10
+    assert np.array_equal(np.sort(np.concatenate([s.server, *s.clients])), np.arange(50))
+    assert all(len(c) >= 10 for c in s.clients)  # min-size 100 lowered to the 40 rows' share, 40 // 4
+    rest = np.setdiff1d(np.arange(50), s.server)
+    _, _, order = cut_rows(50, 10, 0.2, 1)
+    want = partition(labels[order], None, "dirichlet", 4, dataclasses.replace(params, min_size=10), 1)
+    assert [np.array_equal(c, order[p]) for c, p in zip(s.clients, want)] == [True] * 4
+    assert set(rest) == set(order)
+    other = split_rows(labels, None, 10, "dirichlet", 4, PartitionParams(alpha=1000.0, min_size=100), 0.2, 1)
+    assert any(len(a) != len(b) or np.any(a != b) for a, b in zip(s.clients, other.clients))  # alpha is used
+    assert len(split_rows(labels, None, 10, "iid", 40, params, 0.2, 1).clients) == 40  # 40 rows, 40 clients
+    with pytest.raises(SplitError, match="^num-clients=41 exceeds the 40 examples left to the clients$"):
+        split_rows(labels, None, 10, "iid", 41, params, 0.2, 1)
