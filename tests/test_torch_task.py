@@ -82,3 +82,28 @@ def test_the_readme_torch_example_runs(tmp_path, monkeypatch):
                           "num-rounds": 3, "tau": 3.0, "output-dir": str(tmp_path), "run-name": "readme"}, workers=0)
     rec = read_rounds(d)
     assert x.size == 64 * 64 + 64 + 64 * 10 + 10 and rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.2
+
+
+def test_the_cnn_is_the_documented_two_convolution_network_on_any_image_shape():
+    """cnn_module: two 3x3 convolutions (padding 1; 16 then 32 channels), each followed by a ReLU, then 2x2
+    max-pooling and max-pooling to 4x4, then one linear layer: 9,930 parameters on MNIST; a square image of
+    another size (64 features: 8x8) or CIFAR's 3x32x32 take the same layers; other sizes are refused."""
+    torch = pytest.importorskip("torch")
+    from zofl.tasks.torch_task import cnn_module, image_shape
+
+    net = cnn_module(784, 10)
+    assert [type(m).__name__ for m in net] == ["Unflatten", "Conv2d", "ReLU", "MaxPool2d", "Conv2d", "ReLU",
+                                                "AdaptiveMaxPool2d", "Flatten", "Linear"]
+    convs = [m for m in net if type(m).__name__ == "Conv2d"]
+    assert [(c.in_channels, c.out_channels, c.kernel_size, c.padding) for c in convs] == [
+        (1, 16, (3, 3), (1, 1)), (16, 32, (3, 3), (1, 1))]
+    assert net[3].kernel_size == 2 and net[6].output_size == 4
+    assert sum(p.numel() for p in net.parameters()) == 9_930
+    x = torch.randn(5, 784)
+    h = net[:4](x)
+    assert h.shape == (5, 16, 14, 14)  # the 2x2 pooling halves 28x28
+    assert net(x).shape == (5, 10) and bool((net[:3](x) >= 0).all()) and bool((net[:6](x) >= 0).all())
+    assert image_shape(64) == (1, 8, 8) and image_shape(3072) == (3, 32, 32)
+    assert cnn_module(3072, 10)(torch.randn(2, 3072)).shape == (2, 10)
+    with pytest.raises(ValueError, match="the cnn task needs images: 65 features is not a known image shape"):
+        image_shape(65)
