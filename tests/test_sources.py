@@ -436,7 +436,7 @@ def test_a_datasets_dict_s_splits_are_checked_and_its_training_split_found(tmp_p
     DatasetDict({"a": ds, "b": ds}).save_to_disk(str(tmp_path / "two"))
     _refused(f"^{tmp_path / 'two'}: splits \\['a', 'b'\\]; the training split must be named 'train'$", tmp_path / "two")
     meta = tmp_path / "tt" / "dataset_dict.json"
-    size = sources._saved_size(tmp_path / "tt" / "train") + sources._saved_size(tmp_path / "tt" / "test")
+    size = sum(f.stat().st_size for f in (tmp_path / "tt").rglob("*.arrow"))  # every split's data files
     _refused(f"^{tmp_path / 'tt'}: its data files hold {size:,} bytes, more than the cap", tmp_path / "tt",
              cap=size - 1)
     assert read_local(tmp_path / "tt", cap=size).x.shape == (12, 8)  # exactly at the cap: taken
@@ -457,6 +457,17 @@ def test_a_datasets_dict_s_splits_are_checked_and_its_training_split_found(tmp_p
              tmp_path / "tt")
     (tmp_path / "tt" / "test").unlink()
     shutil.copytree(tmp_path / "elsewhere", tmp_path / "tt" / "test")
+    state = tmp_path / "tt" / "train" / "state.json"
+    kept = state.read_text()
+    train = tmp_path / "tt" / "train"
+    for text, want in (('{"_data_files": {}}', f"{state}: no list of data files"),
+                       ("[1]", f"{state}: no list of data files"),
+                       ("{", f"{train}: not a dataset saved by save_to_disk (JSONDecodeError: Expecting"),
+                       ('{"_data_files": [{"filename": "gone.arrow"}]}',
+                        f"{train / 'gone.arrow'}: cannot be read (File")):
+        state.write_text(text)
+        assert _refused("", tmp_path / "tt").startswith(want), text
+    state.write_text(kept)
     arrow = next((tmp_path / "tt" / "train").glob("*.arrow"))
     arrow.write_bytes(b"\0" * arrow.stat().st_size)
     why = _refused(f"^{tmp_path / 'tt'}: cannot be loaded by datasets' load_from_disk \\(", tmp_path / "tt")
