@@ -446,3 +446,12 @@ def test_a_keras_style_npz_is_checked_then_copied_into_a_new_folder_and_a_bad_on
         convert_original("covtype", src, tmp_path / "e")
     with pytest.raises(DataFileError, match=f"^{re.escape(str(tmp_path / 'none'))}: no such file or folder$"):
         convert_original("mnist", tmp_path / "none", tmp_path / "f")
+
+
+def test_a_data_error_s_reason_is_one_line_of_at_most_200_characters():
+    from zofl.tasks.data import _one_line
+
+    assert _one_line(ValueError("a\n   b\tc")) == "a b c"
+    assert _one_line(ValueError("x" * 200)) == "x" * 200
+    assert _one_line(ValueError("x" * 201)) == "x" * 200 + "..."
+    assert _one_line(ValueError("y" * 30), limit=10) == "y" * 10 + "..."
