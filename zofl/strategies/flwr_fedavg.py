@@ -6,10 +6,13 @@ Flower's weighted averaging: ``flwr.serverapp.strategy.FedAvg`` on the Message A
 ``flwr.server.strategy.FedAvg`` on the legacy API (engine legacy). Bad replies (``reply_problem``)
 are dropped before Flower averages, replies are handed to it sorted by client id (the sum's
 order, so every engine gives the same bits), and the records come from the same ``SyncRun`` as
-every other strategy; the record's ``sampled`` are the clients that replied (Flower does not say
-whom it sampled when a client fails).
+every other strategy; the record's ``sampled`` are the clients that replied and, on the Message API, those
+whose error reply names their node (Flower does not say whom it sampled; the legacy API's errors name no
+client, and a client that never answers is unknown to the strategy on either).
 """
 from __future__ import annotations
+
+from typing import Iterable
 
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
@@ -24,8 +27,8 @@ from .message import MessageStrategy
 from .wire import array_record, decode_reply, error_kind, reply_from_numpy
 
 
-def _plan(run: SyncRun, r: int, replied: list[int], downlink: int) -> RoundPlan:
-    return RoundPlan(r, sorted(replied), [], [], local_steps(r, run.cfg.tau, run.cfg.local_steps),
+def _plan(run: SyncRun, r: int, sampled: Iterable[int], downlink: int) -> RoundPlan:
+    return RoundPlan(r, sorted(sampled), [], [], local_steps(r, run.cfg.tau, run.cfg.local_steps),
                      downlink_bytes=downlink)
 
 
@@ -58,7 +61,7 @@ class FlowerFedAvg(MessageFedAvg):
                 by_pid[pid] = msg
         # Flower sampled: the clients that replied, and those whose error reply names their node (the others that
         # never answered are unknown to the strategy)
-        sampled = [rep.pid for rep in replies_] + [f.pid for f in failures if f.pid is not None]
+        sampled = {rep.pid for rep in replies_} | {f.pid for f in failures if f.pid is not None}
         plan = _plan(self.run, self.t_r, sampled, self.downlink)
 
         def aggregate(state, round_plan, used):
