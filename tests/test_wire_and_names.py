@@ -247,7 +247,9 @@ class Traffic:
         float64; x goes from one round to the next unchanged; and values float32 would round did cross both ways."""
         assert self.received and self.got, "no traffic seen"
         down_fine = up_fine = False
-        for key, arrays in self.received.items():
+        # a copy: an asynchronous run's task still in flight at its end may reach its client after the run (the
+        # in-process grid's thread goes on), and write here while this loop reads (seen once under load)
+        for key, arrays in dict(self.received).items():
             want = self.sent.get(key)
             if want is None:  # Flower's own FedAvg plans its rounds itself: the server's x of the round is sent
                 want = {"x": self.before[key[1]]}
@@ -255,7 +257,7 @@ class Traffic:
             for k, v in want.items():
                 assert_exact(arrays[k], v, f"client {key[0]} round/task {key[1]}: {k} as the client got it")
                 down_fine |= bool(rounded_by_float32(v).any())
-        for key, arrays in self.got.items():
+        for key, arrays in dict(self.got).items():
             assert list(arrays) == list(self.replied[key]), key
             for k, v in self.replied[key].items():
                 assert_exact(arrays[k], v, f"client {key[0]} round/task {key[1]}: reply {k} as the server got it")
