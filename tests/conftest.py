@@ -10,6 +10,16 @@ from tests.procs import SCOPE
 
 
 @pytest.fixture
+def as_the_serverapp(monkeypatch):
+    """This process's identity as the ServerApp's (Flower's Message needs it), as the in-process Grid sets it."""
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):
+        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
+
+
+@pytest.fixture
 def fake_npz_dir(tmp_path):
     """A tiny Keras-style mnist.npz (random 28x28 uint8 images with label-dependent means)."""
     rng = np.random.default_rng(0)

@@ -1029,21 +1029,16 @@ class _SlowToAnswerGrid:
         return out
 
 
-def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_late(monkeypatch):
+def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_late(monkeypatch, as_the_serverapp):
     """Issue 47: on a loaded machine the 2 SuperNodes of Flower's default federation answered the question
     "are you the whole federation?" after its 10 s, it was never asked again, and the run waited the whole
     client-wait-s (60 s) to fail with a message saying no SuperNode answered. Now it is asked until answered,
     and refused at the first answer; a node that never answers ends the wait at client-wait-s, not later."""
     import time
 
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
-
     from zofl.config import ConfigError
     from zofl.strategies import nodes
 
-    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):  # as the ServerApp's
-        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
     monkeypatch.setattr(nodes.time, "sleep", lambda s: None)
     grid = _SlowToAnswerGrid([11, 22], parts=2, late=3)
     with pytest.raises(ConfigError) as e:

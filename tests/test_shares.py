@@ -119,13 +119,8 @@ def test_a_share_may_report_on_as_many_clients_as_the_bound(monkeypatch):
 # -- the ClientApp ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
-def _server_identity(monkeypatch):
+def _server_identity(as_the_serverapp):
     """Messages are made as a ServerApp makes them (Flower reads the task's identity)."""
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
-
-    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):
-        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
 
 
 RUN = {"num-clients": 7, "clients-per-node": 3, "num-rounds": 2, "strategy": "scaffold", "beta": 1.0}

@@ -239,13 +239,8 @@ def _work(strategy_settings: str, x: np.ndarray) -> Message:
     return Message(rec, dst_node_id=1, message_type="train")
 
 
-def test_the_client_half_refuses_what_it_cannot_use(monkeypatch):
-    from flwr.supercore.task_identity import TaskIdentity
-
+def test_the_client_half_refuses_what_it_cannot_use(as_the_serverapp):
     from zofl.client import train as zofl_train
-
-    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", 1)):  # a ServerApp's, as Message() needs them
-        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
 
     ctx = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     data = (np.zeros((4, 3), np.float32), np.array([0, 1, 0, 1]))

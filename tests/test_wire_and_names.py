@@ -24,10 +24,8 @@ from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.client import NumPyClient
 from flwr.client.message_handler.message_handler import handle_legacy_message_from_msgtype
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
-from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict, recorddict_to_fitres
-from flwr.supercore.task_identity import TaskIdentity
 
 from zofl.core.protocol import Reply, Work
 from zofl.core.rounds import SyncRun
@@ -79,13 +77,6 @@ def as_sent(msg: Message, over_grpc: bool) -> Message:
     """The message as the other side gets it: in-process (the object itself) or after Flower's serialization,
     what a SuperLink and a SuperNode send each other under ``flwr run``."""
     return message_from_proto(message_to_proto(msg)) if over_grpc else msg
-
-
-@pytest.fixture
-def as_the_serverapp(monkeypatch):
-    """This process's identity as the ServerApp's (Flower's Message needs it), as the in-process Grid sets it."""
-    for attr, value in (("task_id", 1), ("run_id", 1), ("node_id", SUPERLINK_NODE_ID)):
-        monkeypatch.setattr(TaskIdentity, f"_{attr}", value)
 
 
 def works() -> list[Work]:
