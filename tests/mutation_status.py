@@ -16,9 +16,9 @@ Run on demand, not in CI (the name does not start with ``test_``, so pytest does
                                                                # from the verdicts of a saved run
 
 ``--restore``: a copy made afresh (a new machine, /tmp wiped) first lets ``mutmut run`` write its mutants
-(stop it once it starts collecting test statistics), then takes the saved verdicts of every function whose
-mutant count is unchanged (a changed function's mutants stay unchecked; mutmut re-checks a function whose code
-changed anyway, by its hash); the next ``mutmut run`` goes on with the unchecked ones only.
+(stop it once it starts collecting test statistics), then takes the saved verdicts of every function whose code
+(mutmut's hash of it) and mutant count are unchanged (a changed function's mutants stay unchecked); the next
+``mutmut run`` goes on with the unchecked ones only.
 
 mutmut keeps each mutant's last exit code in ``mutants/<source>.meta`` (JSON: ``exit_code_by_key``, mutant
 name -> exit code, ``null`` while unchecked); the codes mean what mutmut's own ``status_by_exit_code`` says
@@ -92,6 +92,12 @@ def process_tests() -> list[str]:
     return out
 
 
+def split_name(name: str) -> tuple[str, int]:
+    """``zofl.methods.afbo.x_f__mutmut_12`` -> ("zofl.methods.afbo.x_f", 12)."""
+    function, n = name.rsplit("__mutmut_", 1)
+    return function, int(n)
+
+
 def read_status(copy: Path) -> dict[str, str]:
     """{function key (``zofl.methods.afbo.x_client_work``, or ``...xǁClassǁmethod``): letters, mutant 1 first}."""
     root = copy / "mutants"
@@ -101,8 +107,8 @@ def read_status(copy: Path) -> dict[str, str]:
     for meta in sorted((root / "zofl").rglob("*.py.meta")):
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         for name, code in codes.items():
-            function, n = name.rsplit("__mutmut_", 1)
-            status.setdefault(function, {})[int(n)] = LETTER.get(code, OTHER)
+            function, n = split_name(name)
+            status.setdefault(function, {})[n] = LETTER.get(code, OTHER)
     return {f: "".join(by[i] for i in sorted(by)) for f, by in sorted(status.items())}
 
 
@@ -112,19 +118,19 @@ CODE = {KILLED: 1, TIMEOUT: 36, SURVIVED: 0, NO_TESTS: 33}
 def restore(copy: Path, saved: Path) -> tuple[int, int]:
     """Write the verdicts of ``saved`` (a ``--json`` file) into the meta files of ``copy``'s generated mutants;
     returns (mutants restored, functions skipped because their mutant count differs)."""
-    status = json.loads(saved.read_text())["status"]
+    run = json.loads(saved.read_text())
+    status, hashes = run["status"], run.get("hashes", {})
     restored = skipped = 0
     metas = sorted((copy / "mutants" / "zofl").rglob("*.py.meta"))
     if not metas:
         raise SystemExit(f"no mutants in {copy / 'mutants'}: let `mutmut run` write them first")
-    hashes = json.loads(saved.read_text()).get("hashes", {})
     for meta in metas:
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
-        now = {f"{_module_of(meta)}.{f}": h for f, h in data.get("hash_by_function_name", {}).items()}
+        now = _hashes(meta, data)
         by_function: dict[str, list[str]] = {}
         for name in codes:
-            by_function.setdefault(name.rsplit("__mutmut_", 1)[0], []).append(name)
+            by_function.setdefault(split_name(name)[0], []).append(name)
         for function, names in by_function.items():
             letters = status.get(function)
             if letters is None or len(letters) != len(names) or \
@@ -132,7 +138,7 @@ def restore(copy: Path, saved: Path) -> tuple[int, int]:
                 skipped += letters is not None
                 continue
             for name in names:
-                code = CODE.get(letters[int(name.rsplit("__mutmut_", 1)[1]) - 1])
+                code = CODE.get(letters[split_name(name)[1] - 1])
                 if code is not None:
                     codes[name] = code
                     restored += 1
@@ -191,17 +197,17 @@ def apply_verdicts(copy: Path, status: dict[str, str], verdicts: Path,
     out = {f: list(letters) for f, letters in status.items()}
     stale = []
     for name, v in json.loads(verdicts.read_text())["verdicts"].items():
-        function, i = name.rsplit("__mutmut_", 1)
+        function, i = split_name(name)
         letters = out.get(function)
-        if letters is None or int(i) > len(letters):
+        if letters is None or i > len(letters):
             stale.append(name)
             continue
-        if letters[int(i) - 1] not in (SURVIVED, NO_TESTS):
+        if letters[i - 1] not in (SURVIVED, NO_TESTS):
             continue  # killed since (a test added), or not checked yet
         if diff(copy, name) != v["diff"]:
             stale.append(name)
             continue
-        letters[int(i) - 1] = VERDICTS[v["verdict"]]
+        letters[i - 1] = VERDICTS[v["verdict"]]
     return {f: "".join(v) for f, v in out.items()}, stale
 
 
@@ -211,13 +217,17 @@ def _module_of(meta: Path) -> str:
     return ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
 
 
+def _hashes(meta: Path, data: dict) -> dict[str, str]:
+    """{function key: mutmut's hash of its code} of one source file's meta (its JSON ``data``)."""
+    return {f"{_module_of(meta)}.{f}": h for f, h in data.get("hash_by_function_name", {}).items()}
+
+
 def read_hashes(copy: Path) -> dict[str, str]:
     """{function key: mutmut's hash of its code} of the copy's generated mutants (a saved run's verdicts apply only
     to a function whose code is the same)."""
     out = {}
     for meta in sorted((copy / "mutants" / "zofl").rglob("*.py.meta")):
-        for f, h in json.loads(meta.read_text()).get("hash_by_function_name", {}).items():
-            out[f"{_module_of(meta)}.{f}"] = h
+        out.update(_hashes(meta, json.loads(meta.read_text())))
     return out
 
 

@@ -159,8 +159,9 @@ def gather(data: Iterable, batch_keys: tuple[str, str]) -> tuple[np.ndarray, np.
         xs, ys = [], []
         for batch in data:
             bx, by = (batch[batch_keys[0]], batch[batch_keys[1]]) if isinstance(batch, dict) else batch
-            xs.append(_numpy(bx)[None] if single else _numpy(bx))
-            ys.append(_numpy(by)[None] if single else _numpy(by))
+            bx, by = _numpy(bx), _numpy(by)
+            xs.append(bx[None] if single else bx)
+            ys.append(by[None] if single else by)
         if not xs:
             return np.zeros((0, 1), np.float32), np.zeros(0, np.int64)
         x, y = np.concatenate(xs), np.concatenate(ys)
