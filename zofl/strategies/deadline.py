@@ -23,11 +23,8 @@ class DeadlineGrid(Grid):
     """Flower's Grid whose ``send_and_receive`` keeps the messages that missed the timeout."""
 
     def __init__(self, grid: Grid, poll_s: float | None = None):
-        # between pulls: the wrapped grid's own interval where it has one (the simulation's in-memory
-        # grid: 10 ms, set in server_app.serve), else 0.2 s (Flower's deployment grid sleeps 3 s)
-        interval = getattr(grid, "pull_interval", None)
         self.grid = grid
-        self.poll_s = poll_s if poll_s is not None else interval if isinstance(interval, float) else 0.2
+        self.poll_s = poll_s if poll_s is not None else poll_interval(grid)
         self.outstanding: dict[str, int] = {}  # message id -> the client it names, unanswered at its deadline
         self.sent_for: dict[str, int] = {}  # message id -> the client it names, of the last round's messages
 
@@ -89,7 +86,20 @@ class DeadlineGrid(Grid):
                 if m.metadata.reply_to_message_id in self.outstanding]
 
     def _wait(self, message_ids: set[str], seconds: float) -> None:
-        if hasattr(self.grid, "wait_any"):  # the in-process Grid can say when a reply is ready
-            self.grid.wait_any(list(message_ids), seconds)
-        else:
-            time.sleep(seconds)
+        wait_for_replies(self.grid, message_ids, seconds)
+
+
+def poll_interval(grid: Grid) -> float:
+    """Seconds between two pulls of replies on ``grid``: its own interval where it has one (the simulation's
+    in-memory grid: 10 ms, set in server_app.serve), else 0.2 s (Flower's deployment grid sleeps 3 s)."""
+    interval = getattr(grid, "pull_interval", None)
+    return interval if isinstance(interval, float) else 0.2
+
+
+def wait_for_replies(grid: Grid, message_ids: Iterable[str], seconds: float) -> None:
+    """Wait ``seconds``, or less where ``grid`` can say a reply to one of ``message_ids`` is ready (the
+    in-process Grid's ``wait_any``)."""
+    if hasattr(grid, "wait_any"):
+        grid.wait_any(list(message_ids), seconds)
+    else:
+        time.sleep(seconds)

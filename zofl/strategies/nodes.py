@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
@@ -35,6 +35,7 @@ from ..core.protocol import (
     TRAIN,
 )
 from ..core.shares import num_nodes, share
+from .deadline import poll_interval, wait_for_replies
 from .wire import APP_QUERY
 
 log = logging.getLogger("zofl")
@@ -135,35 +136,61 @@ def smaller_federation(m: int, n: int, need: int | None = None) -> ConfigError:
         f"the federation itself), or {other}")
 
 
-def _complete_smaller_federation(grid: Grid, nodes: list[int]) -> bool | None:
-    """Whether ``nodes`` are a whole federation already: every one says num-partitions = len(nodes)
-    (a simulation's SuperNodes are all there from the start, and say so; deployed SuperNodes started
-    for this run say num-partitions = num-clients, so the server keeps waiting for the others).
-    None when not every node answered in time (a loaded machine's ClientApps can take longer than the
-    10 s to start): no proof either way, so the caller asks again."""
-    msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in nodes]
-    try:
-        replies = list(grid.send_and_receive(msgs, timeout=10.0))
-    except Exception:  # noqa: BLE001 - an answer we cannot read is no proof: keep waiting
-        return None
-    sizes = set()
-    for msg in replies:
-        if msg.has_error():
-            return None
-        sizes.add(int(msg.content.metric_records[METRICS][NUM_PARTITIONS]))
-    if len(replies) < len(nodes):
-        return None
-    return sizes == {len(nodes)}
+class Question:
+    """The partition question, pushed once to each node, its replies pulled as they come.
+
+    A node is never asked twice: on a loaded machine a deployed SuperNode's ClientApp can take longer to
+    start than any fixed wait, and a second question would queue a second ClientApp behind the first while
+    the first one's answer was thrown away (a 10 s question asked again until client-wait-s ran out, on CI at
+    load 12 or more). ``replies``: node id -> its reply, of every node that has answered."""
+
+    def __init__(self, grid: Grid, query: Callable[[int], Message] = partition_query):
+        self.grid, self.query = grid, query
+        self.asked: set[int] = set()
+        self.waiting: dict[str, int] = {}  # message id -> the node it went to, unanswered
+        self.replies: dict[int, Message] = {}
+        self.taken: set[int] = set()  # the nodes whose reply ``fresh`` has given
+
+    def ask(self, nodes: Iterable[int]) -> None:
+        """Push the question to every node of ``nodes`` not asked yet."""
+        new = [n for n in nodes if n not in self.asked]
+        if new:
+            self.asked |= set(new)
+            self.waiting.update(zip(self.grid.push_messages([self.query(n) for n in new]), new))
+
+    def pull(self, seconds: float = 0.0) -> None:
+        """Take the replies that have come, after ``seconds`` (less where the grid can say one is ready)."""
+        if seconds > 0:
+            wait_for_replies(self.grid, self.waiting, seconds)
+        if self.waiting:
+            for msg in self.grid.pull_messages(list(self.waiting)):
+                node = self.waiting.pop(msg.metadata.reply_to_message_id, None)
+                if node is not None:
+                    self.replies[node] = msg
+
+    def fresh(self) -> list[Message]:
+        """The replies not given before, in the order of their nodes' ids."""
+        new = sorted(self.replies.keys() - self.taken)
+        self.taken |= set(new)
+        return [self.replies[n] for n in new]
+
+    def whole_federation(self, nodes: list[int]) -> bool:
+        """Whether ``nodes`` are a whole federation already: every one has answered num-partitions = len(nodes)
+        (a simulation's SuperNodes are all there from the start, and say so; deployed SuperNodes started for this
+        run say num-partitions = num-clients, so the server keeps waiting for the others)."""
+        return all(n in self.replies and not self.replies[n].has_error()
+                   and read_answer(self.replies[n]).parts == len(nodes) for n in nodes)
 
 
-def wait_for_nodes(grid: Grid, m: int, wait_s: float, clients: int | None = None) -> list[int]:
+def wait_for_nodes(grid: Grid, m: int, wait_s: float, clients: int | None = None,
+                   question: Question | None = None) -> list[int]:
     """The node ids once m have connected (or, after ``wait_s``, those that have: at least one). Nodes that
-    say they are a whole, smaller federation are refused at once (``smaller_federation``); the question is
-    asked again until every node asked has answered it. ``clients``: the run's num-clients where its m nodes
-    serve several each (clients-per-node; the messages name both)."""
+    say they are a whole, smaller federation are refused as soon as all of them have answered (``smaller_federation``);
+    each node is asked once (``question``, whose replies the caller may read). ``clients``: the run's num-clients
+    where its m nodes serve several each (clients-per-node; the messages name both)."""
     clients = m if clients is None else clients
+    question = Question(grid) if question is None else question
     deadline = time.monotonic() + wait_s
-    answered: set[int] = set()  # nodes that said they are not a whole federation of their own number
     while True:
         nodes = sorted(grid.get_node_ids())
         if len(nodes) >= m:
@@ -176,14 +203,13 @@ def wait_for_nodes(grid: Grid, m: int, wait_s: float, clients: int | None = None
             raise ConfigError(
                 f"run-config num-clients={clients} but no SuperNode connected within {wait_s:.0f}s (client-wait-s): "
                 f"start the simulation with --federation-config 'num-supernodes={m}', or start the SuperNodes")
-        if nodes and not set(nodes) <= answered:
-            whole = _complete_smaller_federation(grid, nodes)
-            if whole:
-                raise smaller_federation(clients, len(nodes), m)
-            if whole is False:
-                answered |= set(nodes)
-            continue  # no time lost: the question itself waited
-        time.sleep(0.2)
+        question.ask(nodes)
+        question.pull(POLL_S)
+        if nodes and question.whole_federation(nodes):
+            raise smaller_federation(clients, len(nodes), m)
+
+
+POLL_S = 0.2  # between two looks at the connected nodes while waiting for them
 
 
 @dataclass
@@ -208,6 +234,7 @@ class Federation:
     data_errors: dict[int, str] = field(default_factory=dict)  # node id -> why its own data cannot be used
     answers: dict[int, Answer] = field(default_factory=dict)  # node id -> its answer, while it is pending
     query: Callable[[int], Message] = partition_query  # how a node is asked its partition (``app_query``)
+    question: Question | None = None  # the partition question, kept so that a late answer is taken (``refresh``)
     learned_s: float | None = None  # how long learning the map took, waiting for the nodes included (the summary's)
     first_answer_s: float | None = None  # of that, until the first node's answer (the runtime ready to run one)
     k: int = 1  # clients each simulated node serves (run-config clients-per-node, ``zofl.core.shares``)
@@ -282,33 +309,42 @@ class Federation:
         """Between rounds: a SuperNode that connected since (a restarted one gets a new node id) is
         asked its partition; it takes over a partition nobody holds, or one whose holder has left the
         federation (Flower drops a node that misses its heartbeats, about a minute); otherwise it
-        waits, refused, until that happens. Returns whether the map changed. Cheap when nothing
-        changed: one ``get_node_ids``."""
+        waits, refused, until that happens. Its answer is awaited up to ``timeout``; a later one (a
+        ClientApp starting on a loaded machine) is taken at a later refresh, and the node is never asked
+        twice. Returns whether the map changed. Cheap when nothing changed: one ``get_node_ids``."""
         online = set(grid.get_node_ids())
-        new = sorted(online - self.asked)
-        if new:
-            self.asked |= set(new)
-            msgs = [self.query(n) for n in new]
-            for msg in sorted(grid.send_and_receive(msgs, timeout=timeout), key=lambda r: r.metadata.src_node_id):
-                node = msg.metadata.src_node_id
-                if msg.has_error():
-                    log.warning("SuperNode %d could not say its partition: %s", node, msg.error.reason)
-                    continue
-                answer = read_answer(msg)
-                claimed = self.claims(answer, m)
-                if claimed is not None and answer.parts == m:
-                    answer = one_client(answer)
-                if answer.error is not None:
-                    self.refuse_data(node, answer)
-                elif claimed is None:
-                    log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
-                                node, answer.pid, answer.parts, m)
-                    self.refused.append((node, answer.pid, NO_PARTITION))
-                elif answer.parts != m:  # a share of clients: taken where none of them is held, never pending
-                    self._hold_share(node, claimed, answer)
-                else:
-                    self.pending[node] = answer.pid
-                    self.answers[node] = answer
+        if self.question is None:
+            self.question = Question(grid, self.query)
+            self.question.asked |= self.asked
+        question = self.question
+        question.grid = grid
+        new = sorted(online - question.asked)
+        question.ask(new)
+        self.asked |= set(new)
+        end = time.monotonic() + timeout
+        question.pull()
+        while set(new) & set(question.waiting.values()) and time.monotonic() < end:
+            question.pull(min(poll_interval(grid), end - time.monotonic()))
+        for msg in question.fresh():
+            node = msg.metadata.src_node_id
+            if msg.has_error():
+                log.warning("SuperNode %d could not say its partition: %s", node, msg.error.reason)
+                continue
+            answer = read_answer(msg)
+            claimed = self.claims(answer, m)
+            if claimed is not None and answer.parts == m:
+                answer = one_client(answer)
+            if answer.error is not None:
+                self.refuse_data(node, answer)
+            elif claimed is None:
+                log.warning("SuperNode %d has partition-id=%d, num-partitions=%d, but num-clients=%d: refused",
+                            node, answer.pid, answer.parts, m)
+                self.refused.append((node, answer.pid, NO_PARTITION))
+            elif answer.parts != m:  # a share of clients: taken where none of them is held, never pending
+                self._hold_share(node, claimed, answer)
+            else:
+                self.pending[node] = answer.pid
+                self.answers[node] = answer
         changed = False
         for node, pid in sorted(self.pending.items()):
             holder = self.nodes.get(pid)
@@ -352,21 +388,21 @@ def learn_partitions(grid: Grid, m: int, wait_s: float, k: int = 1) -> Federatio
     (the failure policy decides whether that is acceptable). No partition held at all: an error."""
     t0, t_wall = time.perf_counter(), time.time()
     deadline = time.monotonic() + wait_s
-    wait_for_nodes(grid, num_nodes(m, k), wait_s, m)
+    question = Question(grid)
+    wait_for_nodes(grid, num_nodes(m, k), wait_s, m, question)
     fed = Federation({}, k=k)
+    end = max(deadline, time.monotonic() + 1.0)  # the answers of nodes that connected at the last moment
     while True:
-        new = [n for n in sorted(grid.get_node_ids()) if n not in fed.asked]
-        if new:
-            fed.asked |= set(new)
-            msgs = [Message(RecordDict(), dst_node_id=n, message_type=QUERY_PARTITION) for n in new]
-            replies = list(grid.send_and_receive(msgs, timeout=max(1.0, deadline - time.monotonic())))
-            if replies and fed.first_answer_s is None:  # a reply is made (created_at) on its node, this clock
-                fed.first_answer_s = max(0.0, min(r.metadata.created_at for r in replies) - t_wall)
-            for msg in sorted(replies, key=lambda r: r.metadata.src_node_id):
-                _claim(fed, msg, m)
-        if len(fed.nodes) == m or time.monotonic() > deadline:
+        question.ask(sorted(grid.get_node_ids()))
+        question.pull(poll_interval(grid))
+        new = question.fresh()
+        if new and fed.first_answer_s is None:  # a reply is made (created_at) on its node, this clock
+            fed.first_answer_s = max(0.0, min(r.metadata.created_at for r in new) - t_wall)
+        for msg in new:
+            _claim(fed, msg, m)
+        if len(fed.nodes) == m or time.monotonic() > end:
             break
-        time.sleep(0.2)
+    fed.asked, fed.question = set(question.asked), question  # a silent node's late answer: taken by ``refresh``
     fed.unheld = sorted(set(range(m)) - set(fed.nodes))
     if not fed.nodes:
         refused = [f"SuperNode {n}: partition-id={p}" for n, p, h in fed.refused if h == NO_PARTITION]
