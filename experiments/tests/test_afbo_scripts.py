@@ -23,6 +23,30 @@ def _script(*args) -> str:
     return res.stdout
 
 
+# runs each [script, *args] of argv[1] (JSON) as `python script args` would, in this one process, and prints what
+# each printed as one JSON list: the scripts' imports (numpy, pandas, matplotlib: ~2 s) once
+_SCRIPTS = """
+import contextlib, io, json, os, runpy, sys
+outs, path = [], list(sys.path)
+for call in json.loads(sys.argv[1]):
+    sys.argv, buf = [str(a) for a in call], io.StringIO()
+    sys.path[:] = [os.path.dirname(os.path.abspath(call[0]))] + path  # as `python script` sets it
+    with contextlib.redirect_stdout(buf):
+        try:
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        except SystemExit as e:
+            assert not e.code, (call, e.code)
+    outs.append(buf.getvalue())
+print(json.dumps(outs))
+"""
+
+
+def _scripts(*calls) -> list[str]:
+    """What each ``(script, *args)`` of ``calls`` prints, run one after the other in one process."""
+    out = _script("-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls]))
+    return json.loads(out.splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def cleaning_runs(tmp_path_factory) -> Path:
     """A compare-like folder (cells/) with AFBO and FedNest, each with its outer-lr = 0 control, seeds 0 and 1."""
@@ -104,23 +128,23 @@ def test_delay_model_check_runs_through_ray_with_real_delays_and_reports(tmp_pat
 def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     """experiments/afbo_comm_*.py on docs/results/afbo/comm's committed records: the tables they print are the
     committed ones, and the figure script runs."""
-    comm = ROOT / "docs" / "results" / "afbo" / "comm"
-    assert _script("experiments/afbo_comm_straggler_penalty.py") == (comm / "penalty.md").read_text()
-    for g in ("latency0", "nostragglers_latency10c"):
-        assert _script("experiments/afbo_comm_time_to_loss.py", f"docs/results/afbo/comm/{g}/rounds.parquet") == \
-            (comm / g / "time_to_loss.md").read_text()
-    _script("experiments/afbo_comm_gaps_vs_latency.py", "--out", tmp_path / "gaps.png")
+    comm, results = ROOT / "docs" / "results" / "afbo" / "comm", ROOT / "docs" / "results"
+    gaps = "experiments/afbo_comm_gaps_vs_latency.py"
+    penalty, loss = "experiments/afbo_comm_straggler_penalty.py", "experiments/afbo_comm_time_to_loss.py"
+    outs = _scripts((penalty,), *[(loss, f"docs/results/afbo/comm/{g}/rounds.parquet") for g in ("latency0",
+                                                                                               "nostragglers_latency10c")],
+                    (gaps, "--out", tmp_path / "gaps.png"), (gaps, "--task", "cleaning", "--out", tmp_path / "c.png"),
+                    (penalty, "--task", "cleaning"), (gaps, "--task", "reg-mnist", "--out", tmp_path / "r.png"),
+                    (penalty, "--task", "reg-mnist"))
+    assert outs[0] == (comm / "penalty.md").read_text()
+    assert outs[1:3] == [(comm / g / "time_to_loss.md").read_text() for g in ("latency0", "nostragglers_latency10c")]
     assert (tmp_path / "gaps.png").stat().st_size > 10_000
     # the hyper-cleaning latency sweep: the committed table is what the script prints from the summaries
-    text = _script("experiments/afbo_comm_gaps_vs_latency.py", "--task", "cleaning", "--out", tmp_path / "c.png")
-    assert text.split("\nwrote ")[0] == (ROOT / "docs/results/afbo_cleaning/latency.md").read_text()
-    assert _script("experiments/afbo_comm_straggler_penalty.py", "--task", "cleaning") == \
-        (ROOT / "docs/results/afbo_cleaning/penalty.md").read_text()
+    assert outs[4].split("\nwrote ")[0] == (results / "afbo_cleaning/latency.md").read_text()
+    assert outs[5] == (results / "afbo_cleaning/penalty.md").read_text()
     # and the MNIST regularization sweep
-    text = _script("experiments/afbo_comm_gaps_vs_latency.py", "--task", "reg-mnist", "--out", tmp_path / "r.png")
-    assert text == (ROOT / "docs/results/afbo_reg_mnist/latency.md").read_text()
-    assert _script("experiments/afbo_comm_straggler_penalty.py", "--task", "reg-mnist") == \
-        (ROOT / "docs/results/afbo_reg_mnist/penalty.md").read_text()
+    assert outs[6] == (results / "afbo_reg_mnist/latency.md").read_text()
+    assert outs[7] == (results / "afbo_reg_mnist/penalty.md").read_text()
 
 
 def test_time_to_target_reproduces_the_committed_tables():
