@@ -455,3 +455,5 @@ def test_a_data_error_s_reason_is_one_line_of_at_most_200_characters():
     assert _one_line(ValueError("x" * 200)) == "x" * 200
     assert _one_line(ValueError("x" * 201)) == "x" * 200 + "..."
     assert _one_line(ValueError("y" * 30), limit=10) == "y" * 10 + "..."
+    assert _one_line(KeyError("a\n b"), typed=True) == "KeyError: 'a\\n b'"  # sources' messages name the type
+    assert _one_line(OSError("z " * 150), typed=True) == ("OSError: " + "z " * 150)[:200] + "..."

@@ -191,8 +191,9 @@ def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
                             f"{_one_line(exc)}); it may be truncated or corrupt") from exc
 
 
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split())
+def _one_line(exc: BaseException, limit: int = 200, typed: bool = False) -> str:
+    """``exc``'s message on one line of at most ``limit`` characters (then "..."), after its type if ``typed``."""
+    text = " ".join((f"{type(exc).__name__}: {exc}" if typed else str(exc)).split())
     return text if len(text) <= limit else text[:limit] + "..."
 
 

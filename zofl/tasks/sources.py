@@ -55,6 +55,7 @@ from .data import (
     DataFileError,
     SplitError,
     Splits,
+    _one_line,
     array_fingerprint,
     check_arrays,
     cut_rows,
@@ -100,11 +101,6 @@ class LocalData:
 
 def _refused(exc: FileRefused) -> DataFileError:
     return DataFileError(str(exc))
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _column_list(columns: str | Sequence[str] | None) -> list[str] | None:
@@ -286,7 +282,7 @@ def _read_npz_parts(path: Path, x_key: str, y_key: str, id_key: str | None,
     except FileRefused as exc:
         raise _refused(exc) from None
     except OSError as exc:
-        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+        raise DataFileError(f"{path}: cannot be read ({_one_line(exc, typed=True)})") from None
     keras = set(KERAS_KEYS) <= _npz_names(path)
     keys = KERAS_KEYS if keras else (x_key, y_key)
     arrays = read_npz(path, keys + ((id_key,) if id_key else ()))
@@ -366,7 +362,7 @@ def _read_bytes(path: Path, cap: int) -> bytes:
     except FileRefused as exc:
         raise _refused(exc) from None
     except OSError as exc:
-        raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+        raise DataFileError(f"{path}: cannot be read ({_one_line(exc, typed=True)})") from None
 
 
 def _parquet_table(path: Path, cap: int, label: str, features: list[str] | None, id_column: str | None) -> Any:
@@ -391,7 +387,7 @@ def _parquet_table(path: Path, cap: int, label: str, features: list[str] | None,
     except DataError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataFileError(f"{path}: cannot be read as a Parquet file ({_one_line(exc)})") from None
+        raise DataFileError(f"{path}: cannot be read as a Parquet file ({_one_line(exc, typed=True)})") from None
 
 
 def _csv_table(path: Path, cap: int, label: str, features: list[str] | None, id_column: str | None) -> Any:
@@ -404,7 +400,8 @@ def _csv_table(path: Path, cap: int, label: str, features: list[str] | None, id_
     try:
         table = pacsv.read_csv(pa.BufferReader(raw))
     except (pa.ArrowException, ValueError) as exc:
-        raise DataFileError(f"{path}: cannot be read as a CSV file with a header row ({_one_line(exc)})") from None
+        raise DataFileError(f"{path}: cannot be read as a CSV file with a header row "
+                            f"({_one_line(exc, typed=True)})") from None
     _pick_columns(str(path), table.schema, label, features, id_column)
     return table
 
@@ -531,7 +528,7 @@ def _saved_size(folder: Path) -> int:
     except FileRefused as exc:
         raise _refused(exc) from None
     except (OSError, ValueError) as exc:
-        raise DataFileError(f"{folder}: not a dataset saved by save_to_disk ({_one_line(exc)})") from None
+        raise DataFileError(f"{folder}: not a dataset saved by save_to_disk ({_one_line(exc, typed=True)})") from None
     files = state.get("_data_files") if isinstance(state, dict) else None
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise DataFileError(f"{folder / 'state.json'}: no list of data files ('_data_files')")
@@ -541,7 +538,7 @@ def _saved_size(folder: Path) -> int:
         try:
             st = os.stat(path)
         except OSError as exc:
-            raise DataFileError(f"{path}: cannot be read ({_one_line(exc)})") from None
+            raise DataFileError(f"{path}: cannot be read ({_one_line(exc, typed=True)})") from None
         if not stat.S_ISREG(st.st_mode):
             raise DataFileError(f"{path}: not a regular file; a dataset's data files must be")
         total += st.st_size
@@ -560,7 +557,7 @@ def _hf_tables(root: Path, cap: int) -> tuple[dict[str, Any], str]:
         except FileRefused as exc:
             raise _refused(exc) from None
         except (OSError, ValueError) as exc:
-            raise DataFileError(f"{folder / 'dataset_dict.json'}: unreadable ({_one_line(exc)})") from None
+            raise DataFileError(f"{folder / 'dataset_dict.json'}: unreadable ({_one_line(exc, typed=True)})") from None
         splits = doc.get("splits") if isinstance(doc, dict) else None
         if not isinstance(splits, list) or not splits:
             raise DataFileError(f"{folder / 'dataset_dict.json'}: no list of splits")
@@ -580,7 +577,8 @@ def _hf_tables(root: Path, cap: int) -> tuple[dict[str, Any], str]:
     try:
         loaded = load_from_disk(str(folder))
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DataFileError(f"{folder}: cannot be loaded by datasets' load_from_disk ({_one_line(exc)})") from None
+        raise DataFileError(f"{folder}: cannot be loaded by datasets' load_from_disk "
+                            f"({_one_line(exc, typed=True)})") from None
     if isinstance(loaded, Dataset):
         named = {"train": loaded}
     else:
@@ -604,7 +602,7 @@ def _loader_parts(spec: str, cap: int) -> tuple[dict[str, tuple[np.ndarray, np.n
     try:
         fn = getattr(importlib.import_module(module), name)
     except ImportError as exc:
-        raise DataFileError(f"{where}: cannot import module {module!r} ({_one_line(exc)})") from exc
+        raise DataFileError(f"{where}: cannot import module {module!r} ({_one_line(exc, typed=True)})") from exc
     except AttributeError:
         raise DataFileError(f"{where}: module {module!r} has no attribute {name!r}") from None
     if not callable(fn):
@@ -612,7 +610,7 @@ def _loader_parts(spec: str, cap: int) -> tuple[dict[str, tuple[np.ndarray, np.n
     try:
         out = fn()
     except Exception as exc:  # the user's code: any failure is its source's, told in one line
-        raise DataFileError(f"{where}: raised {_one_line(exc)}") from exc
+        raise DataFileError(f"{where}: raised {_one_line(exc, typed=True)}") from exc
     shape = "a tuple (x, y) or (x, y, x_test, y_test) of numpy arrays"
     if not isinstance(out, (tuple, list)) or len(out) not in (2, 4):
         what = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else f"a {type(out).__name__}"
@@ -733,7 +731,7 @@ def partition(labels: np.ndarray, ids: np.ndarray | None, scheme: str, m: int,
                 return dirichlet_partition(labels.astype(np.int64), m, p.alpha, seed, int(p.min_size), p.fallback)
             except ValueError as exc:  # flwr-datasets' refusal (fallback 'fail'), or top_up's
                 raise SplitError(f"scheme 'dirichlet' over {m} clients of {n} examples: "
-                                 f"{_one_line(exc, 300)}") from None
+                                 f"{_one_line(exc, 300, typed=True)}") from None
         elif scheme == "pathological":
             if not 1 <= p.classes_per_client <= classes:
                 raise SplitError(f"scheme 'pathological': classes_per_client={p.classes_per_client} must lie in "
@@ -761,7 +759,8 @@ def partition(labels: np.ndarray, ids: np.ndarray | None, scheme: str, m: int,
             warnings.simplefilter("ignore")
             return partition_positions(part, m)
     except ValueError as exc:  # flwr-datasets' refusals: the Dirichlet draw failing 10 times, a class too rare
-        raise SplitError(f"scheme {scheme!r} over {m} clients of {n} examples: {_one_line(exc, 300)}") from None
+        raise SplitError(f"scheme {scheme!r} over {m} clients of {n} examples: "
+                         f"{_one_line(exc, 300, typed=True)}") from None
 
 
 # -- a run's data split over simulated clients (run-config data-path, partitioner) ------------------------------
