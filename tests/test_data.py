@@ -457,3 +457,93 @@ def test_a_data_error_s_reason_is_one_line_of_at_most_200_characters():
     assert _one_line(ValueError("y" * 30), limit=10) == "y" * 10 + "..."
     assert _one_line(KeyError("a\n b"), typed=True) == "KeyError: 'a\\n b'"  # sources' messages name the type
     assert _one_line(OSError("z " * 150), typed=True) == ("OSError: " + "z " * 150)[:200] + "..."
+
+
+def _idx_bytes(magic: bytes, dims, body: bytes) -> bytes:
+    return magic + b"".join(int(d).to_bytes(4, "big") for d in dims) + body
+
+
+def test_an_idx_file_is_read_by_its_header_exactly_and_any_other_file_is_refused_naming_why(tmp_path):
+    """MNIST's IDX format (zofl.tasks.data._read_idx): magic 00 00 08 <ndim>, ndim big-endian 4-byte sizes, then
+    the unsigned bytes. Read exactly (three axes of different lengths, so a misread size or order shows); every other
+    magic (a float or int IDX file: type byte 0x0D or 0x0C) refused; a header or body shorter than it says named."""
+    from zofl.tasks.data import DataFileError, _read_idx
+
+    path = tmp_path / "f-idx3-ubyte"
+
+    def read(raw: bytes):
+        path.write_bytes(raw)
+        return _read_idx(path)
+
+    arr = np.arange(24, dtype=np.uint8).reshape(2, 3, 4) * 7
+    got = read(_idx_bytes(b"\x00\x00\x08\x03", arr.shape, arr.tobytes()))
+    assert got.dtype == np.uint8 and got.shape == (2, 3, 4)
+    np.testing.assert_array_equal(got, arr)
+    assert read(_idx_bytes(b"\x00\x00\x08\x01", [0], b"")).shape == (0,)  # a header and no data: 8 bytes, no more
+    for magic in (b"\x01\x00\x08\x01", b"\x00\x01\x08\x01", b"\x00\x00\x0d\x01", b"\x00\x00\x0c\x01", b"\x00\x00\x08"):
+        with pytest.raises(DataFileError, match=f"^{re.escape(str(path))}: not an IDX file of unsigned bytes$"):
+            read(_idx_bytes(magic, [1] if len(magic) == 4 else [], b"\x05" if len(magic) == 4 else b""))
+    with pytest.raises(DataFileError, match=r": holds 0 bytes of data, its header says \(\) \(truncated\?\)$"):
+        read(b"\x00\x00\x08\x00")  # a 4-byte header of no axes: its one (empty-product) value is missing
+    with pytest.raises(DataFileError, match=r": its header says 3 dimensions but the file ends first \(truncated\?\)$"):
+        read(b"\x00\x00\x08\x03" + bytes(11))
+    with pytest.raises(DataFileError, match=r": holds 1 bytes of data, its header says \(16777217,\) \(truncated\?\)$"):
+        read(_idx_bytes(b"\x00\x00\x08\x01", [2**24 + 1], b"\x05"))  # every byte of a size counts, big-endian
+    with pytest.raises(DataFileError, match=r": holds 1 bytes of data, its header says \(1, 1, 65537\) \(trunc"):
+        read(_idx_bytes(b"\x00\x00\x08\x03", [1, 1, 2**16 + 1], b"\x05"))  # each size is its own 4 bytes
+    with pytest.raises(DataFileError, match=r": holds 23 bytes of data, its header says \(2, 3, 4\) \(truncated\?\)$"):
+        read(_idx_bytes(b"\x00\x00\x08\x03", arr.shape, arr.tobytes()[:-1]))
+
+
+def _cifar_pickle(batch: dict, module: str = "numpy._core.multiarray") -> bytes:
+    """``batch`` pickled as CIFAR-10's files are (protocol 2, bytes keys), naming ``module`` for numpy's
+    _reconstruct (the original files, pickled by numpy 1, name numpy.core.multiarray)."""
+    import pickle
+
+    raw = pickle.dumps(batch, protocol=2)
+    for old in (b"cnumpy._core.multiarray\n", b"cnumpy.core.multiarray\n"):
+        raw = raw.replace(old, b"c" + module.encode() + b"\n")
+    return raw
+
+
+def test_a_cifar_batch_is_unpickled_into_images_and_labels_and_a_pickle_naming_anything_else_is_refused(tmp_path):
+    """zofl.tasks.data._cifar_batch: each row of b"data" is 3 planes of 32 x 32 (red, green, blue), read into
+    (n, 32, 32, 3) uint8 images; b"labels" into uint8; pickles from numpy 1 and 2 both read; a pickle that names any
+    other callable (os.system) is refused before anything runs, and a pickle of anything but a dict is named."""
+    import os
+    import pickle
+
+    from zofl.tasks.data import _cifar_batch
+
+    rng = np.random.default_rng(4)
+    data = rng.integers(0, 256, (3, 3072), dtype=np.uint8)
+    path = tmp_path / "data_batch_1"
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        path.write_bytes(_cifar_pickle({b"data": data, b"labels": [9, 0, 4]}, module))
+        x, y = _cifar_batch(path)
+        assert x.shape == (3, 32, 32, 3) and x.dtype == np.uint8 and y.dtype == np.uint8 and y.tolist() == [9, 0, 4]
+        for i, r, c, ch in ((0, 0, 0, 0), (1, 5, 17, 1), (2, 31, 30, 2), (2, 3, 31, 0)):
+            assert x[i, r, c, ch] == data[i, ch * 1024 + r * 32 + c]
+
+    # the original files were pickled by Python 2: their keys are byte strings (SHORT_BINSTRING), read as bytes
+    def py2_str(s: bytes) -> bytes:
+        return b"U" + bytes([len(s)]) + s
+
+    def py2_ints(v) -> bytes:
+        return b"](" + b"".join(b"K" + bytes([int(i)]) for i in v) + b"e"
+
+    path.write_bytes(b"\x80\x02}q\x00(" + py2_str(b"data") + b"](" + b"".join(py2_ints(r) for r in data) + b"e"
+                     + py2_str(b"labels") + py2_ints([1, 2, 3]) + b"u.")
+    x, y = _cifar_batch(path)
+    assert y.tolist() == [1, 2, 3] and x.dtype == np.uint8 and x[1, 5, 17, 1] == data[1, 1024 + 5 * 32 + 17]
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    path.write_bytes(pickle.dumps({b"data": Boom(), b"labels": []}, protocol=2))
+    with pytest.raises(pickle.UnpicklingError, match=r"^posix\.system is not part of a CIFAR-10 batch$"):
+        _cifar_batch(path)
+    path.write_bytes(pickle.dumps([b"data", b"labels"], protocol=2))
+    with pytest.raises(ValueError, match=r"^a pickled list, not a CIFAR-10 batch's dict$"):
+        _cifar_batch(path)
