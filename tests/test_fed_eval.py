@@ -27,6 +27,43 @@ def test_answers_are_weighted_by_their_examples():
     assert weighted_metrics([])["fed_loss"] is None and weighted_metrics([])["fed_examples"] == 0
 
 
+def test_the_servers_check_of_the_answers_counts_every_refusal_and_silence_and_names_each(caplog):
+    """zofl.strategies.message.checked_answers: an answer for a client no node of this run serves is refused
+    undecoded, a second answer for a client is refused, an answer its decoder rejects is refused with its reason;
+    each is named in the log, and the count is refusals plus the served clients that gave no answer; the federated
+    fields of the round are logged with the clients, the examples, the loss and the accuracy."""
+    import logging
+    from types import SimpleNamespace
+
+    from zofl.core.run import Run
+    from zofl.strategies.message import checked_answers
+
+    fed = SimpleNamespace(nodes={0: 10, 1: 11, 2: 12, 3: 13, 4: 14})
+    decoded = []
+
+    def decode(reply, pid):
+        decoded.append(pid)
+        return reply if isinstance(reply, EvalAnswer) else f"bad {reply}"
+
+    good = [EvalAnswer(0, 10, 1.0, 0.5), EvalAnswer(2, 30, 2.0, 0.75)]
+    replies = [(2, good[1]), (9, good[0]), (0, good[0]), (1, "nan"), (2, good[1])]
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        answers, refused = checked_answers(fed, 7, replies, decode)
+    assert answers == good and decoded == [2, 0, 1, 2]  # client 9 is never decoded
+    assert refused == 3 + 0  # 9, 1 and 2's second answer; 5 replies for 5 served clients: none missing
+    assert [r.getMessage() for r in caplog.records] == [
+        "round 7: federated evaluation: the answer for client 9 is refused: not a client a node of this run serves",
+        "round 7: federated evaluation: the answer for client 1 is refused: bad nan",
+        "round 7: federated evaluation: the answer for client 2 is refused: a second answer"]
+    assert checked_answers(fed, 8, [(0, good[0])], decode) == ([good[0]], 4)  # four served clients silent
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="zofl"):
+        fields = Run.fed_fields(7, answers, refused)
+    assert fields == weighted_metrics(answers, 3)
+    assert caplog.records[-1].getMessage() == ("round 7: federated evaluation by 2 clients (40 examples): loss 1.7500, "
+                                               "accuracy 0.6875")
+
+
 def test_evaluation_rounds_are_every_k_and_the_last():
     assert [k for k in range(0, 11) if fed_eval_due(k, 3, 10)] == [3, 6, 9, 10]
     assert [k for k in range(0, 5) if fed_eval_due(k, 1, 4)] == [1, 2, 3, 4]  # never x_0 (round 0)

@@ -77,6 +77,21 @@ def test_a_node_claims_its_share_or_one_client_and_a_second_claim_is_refused():
     assert Federation({}).claims(Answer(0, 3), 7) is None  # k = 1: a share is no partition of this run
 
 
+def test_a_share_whose_clients_are_held_by_several_nodes_is_refused_naming_the_first(caplog):
+    """A node claiming a share of which clients are served already, by different nodes (one-client nodes, the layout
+    of num-partitions = m): refused, its refusal naming the holder of the first taken client, and logged."""
+    import logging
+
+    fed = Federation({}, k=3)  # m = 7: shares 0..2, 3..5, 6
+    _claim(fed, _Msg(21, 1, 7), 7)  # client 1 alone
+    _claim(fed, _Msg(22, 2, 7), 7)  # client 2 alone
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        _claim(fed, _Msg(23, 0, 3), 7)  # share 0: clients 0..2
+    assert fed.nodes == {1: 21, 2: 22} and fed.refused == [(23, 0, 21)]
+    assert caplog.records[-1].getMessage() == ("SuperNode 23 claims clients 0..2, of which client 1 is served by "
+                                               "SuperNode 21: refused, it gets no work")
+
+
 def test_a_share_node_s_sizes_are_each_client_s_and_a_bad_report_is_refused_alone():
     """server-data = none: a node reports N_i and a fingerprint per client of its share (lists in share order);
     lists of another length than its share, a size out of range or lists where it claims one client: that node is

@@ -283,22 +283,21 @@ class Federation:
         self.nodes[pid] = node
         self.held[node] = pid
 
-    def _hold_share(self, node: int, clients: list[int], answer: Answer) -> bool:
+    def _hold_share(self, node: int, clients: list[int], answer: Answer) -> None:
         """``node`` serves ``clients`` (its share) from now on, unless one of them is held already: then it is
         refused, named, and gets no work (a share is never split between nodes)."""
         taken = [c for c in clients if c in self.nodes]
         if isinstance(answer.num_examples, tuple) and len(answer.num_examples) != len(clients):
             self.refuse_data(node, Answer(answer.pid, 0, error=(
                 f"it reports the data of {len(answer.num_examples)} clients for its share of {len(clients)}")))
-            return False
+            return
         if taken:
             self.refused.append((node, answer.pid, self.nodes[taken[0]]))
             log.warning("SuperNode %d claims clients %d..%d, of which client %d is served by SuperNode %d: refused, "
                         "it gets no work", node, clients[0], clients[-1], taken[0], self.nodes[taken[0]])
-            return False
+            return
         for j, c in enumerate(clients):
             self.hold(c, node, answer.of_client(j))
-        return True
 
     def partition_of(self, node: int | str) -> int:
         """The partition (client id) of a node that holds or held one (a legacy ClientProxy's cid is its node id
