@@ -58,6 +58,17 @@ def test_every_corruption_is_caught(kind):
     assert reply_problem(corrupt(good, kind), shapes, 1e6) == REASONS[kind]
 
 
+def test_a_corruption_spoils_a_copy_and_leaves_the_clients_honest_arrays_alone():
+    """corrupt() works on copies (the client's honest reply, and its state, stay as they were), for every kind;
+    an unknown kind is named."""
+    good = [np.ones(5), np.zeros((2, 3))]
+    for kind in (*CORRUPTIONS, *DTYPE_CORRUPTIONS):
+        corrupt(good, kind)
+        assert np.array_equal(good[0], np.ones(5)) and np.array_equal(good[1], np.zeros((2, 3))), kind
+    with pytest.raises(ValueError, match=r"^unknown corruption 'sour'$"):
+        corrupt(good, "sour")
+
+
 @pytest.mark.parametrize("kind", DTYPE_CORRUPTIONS)
 def test_a_reply_of_another_dtype_is_refused_never_cast(kind):
     """Replies are real float64 (the dtype of every zofl model): complex (the honest values + 1e-3j, which

@@ -227,3 +227,22 @@ def test_a_forked_child_closes_its_copies_of_the_lock_descriptors(tmp_path):
     finally:
         os.close(fd)
         os.close(other)
+
+
+def test_a_busy_folder_s_message_says_who_holds_it_and_what_to_do(tmp_path):
+    """zofl.results.busy_message, the one line `zofl run` prints for a run-name in use: a live holder; a dead one
+    whose children still hold the lock file open (named, with the kill command); a dead one, holders unknown."""
+    from zofl.results import FolderBusy, busy_message
+
+    folder, lock = tmp_path / "r", tmp_path / "r" / ".lock"
+    assert busy_message(folder, FolderBusy("41")) == (
+        f"run-config key 'run-name': {folder} is in use by another run (pid 41); wait for it to end, stop it, or "
+        f"choose another run-name")
+    assert busy_message(folder, FolderBusy("41", stale=True, holders=(52, 63))) == (
+        f"run-config key 'run-name': {folder} is locked, but the run that locked it (pid 41) is no longer running: "
+        f"process(es) 52, 63 still hold {lock} open (started by it, e.g. its in-process workers); stop them (kill 52 "
+        f"63) and run again, or choose another run-name")
+    assert busy_message(folder, FolderBusy("?", stale=True)) == (
+        f"run-config key 'run-name': {folder} is locked, but the run that locked it (pid ?) is no longer running: a "
+        f"process it started still holds {lock} open; stop it (`fuser -v {lock}` names it) and run again, or choose "
+        f"another run-name")

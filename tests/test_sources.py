@@ -378,6 +378,57 @@ def test_impossible_partitions_are_refused_in_one_line(args, kwargs, match):
     assert "\n" not in str(info.value)
 
 
+def test_each_scheme_s_bounds_hold_exactly():
+    """The edges of partition's arguments, each on its allowed side and just past it: 1 and N clients; a group,
+    a class, a shard per client; every class per client; shards that fill the rows exactly, of a size given (no
+    incomplete shard kept); the iid split as the contiguous shares of its seeded permutation (stream 0x11D, the
+    default seed 0); the rows of a client in a drawn order (shuffled), not sorted; and the messages of what is
+    refused, word for word."""
+    one = partition(LABELS, None, "iid", 1)
+    assert len(one) == 1 and sorted(one[0]) == list(range(600))
+    assert all(len(p) == 1 for p in partition(LABELS, None, "iid", 600))
+    order = np.random.default_rng(np.random.SeedSequence([0, 0x11D])).permutation(600)
+    assert all(np.array_equal(p, order[100 * k:100 * (k + 1)]) for k, p in enumerate(partition(LABELS, None, "iid", 6)))
+    groups = partition(LABELS, WRITERS, "grouped-natural", 40, PartitionParams(group_size=1))
+    assert [sorted(set(WRITERS[p])) for p in groups] == [[i] for i in range(40)]
+    every = partition(LABELS, None, "pathological", 5, PartitionParams(classes_per_client=10), seed=0)
+    assert all(len(np.unique(LABELS[p])) == 10 for p in every)
+    single = partition(LABELS, None, "pathological", 10, PartitionParams(classes_per_client=1), seed=0)
+    assert all(len(np.unique(LABELS[p])) == 1 for p in single) and not all(np.all(np.diff(p) > 0) for p in single)
+    assert [len(p) for p in partition(LABELS, None, "shards", 10, PartitionParams(shards_per_client=1))] == [60] * 10
+    fit = partition(LABELS, None, "shards", 10, PartitionParams(shards_per_client=3, shard_size=20))  # 10 x 3 x 20
+    assert [len(p) for p in fit] == [60] * 10
+    sized = partition(LABELS, None, "shards", 10, PartitionParams(shards_per_client=3, shard_size=7))  # 5 rows left
+    assert [len(p) for p in sized] == [21] * 10 and not all(np.all(np.diff(p) > 0) for p in sized)
+    for args, params, message in (
+            (("shards", 10), PartitionParams(shards_per_client=3, shard_size=21),
+             "scheme 'shards': 600 examples cannot make 10 x 3 shards of 21 examples"),
+            (("shards", 200), PartitionParams(shards_per_client=4),
+             "scheme 'shards': 600 examples cannot make 200 x 4 shards of at least 1 examples"),
+            (("shards", 10), PartitionParams(shards_per_client=0),
+             "scheme 'shards' needs shards_per_client >= 1 and shard_size >= 0, got 0 and 0"),
+            (("pathological", 5), PartitionParams(classes_per_client=0),
+             "scheme 'pathological': classes_per_client=0 must lie in 1..10, the number of distinct labels"),
+            (("pathological", 5), PartitionParams(class_assignment="round-robin"),
+             "scheme 'pathological': class_assignment must be one of ('random', 'deterministic', "
+             "'first-deterministic'), got 'round-robin'"),
+            (("grouped-natural", 40), PartitionParams(group_size=0),
+             "scheme 'grouped-natural': group_size must be at least 1, got 0")):
+        with pytest.raises(SplitError) as info:
+            partition(LABELS, WRITERS, *args, params)
+        assert str(info.value) == message
+    for labels, ids, message in (
+            (LABELS.reshape(2, 300), None, "labels must be one integer per example, got shape (2, 300) of int64"),
+            (LABELS * 1.0, None, "labels must be one integer per example, got shape (600,) of float64"),
+            (LABELS, WRITERS[:599], "scheme 'natural': 599 client ids for 600 examples; one per example is needed"),
+            (LABELS, np.array(3), "scheme 'natural': 0 client ids for 600 examples; one per example is needed"),
+            (LABELS, np.array(list(WRITERS), dtype=object),  # Python ints in an object array: no strings
+             "scheme 'natural': client ids must be integers or strings, got dtype object")):
+        with pytest.raises(SplitError) as info:
+            partition(labels, ids, "natural", 40)
+        assert str(info.value) == message
+
+
 def test_natural_needs_ids():
     with pytest.raises(SplitError, match="scheme 'natural' needs a client id per example"):
         partition(LABELS, None, "natural", 3)
