@@ -297,6 +297,69 @@ def test_path_and_folder_refusals(tmp_path):
     _refused(f"^{state}: data file '/dev/zero' is not a plain name inside the folder$", tmp_path / "x" / "one")
 
 
+def test_a_parquet_file_s_decoded_size_counts_every_value_at_its_width_from_the_metadata(tmp_path):
+    """sources._decoded_bytes, the cap's estimate of what the columns asked for take decoded: per column chunk and
+    row group, values x width (int64 8, float 4, a string's dictionary index 4, a fixed binary its length) plus the
+    chunk's uncompressed stored bytes, plus 4 bytes of offsets per row in a list column; columns not asked for (one
+    before, one after) count nothing."""
+    rows = 6
+    table = pa.table({"skip": pa.array(range(rows), pa.int64()),
+                      "a": pa.array(range(rows), pa.int64()),
+                      "s": pa.array([f"w{i}" for i in range(rows)]),
+                      "emb": pa.array([[float(i), 1.0, 2.0] for i in range(rows)], pa.list_(pa.float32())),
+                      "fb": pa.array([b"abc"] * rows, pa.binary(3)),
+                      "late": pa.array(range(rows), pa.int64())})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=4)  # two row groups: 4 and 2 rows
+    pf = pq.ParquetFile(tmp_path / "t.parquet")
+    md = pf.metadata
+    width = {"a": 8, "s": 4, "emb.list.element": 4, "fb": 3}
+    want = 0
+    for r in range(md.num_row_groups):
+        rg = md.row_group(r)
+        for i in range(rg.num_columns):
+            cc = rg.column(i)
+            if cc.path_in_schema in width:
+                per_row = 3 if cc.path_in_schema.startswith("emb") else 1
+                assert cc.num_values == rg.num_rows * per_row
+                want += cc.num_values * width[cc.path_in_schema] + cc.total_uncompressed_size
+                want += 4 * rg.num_rows if cc.path_in_schema.startswith("emb") else 0
+    assert md.num_row_groups == 2 and sources._decoded_bytes(pf, {"a", "s", "emb", "fb"}) == want
+    assert sources._decoded_bytes(pf, set()) == 0
+
+
+def test_a_saved_dataset_s_size_is_its_listed_files_and_a_bad_listing_is_named(tmp_path):
+    """sources._saved_size: the bytes of the files state.json lists (5 + 7), by stat; a state.json that is no
+    object, lists no files, or lists a file that is missing or not a regular file: named, one line."""
+    d = tmp_path / "saved"
+    d.mkdir()
+    (d / "a.arrow").write_bytes(b"x" * 5)
+    (d / "b.arrow").write_bytes(b"y" * 7)
+    (d / "dataset_info.json").write_text("{}")
+
+    def state(doc):
+        (d / "state.json").write_text(json.dumps(doc))
+
+    state({"_data_files": [{"filename": "a.arrow"}, {"filename": "b.arrow"}]})
+    assert sources._saved_size(d) == 12
+    for doc in ([1, 2], {"_data_files": "a.arrow"}, {"_data_files": ["a.arrow"]}):
+        state(doc)
+        with pytest.raises(DataFileError) as info:
+            sources._saved_size(d)
+        assert str(info.value) == f"{d / 'state.json'}: no list of data files ('_data_files')"
+    state({"_data_files": [{"filename": "a.arrow"}, {"filename": "c.arrow"}]})
+    with pytest.raises(DataFileError) as info:
+        sources._saved_size(d)
+    assert str(info.value).startswith(f"{d / 'c.arrow'}: cannot be read (FileNotFoundError: [Errno 2] No such file")
+    (d / "c.arrow").mkdir()
+    with pytest.raises(DataFileError) as info:
+        sources._saved_size(d)
+    assert str(info.value) == f"{d / 'c.arrow'}: not a regular file; a dataset's data files must be"
+    (d / "state.json").write_text("{")
+    with pytest.raises(DataFileError) as info:
+        sources._saved_size(d)
+    assert str(info.value).startswith(f"{d}: not a dataset saved by save_to_disk (")
+
+
 # -- partitioning ------------------------------------------------------------------------------------------------
 
 LABELS = np.random.default_rng(7).integers(0, 10, 600)
