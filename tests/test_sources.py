@@ -360,6 +360,47 @@ def test_a_saved_dataset_s_size_is_its_listed_files_and_a_bad_listing_is_named(t
     assert str(info.value).startswith(f"{d}: not a dataset saved by save_to_disk (")
 
 
+def test_columns_of_several_chunks_are_read_whole_and_client_ids_exactly():
+    """sources._matrix and _id_column on arrow tables as readers hand them over: columns in several chunks (a
+    Parquet file of several row groups) read whole; fixed-size and variable lists flattened (one row, no rows);
+    a string column named as what it is, dictionary-encoded or not; integer ids as int64, string ids through their
+    dictionary, an id of 256 characters kept and one of 257 refused, a missing id named."""
+    import pyarrow as pa
+
+    def two_chunks(**cols):
+        first = pa.table({k: v[:3] for k, v in cols.items()})
+        table = pa.concat_tables([first, pa.table({k: v[3:] for k, v in cols.items()})])
+        assert table.column(next(iter(cols))).num_chunks == 2
+        return table
+
+    t = two_chunks(f=pa.array([0.5, 1.5, 2.5, 3.5, 4.5]), i=pa.array([1, 2, 3, 4, 5]),
+                   emb=pa.array([[i, i + 1] for i in range(5)], pa.list_(pa.int64(), 2)),
+                   var=pa.array([[i, 0, 1] for i in range(5)]),
+                   cid=pa.array(["a", "b", "a", "c", "b"]).dictionary_encode(), n=pa.array([7, 8, 9, 7, 8]))
+    np.testing.assert_array_equal(sources._matrix("w", t, "f"), [[0.5], [1.5], [2.5], [3.5], [4.5]])
+    np.testing.assert_array_equal(sources._matrix("w", t, "emb"), [[i, i + 1] for i in range(5)])
+    np.testing.assert_array_equal(sources._matrix("w", t, "var"), [[i, 0, 1] for i in range(5)])
+    assert sources._matrix("w", pa.table({"v": pa.array([[3, 4]])}), "v").tolist() == [[3, 4]]  # one row
+    assert sources._matrix("w", pa.table({"v": pa.array([], pa.list_(pa.int64()))}), "v").shape == (0, 0)
+    for col in (pa.array(["x", "y"]), pa.array(["x", "y"]).dictionary_encode()):
+        with pytest.raises(DataFileError) as info:
+            sources._matrix("w", pa.table({"s": col}), "s")
+        assert str(info.value) == "w: column 's' is string, not numbers (nor lists of numbers)"
+    ids = sources._id_column("w", t, "cid")
+    assert ids.dtype.kind == "U" and ids.tolist() == ["a", "b", "a", "c", "b"]
+    n = sources._id_column("w", t, "n")
+    assert n.dtype == np.int64 and n.tolist() == [7, 8, 9, 7, 8]
+    assert sources._id_column("w", two_chunks(c=pa.array(["p", "q", "r", "s", "t"])), "c").tolist() == list("pqrst")
+    assert sources._id_column("w", pa.table({"c": pa.array(["z" * 256])}), "c").tolist() == ["z" * 256]
+    for col in (pa.array(["z" * 257, "a"]), pa.array(["z" * 257, "a"]).dictionary_encode()):
+        with pytest.raises(DataFileError) as info:
+            sources._id_column("w", pa.table({"c": col}), "c")
+        assert str(info.value) == "w: client-id column 'c' holds an id of 257 characters; ids are at most 256"
+    with pytest.raises(DataFileError) as info:
+        sources._id_column("w", two_chunks(c=pa.array([1, 2, 3, None, 5])), "c")
+    assert str(info.value) == "w: client-id column 'c' has 1 missing (null) values"
+
+
 # -- partitioning ------------------------------------------------------------------------------------------------
 
 LABELS = np.random.default_rng(7).integers(0, 10, 600)
