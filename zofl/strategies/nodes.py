@@ -310,7 +310,8 @@ class Federation:
         federation (Flower drops a node that misses its heartbeats, about a minute); otherwise it
         waits, refused, until that happens. Its answer is awaited up to ``timeout``; a later one (a
         ClientApp starting on a loaded machine) is taken at a later refresh, and the node is never asked
-        twice. Returns whether the map changed. Cheap when nothing changed: one ``get_node_ids``."""
+        twice. Returns whether the map changed. Cheap when nothing changed: one ``get_node_ids`` (and one pull
+        while an answer is outstanding)."""
         online = set(grid.get_node_ids())
         if self.question is None:
             self.question = Question(grid, self.query)
