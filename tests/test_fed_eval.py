@@ -80,6 +80,19 @@ def test_a_hostile_answer_is_named(n, loss, acc, words):
     assert words in eval_problem(n, loss, acc)
 
 
+def test_an_answer_on_the_edges_of_its_ranges_is_kept_and_a_refusal_says_which_value_word_for_word():
+    """Edges allowed: 0 examples (a share with nothing held out), MAX_EXAMPLES, a loss of 0, an accuracy of 0 and
+    of 1. A refusal names the field, its range and the value given, cut to 40 characters."""
+    for n, loss, acc in ((0, 0.0, 0.0), (MAX_EXAMPLES, 1e300, 1.0), (np.int64(7), np.float32(0.5), 1)):
+        assert eval_problem(n, loss, acc) is None
+    assert eval_problem(-1, 1.0, 0.5) == f"num-examples must be an integer in [0, {MAX_EXAMPLES}], got '-1'"
+    assert eval_problem(10, math.nan, 0.5) == "eval_loss must be a finite number in [0, inf], got 'nan'"
+    assert eval_problem(10, 1.0, 1.0000001) == "eval_acc must be a finite number in [0, 1], got '1.0000001'"
+    long = "9" * 50
+    assert eval_problem(long, 1.0, 0.5) == f"num-examples must be an integer in [0, {MAX_EXAMPLES}], got '{'9' * 40}'"
+    assert eval_problem(10, long, 0.5) == f"eval_loss must be a finite number in [0, inf], got '{'9' * 40}'"
+
+
 def test_the_clients_held_out_shares_are_disjoint_and_cover_the_test_set():
     shares = [held_out_rows(181, 4, pid, seed=7) for pid in range(4)]
     rows = np.concatenate(shares)

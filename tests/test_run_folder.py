@@ -246,3 +246,47 @@ def test_a_busy_folder_s_message_says_who_holds_it_and_what_to_do(tmp_path):
         f"run-config key 'run-name': {folder} is locked, but the run that locked it (pid ?) is no longer running: a "
         f"process it started still holds {lock} open; stop it (`fuser -v {lock}` names it) and run again, or choose "
         f"another run-name")
+
+
+def test_a_run_s_outcome_is_read_only_from_the_files_this_run_wrote(tmp_path):
+    """zofl.results.run_outcome, how `zofl run` and `zofl deploy local` tell what the run they started did: config.json
+    written by this run = accepted; its summary.json (with results_dir) = finished; a file left by an earlier run (the
+    same stamp as before the start) says nothing, nor does a summary that is no object or names no results folder."""
+    import os
+
+    from zofl.results import file_version, run_outcome
+
+    out = tmp_path / "run"
+    out.mkdir()
+
+    def stamps():
+        return {name: file_version(out / name) for name in ("config.json", "summary.json")}
+
+    def write(name, doc):  # replaced atomically, as the ServerApp writes them: a new inode
+        (out / (name + ".tmp")).write_text(json.dumps(doc))
+        os.replace(out / (name + ".tmp"), out / name)
+
+    before = stamps()
+    assert run_outcome(out, before) == (None, False)
+    write("config.json", {"a": 1})
+    assert run_outcome(out, before) == (None, True)
+    write("summary.json", {"results_dir": str(out), "rounds": 3})
+    assert run_outcome(out, before) == ({"results_dir": str(out), "rounds": 3}, True)
+    earlier = stamps()  # the next run starts on this folder: both files are an earlier run's
+    assert run_outcome(out, earlier) == (None, False)
+    write("summary.json", {"results_dir": str(out)})  # a summary written, but config.json is the earlier run's
+    assert run_outcome(out, earlier) == (None, False)
+    write("config.json", {"a": 2})
+    assert run_outcome(out, earlier) == ({"results_dir": str(out)}, True)
+    for doc in ([1], {"rounds": 3}, {"results_dir": ""}):
+        write("summary.json", doc)
+        assert run_outcome(out, earlier) == (None, True)
+    (out / "summary.json").write_text("{")
+    assert run_outcome(out, earlier) == (None, True)
+
+
+def test_a_cap_is_said_in_its_largest_whole_unit():
+    from zofl.safeio import GiB, KiB, MiB, _human
+
+    assert [_human(n) for n in (0, 1023, KiB, 1536, 3 * MiB, MiB + KiB, 2 * GiB, 5 * GiB + 1)] == [
+        "0 bytes", "1,023 bytes", "1 KiB", "1,536 bytes", "3 MiB", "1025 KiB", "2 GiB", "5,368,709,121 bytes"]
