@@ -136,3 +136,23 @@ def test_bilevel_strategy_and_task_must_match():
         prepare({"strategy": "fedavg", "task": "hyper-logistic"})
     with pytest.raises(ConfigError, match="lower-rounds"):
         prepare({"strategy": "fedrzo-bl", "task": "hyper-logistic", "lower-rounds": 0})
+
+
+def test_fair_relu_s_worst_group_is_the_lowest_class_accuracy_and_an_unseen_class_counts_as_zero(monkeypatch):
+    """FairReluTask.evaluate on a test set it is handed (classes 0, 1, 2 of 1, 2 and 3 rows; binary targets v; the
+    network's outputs given, wrong on one row of class 1 and one of class 2): each class's accuracy is its correct
+    rows over its rows (1/1, 1/2, 2/3), the worst 0.5; the loss is the mean of (v - out)^2 / 2; y's extremes are
+    reported; a class absent from the test set makes the worst 0."""
+    from zofl.tasks import bilevel
+
+    task = bilevel.FairReluTask()
+    labels = np.array([0, 1, 1, 2, 2, 2])
+    v = np.array([1.0, 1.0, -1.0, -1.0, -1.0, 1.0])
+    out = np.array([0.5, -0.25, -0.5, -2.0, 0.75, 0.5])  # rows 1 and 4 on the wrong side of 0
+    monkeypatch.setattr(bilevel, "_test_arrays", lambda cls, spec: (np.zeros((6, 2)), v, labels, 3))
+    monkeypatch.setattr(bilevel.FairReluTask, "_output", lambda self, x, u: out)
+    got = task.evaluate(None, None, np.zeros(3), np.array([0.2, 0.5, 0.3]))
+    assert got == pytest.approx({"test_loss": np.mean(0.5 * (v - out) ** 2), "test_acc": 4 / 6, "worst_group_acc": 0.5,
+                                 "y_max": 0.5, "y_min": 0.2})
+    monkeypatch.setattr(bilevel, "_test_arrays", lambda cls, spec: (np.zeros((6, 2)), v, labels, 4))
+    assert task.evaluate(None, None, np.zeros(3), np.array([0.2, 0.5, 0.3]))["worst_group_acc"] == 0.0

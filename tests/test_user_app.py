@@ -420,3 +420,19 @@ def test_an_asynchronous_strategy_gives_flowers_result_and_evaluates_the_final_m
     assert len(strategy.records) == 4 and sorted(result.train_metrics_clientapp) == [1, 2, 3]
     assert [r for r, _ in seen] == [3] and np.array_equal(seen[0][1], result.arrays["w"].numpy())
     assert dict(result.evaluate_metrics_serverapp) == {3: MetricRecord({"score": 0.5})}
+
+
+def test_a_node_names_its_partition_only_with_both_keys():
+    """zofl.client.node_claim: the partition-id and num-partitions of the node's config (as integers); -1 and 0 when
+    it lacks either (the server then numbers the nodes itself)."""
+
+    from zofl.client import node_claim
+    from zofl.core.protocol import NUM_PARTITIONS, PARTITION_ID
+
+    def claim(node_config):
+        rec = node_claim(Context(run_id=1, node_id=2, node_config=node_config, state=RecordDict(), run_config={}))
+        return rec[PARTITION_ID], rec[NUM_PARTITIONS]
+
+    assert claim({PARTITION_ID: 3, NUM_PARTITIONS: 8}) == (3, 8)
+    assert claim({PARTITION_ID: "5", NUM_PARTITIONS: 9.0}) == (5, 9)
+    assert claim({PARTITION_ID: 3}) == (-1, 0) and claim({NUM_PARTITIONS: 8}) == (-1, 0) and claim({}) == (-1, 0)

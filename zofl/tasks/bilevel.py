@@ -220,6 +220,8 @@ class FairReluTask(MinimaxTask, SplitTask):
         return f, grad_y_f, len(data), len(data)
 
     def evaluate(self, settings, spec: DataSpec, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        """The test set's loss and accuracy, and the worst group's (class's) accuracy: a class with no test row
+        counts as 0 (nothing shows it is served); y's largest and smallest weight (the adversary's spread)."""
         u, v, labels, C = _test_arrays(type(self), spec)
         out = self._output(x, u)
         correct = np.where(out >= 0, 1.0, -1.0) == v
