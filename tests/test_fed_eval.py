@@ -80,6 +80,30 @@ def test_a_hostile_answer_is_named(n, loss, acc, words):
     assert words in eval_problem(n, loss, acc)
 
 
+def test_an_evaluate_reply_is_read_as_the_client_its_message_named_and_a_bad_one_says_why(as_the_serverapp):
+    """zofl.strategies.wire.decode_eval: a reply's answer is the client's the server named (never one the reply
+    claims); an error reply gives its code and reason (cut to 200 characters); a reply without the three metrics names
+    what is missing; a value out of range, eval_problem's reason."""
+    from flwr.app import Error, Message, MetricRecord, RecordDict
+
+    from zofl.core.protocol import EVAL_ACC, EVAL_LOSS, METRICS, NUM_EXAMPLES
+    from zofl.strategies.wire import decode_eval
+
+    sent = Message(RecordDict(), dst_node_id=5, message_type="evaluate")
+
+    def reply(**metrics):
+        return Message(RecordDict({METRICS: MetricRecord(metrics)}), reply_to=sent)
+
+    got = decode_eval(reply(**{NUM_EXAMPLES: 12, EVAL_LOSS: 0.25, EVAL_ACC: 0.75}), 4)
+    assert got == EvalAnswer(4, 12, 0.25, 0.75)
+    failed = Message(Error(code=7, reason="boom " * 60), reply_to=sent)
+    assert decode_eval(failed, 4) == "error 7: " + ("boom " * 60)[:200]
+    missing = reply(**{NUM_EXAMPLES: 12, EVAL_LOSS: 0.25})
+    assert decode_eval(missing, 4) == "malformed evaluate reply (KeyError: 'eval_acc')"
+    assert decode_eval(reply(**{NUM_EXAMPLES: 12, EVAL_LOSS: 0.25, EVAL_ACC: 2.0}), 4) == \
+        "eval_acc must be a finite number in [0, 1], got '2.0'"
+
+
 def test_an_answer_on_the_edges_of_its_ranges_is_kept_and_a_refusal_says_which_value_word_for_word():
     """Edges allowed: 0 examples (a share with nothing held out), MAX_EXAMPLES, a loss of 0, an accuracy of 0 and
     of 1. A refusal names the field, its range and the value given, cut to 40 characters."""
