@@ -103,7 +103,8 @@ def test_the_cnn_is_the_documented_two_convolution_network_on_any_image_shape():
     h = net[:4](x)
     assert h.shape == (5, 16, 14, 14)  # the 2x2 pooling halves 28x28
     assert net(x).shape == (5, 10) and bool((net[:3](x) >= 0).all()) and bool((net[:6](x) >= 0).all())
-    assert image_shape(64) == (1, 8, 8) and image_shape(3072) == (3, 32, 32)
+    assert image_shape(64) == (1, 8, 8) and image_shape(3072) == (3, 32, 32) and image_shape(784) == (1, 28, 28)
+    assert image_shape(100) == (1, 10, 10) and image_shape(1) == (1, 1, 1)  # any other square: one channel
     assert cnn_module(3072, 10)(torch.randn(2, 3072)).shape == (2, 10)
     with pytest.raises(ValueError, match="the cnn task needs images: 65 features is not a known image shape"):
         image_shape(65)
