@@ -284,3 +284,17 @@ def test_every_method_that_needs_no_server_data_runs_without_it(tmp_path, strate
                           "run-name": strategy}, workers=0)
     rec = read_rounds(d)
     assert np.isfinite(x).all() and rec[-1]["fed_examples"] == 180 and rec[-1]["test_acc"] is None
+
+
+def test_a_client_with_nothing_held_out_answers_zero_and_one_row_is_evaluated(monkeypatch):
+    """ZOFLClient.evaluate_x: (0, 0.0, 0.0) when the client holds no held-out row (nothing to weight); one row is
+    evaluated like any other count."""
+    from types import SimpleNamespace
+
+    from zofl import client_app
+
+    me = SimpleNamespace(task=None, spec=None, pid=2, cfg=SimpleNamespace(num_clients=4, seed=0))
+    monkeypatch.setattr(client_app, "evaluate", lambda task, x, data: (0.5, 1.0))
+    for rows, want in ((0, (0, 0.0, 0.0)), (1, (1, 0.5, 1.0)), (3, (3, 0.5, 1.0))):
+        monkeypatch.setattr(client_app, "held_out", lambda *a, rows=rows: [None] * rows)
+        assert client_app.ZOFLClient.evaluate_x(me, np.zeros(3)) == want

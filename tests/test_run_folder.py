@@ -283,10 +283,19 @@ def test_a_run_s_outcome_is_read_only_from_the_files_this_run_wrote(tmp_path):
         assert run_outcome(out, earlier) == (None, True)
     (out / "summary.json").write_text("{")
     assert run_outcome(out, earlier) == (None, True)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (out / "link.json").symlink_to(tmp_path / "elsewhere.json")  # a link's own stamp, not its target's
+    assert file_version(out / "link.json")[0] == os.lstat(out / "link.json").st_ino != os.stat(out / "link.json").st_ino
 
 
-def test_a_cap_is_said_in_its_largest_whole_unit():
-    from zofl.safeio import GiB, KiB, MiB, _human
+def test_a_cap_is_said_in_its_largest_whole_unit_and_a_file_by_its_kind():
+    import stat
+
+    from zofl.safeio import GiB, KiB, MiB, _human, kind
+
+    assert [kind(m) for m in (stat.S_IFDIR, stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK, stat.S_IFLNK, 0)] \
+        == ["folder", "FIFO (named pipe)", "character device", "block device", "socket", "symbolic link",
+            "special file"]
 
     assert [_human(n) for n in (0, 1023, KiB, 1536, 3 * MiB, MiB + KiB, 2 * GiB, 5 * GiB + 1)] == [
         "0 bytes", "1,023 bytes", "1 KiB", "1,536 bytes", "3 MiB", "1025 KiB", "2 GiB", "5,368,709,121 bytes"]
