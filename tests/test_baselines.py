@@ -117,3 +117,53 @@ def test_a_scaffold_client_that_lost_its_c_i_takes_the_servers_copy_and_goes_on_
     zero = client_work(cfg, task, spec, Work(1, 3, 2, {"x": x, "c": c}), {"c_i": np.zeros(n)})
     assert all(np.array_equal(z.arrays[k], zero.arrays[k]) for k in ("dy", "dc"))
     assert not np.array_equal(z.arrays["dy"], a.arrays["dy"])
+
+
+def test_scaffolds_server_keeps_each_c_i_as_the_sum_of_its_accepted_deltas_and_sends_it_after_a_resume():
+    """SCAFFOLD's server half (zofl.methods.scaffold.Scaffold): x and c by scaffold_server_update over the replies;
+    its copy of client i's c_i is the sum of the Delta c_i it accepted (client 0 twice); a saved state drops the
+    resume flags, a loaded one marks every client, whose next work carries its copy (``c_i_server``) until it has
+    replied once; with a robust rule, one robust Delta y and Delta c stand for every reply."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Reply
+    from zofl.methods.scaffold import Scaffold
+    from zofl.setup import prepare
+
+    cfg, task, spec = prepare({"strategy": "scaffold", "num-clients": 3, "local-steps": 2, "seed": 5,
+                               "server-lr": 0.5})
+    method = Scaffold(cfg, task, spec)
+    state = method.init()
+    n = state["x"].size
+    assert state["c_clients"].shape == (3, n) and state["unrestored"].dtype == bool and not state["unrestored"].any()
+    assert sorted(method.downlink(state, 0, 1)) == ["c", "x"]
+    rng = np.random.default_rng(3)
+    dy0, dc0, dy2, dc2, dy0b, dc0b, dy1, dc1 = rng.standard_normal((8, n))
+
+    def rep(pid, dy, dc):
+        return Reply(pid, {"dy": dy, "dc": dc}, 10)
+
+    s1, _ = method.update(state, RoundPlan(0, [0, 2], [], []), [rep(0, dy0, dc0), rep(2, dy2, dc2)])
+    x1, c1 = scaffold_server_update(state["x"], state["c"], [dy0, dy2], [dc0, dc2], 0.5, 3)
+    np.testing.assert_array_equal(s1["x"], x1)
+    np.testing.assert_array_equal(s1["c"], c1)
+    np.testing.assert_array_equal(s1["c_clients"], [dc0, np.zeros(n), dc2])
+    s2, _ = method.update(s1, RoundPlan(1, [0], [], []), [rep(0, dy0b, dc0b)])
+    np.testing.assert_array_equal(s2["c_clients"][0], dc0 + dc0b)
+    saved = method.state_dict(s2)
+    assert "unrestored" not in saved and sorted(saved) == sorted(k for k in s2 if k != "unrestored")
+    restored = method.load_state_dict(saved)
+    assert restored["unrestored"].tolist() == [True, True, True]
+    np.testing.assert_array_equal(method.downlink(restored, 2, 1)["c_i_server"], s2["c_clients"][1])
+    s3, _ = method.update(restored, RoundPlan(2, [1], [], []), [rep(1, dy1, dc1)])
+    assert s3["unrestored"].tolist() == [True, False, True] and "c_i_server" not in method.downlink(s3, 3, 1)
+    np.testing.assert_array_equal(method.downlink(s3, 3, 2)["c_i_server"], s2["c_clients"][2])
+    cfg, task, spec = prepare({"strategy": "scaffold", "num-clients": 3, "local-steps": 2, "seed": 5,
+                               "server-lr": 0.5, "aggregation": "median"})
+    robust = Scaffold(cfg, task, spec)
+    r1, _ = robust.update(state, RoundPlan(0, [0, 1, 2], [], []), [rep(0, dy0, dc0), rep(1, dy1, dc1),
+                                                                    rep(2, dy2, dc2)])
+    med_y, med_c = np.median([dy0, dy1, dy2], axis=0), np.median([dc0, dc1, dc2], axis=0)
+    want_x, want_c = scaffold_server_update(state["x"], state["c"], [med_y] * 3, [med_c] * 3, 0.5, 3)
+    np.testing.assert_allclose(r1["x"], want_x)
+    np.testing.assert_allclose(r1["c"], want_c)
+    np.testing.assert_array_equal(r1["c_clients"], [dc0, dc1, dc2])  # each its own, not the robust one
