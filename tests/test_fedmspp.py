@@ -64,3 +64,22 @@ def test_fedmspp_learns(tmp_path):
                           "x0": "zeros", "output-dir": str(tmp_path), "run-name": "learns"}, workers=0)
     rec = read_rounds(d)
     assert rec[-1]["test_acc"] > rec[0]["test_acc"] + 0.3 and np.isfinite(x).all()
+
+
+def test_the_server_averages_the_clients_models_or_takes_a_robust_rule_s():
+    """FedMSPP's server step: the plain mean of the returned models (server_average), or with aggregation =
+    median their coordinate-wise median; no reply leaves x as it was."""
+    from zofl.core.method import RoundPlan
+    from zofl.core.protocol import Reply
+    from zofl.methods.fedmspp import FedMSPP
+    from zofl.setup import prepare
+
+    ys = [np.array([1.0, 0.0]), np.array([5.0, 2.0]), np.array([2.0, 9.0])]
+    replies = [Reply(pid, {"x": y}, 10) for pid, y in enumerate(ys)]
+    for extra, want in (({}, server_average(ys)), ({"aggregation": "median"}, np.array([2.0, 2.0]))):
+        cfg, task, spec = prepare({"strategy": "fedmspp", "num-clients": 3, **extra})
+        method = FedMSPP(cfg, task, spec)
+        state = {**method.init(), "x": np.zeros(2)}
+        new, _ = method.update(state, RoundPlan(0, [0, 1, 2], [], []), replies)
+        np.testing.assert_allclose(new["x"], want)
+        assert method.update(state, RoundPlan(0, [0, 1, 2], [], []), [])[0] is state

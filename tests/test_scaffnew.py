@@ -98,6 +98,24 @@ def test_client_and_server_halves_do_the_hand_computation():
     np.testing.assert_array_equal(state["h"][0], 0.5)  # the state passed in is not changed
 
 
+def test_a_robust_rule_averages_the_x_hats_and_the_saved_state_drops_the_resume_marks():
+    """With aggregation = median the server's x is the median of the x^_i (each h_i settled against it); the
+    checkpoint leaves out averaged_at (a resumed run sends every client its h_i row: -2 on load)."""
+    m = method(**{"num-clients": 3, "local-lr": 0.5, "comm-prob": 0.25, "aggregation": "median"})
+    n = m.init()["x"].size
+    state = {"x": np.zeros(n), "h": np.zeros((3, n)), "averaged_at": np.full(3, -1)}
+    works = [Work(pid, 0, 1, m.downlink(state, 0, pid)) for pid in range(3)]
+    x_hats = [np.full(n, 1.0), np.full(n, 5.0), np.full(n, 2.0)]
+    replies = [scaffnew.Reply(pid, {"x": x_hats[pid]}, 10) for pid in range(3)]
+    new, _ = m.update(state, RoundPlan(0, [0, 1, 2], [], works), replies)
+    np.testing.assert_array_equal(new["x"], np.full(n, 2.0))  # the median, not the mean 8/3
+    np.testing.assert_allclose(new["h"][1], control_update(np.zeros(n), new["x"], x_hats[1], 0.25, 0.5))
+    assert new["averaged_at"].tolist() == [0, 0, 0]
+    saved = m.state_dict(new)
+    assert sorted(saved) == sorted(k for k in new if k != "averaged_at")
+    assert m.load_state_dict(saved)["averaged_at"].tolist() == [-2, -2, -2]
+
+
 def _least_squares(seed=0, n_clients=4, rows=20, d=3):
     rng = np.random.default_rng(seed)
     A = [rng.standard_normal((rows, d)) for _ in range(n_clients)]

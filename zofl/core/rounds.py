@@ -5,7 +5,7 @@
         plan = run.plan(r)                         # S_r, stragglers, each sampled client's Work
         ... an engine delivers plan.works and collects Replies / Failures ...
         run.complete(plan, replies, failures)      # checks, update, record, checkpoint, summary
-        run.complete_evaluation(answers)           # with federated-eval, when due: the record, after the clients'
+        run.complete_evaluation(answers, refused)  # with federated-eval, when due: the record, after the clients'
 
 Engines differ only in how work reaches clients (Flower's Message API, its legacy API, or a
 process pool); this object does everything else, so every engine gives the same numbers. What it
@@ -135,7 +135,7 @@ class SyncRun(Run):
             return None
         return self._write_record(plan.r + 1, info)
 
-    def complete_evaluation(self, answers: list[EvalAnswer], refused: int = 0) -> dict[str, Any] | None:
+    def complete_evaluation(self, answers: list[EvalAnswer], refused: int) -> dict[str, Any] | None:
         """Write the record ``complete`` kept for the clients' evaluation, with their weighted metrics
         (``weighted_metrics``; ``answers``: the checked answers of the clients asked, ``refused``: those refused);
         None when no round waits (no federated evaluation this round)."""
