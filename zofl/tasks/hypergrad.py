@@ -309,6 +309,23 @@ def _no_data(dim: int = 2) -> ArrayData:
     return ArrayData(np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=np.int64), 2)
 
 
+@data_cache(maxsize=4)
+def _quadratic_data(seed: int, m: int, dim: int, shared_jacobian: bool) -> tuple[np.ndarray, ...]:
+    """(A, B_i, c_i, e_i) of ``QuadraticHypergrad``, drawn from the run's seed; made once per process (every client's
+    oracles and every evaluation read them: redrawn each time they were a third of a toy run's time) and read-only."""
+    rng = np.random.default_rng(seed_sequence(seed, streams.QUADRATIC))
+    Q = rng.normal(size=(dim, dim))
+    A = Q @ Q.T / dim + np.eye(dim)
+    Bs = rng.normal(size=(m, dim, dim))
+    if shared_jacobian:
+        Bs[:] = Bs.mean(axis=0)
+    cs = rng.normal(size=(m, dim))
+    es = rng.normal(size=(m, dim))
+    for a in (A, Bs, cs, es):
+        a.setflags(write=False)
+    return A, Bs, cs, es
+
+
 class QuadraticHypergrad:
     """A quadratic bilevel problem with closed-form solutions (tests; an example of a task):
 
@@ -327,15 +344,7 @@ class QuadraticHypergrad:
     shared_jacobian = True
 
     def _data(self, spec: DataSpec):
-        rng = np.random.default_rng(seed_sequence(spec.seed, streams.QUADRATIC))
-        Q = rng.normal(size=(self.dim, self.dim))
-        A = Q @ Q.T / self.dim + np.eye(self.dim)
-        Bs = rng.normal(size=(spec.num_clients, self.dim, self.dim))
-        if self.shared_jacobian:
-            Bs[:] = Bs.mean(axis=0)
-        cs = rng.normal(size=(spec.num_clients, self.dim))
-        es = rng.normal(size=(spec.num_clients, self.dim))
-        return A, Bs, cs, es
+        return _quadratic_data(spec.seed, spec.num_clients, self.dim, self.shared_jacobian)
 
     def solution(self, spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
         """(x*, y*(x*)) of the federated problem."""
