@@ -299,3 +299,32 @@ def test_a_cap_is_said_in_its_largest_whole_unit_and_a_file_by_its_kind():
 
     assert [_human(n) for n in (0, 1023, KiB, 1536, 3 * MiB, MiB + KiB, 2 * GiB, 5 * GiB + 1)] == [
         "0 bytes", "1,023 bytes", "1 KiB", "1,536 bytes", "3 MiB", "1025 KiB", "2 GiB", "5,368,709,121 bytes"]
+
+
+def test_the_records_are_forced_to_the_disk_with_each_checkpoint_and_the_last_round_only(tmp_path, monkeypatch):
+    """rounds.jsonl is written through at every record (a killed process loses none) but fsynced only with a
+    checkpoint and at the last round: a checkpoint that outlives a crash of the machine has every record before it
+    on the disk, and a run pays one fsync per checkpoint, not per round."""
+    from zofl.core import run as run_module
+    from zofl.inprocess import run_inprocess
+    from zofl.results import ResultsWriter
+
+    calls = []
+    write_round, save = ResultsWriter.write_round, run_module.save_checkpoint
+
+    def recording_write(self, record, sync=True):
+        calls.append(("record", record["round"], sync))
+        return write_round(self, record, sync)
+
+    def recording_save(run_dir, k, *args, **kwargs):
+        calls.append(("checkpoint", k, (run_dir / "rounds.jsonl").read_text().count("\n")))
+        return save(run_dir, k, *args, **kwargs)
+
+    monkeypatch.setattr(ResultsWriter, "write_round", recording_write)
+    monkeypatch.setattr(run_module, "save_checkpoint", recording_save)
+    run_inprocess({"num-rounds": 7, "num-clients": 3, "checkpoint-every": 3, "output-dir": str(tmp_path),
+                   "run-name": "r"}, workers=0)
+    assert [c for c in calls if c[0] == "checkpoint" or c[2]] == [
+        ("record", 3, True), ("checkpoint", 3, 4), ("record", 6, True), ("checkpoint", 6, 7), ("record", 7, True),
+        ("checkpoint", 7, 8)]
+    assert [c[1] for c in calls if c[0] == "record" and not c[2]] == [0, 1, 2, 4, 5]

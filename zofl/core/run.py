@@ -202,11 +202,12 @@ class Run:
             record = make_record(k, self.server_metrics(k), info)
         else:
             record = make_record(k, self.skipped_metrics(), {**info, "eval_skipped": True})
-        self.writer.write_round(record)
-        self.startup.recorded(k)
         every = self.cfg.checkpoint_every
         last = k == self.total
-        if every and k > 0 and (k % every == 0 or last):
+        checkpoint = bool(every) and k > 0 and (k % every == 0 or last)
+        self.writer.write_round(record, sync=checkpoint or last)  # on the disk before the checkpoint that needs it
+        self.startup.recorded(k)
+        if checkpoint:
             save_checkpoint(self.writer.dir, k, self.wall_s(), self.method.state_dict(self.state),
                             self.checkpoint_extra())
         self.stop_if_policy_failed()
