@@ -1,6 +1,7 @@
 """The AFBO study scripts at their smallest setting, on tiny in-process runs, so that none breaks silently:
 experiments/afbo_plot.py (figures with records, tuning) and experiments/afbo_wallclock.py (report)."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,14 +24,14 @@ def _script(*args) -> str:
     return res.stdout
 
 
-# runs each [script, *args] of argv[1] (JSON) as `python script args` would, in this one process, and prints what
-# each printed as one JSON list: the scripts' imports (numpy, pandas, matplotlib: ~2 s) once
+# runs each [script, *args] of argv[1] (JSON) as `python script args` would, in this one process (experiments/ on
+# PYTHONPATH, as `python experiments/NAME.py` puts it first), and prints what each printed as one JSON list: the
+# scripts' imports (numpy, pandas, matplotlib: ~2 s) once
 _SCRIPTS = """
-import contextlib, io, json, os, runpy, sys
-outs, path = [], list(sys.path)
+import contextlib, io, json, runpy, sys
+outs = []
 for call in json.loads(sys.argv[1]):
     sys.argv, buf = [str(a) for a in call], io.StringIO()
-    sys.path[:] = [os.path.dirname(os.path.abspath(call[0]))] + path  # as `python script` sets it
     with contextlib.redirect_stdout(buf):
         try:
             runpy.run_path(sys.argv[0], run_name="__main__")
@@ -43,8 +44,12 @@ print(json.dumps(outs))
 
 def _scripts(*calls) -> list[str]:
     """What each ``(script, *args)`` of ``calls`` prints, run one after the other in one process."""
-    out = _script("-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls]))
-    return json.loads(out.splitlines()[-1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "experiments"),
+                                                                        os.environ.get("PYTHONPATH")]))}
+    res = subprocess.run([sys.executable, "-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls])],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return json.loads(res.stdout.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

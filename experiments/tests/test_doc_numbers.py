@@ -62,9 +62,9 @@ def test_every_committed_verdict_is_what_its_records_give(tmp_path):
         first = next(iter(json.loads(v.read_text()).values()))  # the targets the study was read with
         calls.append(["--from", str(d), "--no-figures", "--target", str(first["target_acc"]),
                       "--auc-target", str(first["target_auc"])])
-    code = ("import json, sys; sys.path.insert(0, 'experiments'); import afbo_verdict; "
-            "sys.exit(max(afbo_verdict.main(a) for a in json.loads(sys.argv[1])))")
-    res = _script("-c", code, json.dumps(calls))
+    code = "import json, sys; import afbo_verdict; sys.exit(max(afbo_verdict.main(a) for a in json.loads(sys.argv[1])))"
+    res = subprocess.run([sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT / "experiments",  # siblings import
+                         capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     for i, v in enumerate(found):
         assert json.loads((tmp_path / str(i) / "verdict.json").read_text()) == json.loads(v.read_text()), v
