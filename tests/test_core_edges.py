@@ -1002,78 +1002,14 @@ def test_late_replies_are_counted_by_kind_until_the_next_record_and_logged(caplo
     assert Run.late_fields(run) == {"late_queued": 0, "late_slow": 0, "late_failed": 0}
 
 
-class _SlowToAnswerGrid:
-    """The part of Flower's Grid that ``wait_for_nodes`` uses: ``nodes`` connected, each saying it holds one of
-    ``parts`` partitions; the replies come at the pull after ``late`` pulls (ClientApps still starting on a
-    loaded machine), or never (late = None)."""
-
-    def __init__(self, nodes, parts, late):
-        self.nodes, self.parts, self.late, self.asked, self.pulls, self.sent = nodes, parts, late, 0, 0, {}
-
-    def get_node_ids(self):
-        return list(self.nodes)
-
-    def push_messages(self, msgs):
-        self.asked += len(msgs)
-        ids = [f"m{self.asked}-{i}" for i in range(len(msgs))]
-        self.sent.update(zip(ids, msgs))
-        return ids
-
-    def pull_messages(self, ids):
-        from flwr.app import Message, MetricRecord, RecordDict
-
-        from zofl.core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID
-
-        self.pulls += 1
-        if self.late is None or self.pulls <= self.late:
-            return []
-        out = []
-        for i, mid in enumerate(ids):
-            reply = Message(RecordDict({METRICS: MetricRecord({PARTITION_ID: i, NUM_PARTITIONS: self.parts})}),
-                            reply_to=self.sent[mid])
-            reply.metadata.__dict__["_reply_to_message_id"] = mid
-            out.append(reply)
-        return out
-
-
-def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_late(monkeypatch, as_the_serverapp):
-    """Issue 47: on a loaded machine the 2 SuperNodes of Flower's default federation answered the question
-    "are you the whole federation?" after its 10 s, it was never asked again, and the run waited the whole
-    client-wait-s (60 s) to fail with a message saying no SuperNode answered. Then (CI at load 12+) a question
-    asked again every 10 s never got its answer: each node's ClientApp took longer than that to start, and each
-    answer was thrown away. Now each node is asked once, its reply awaited however late, and the federation refused
-    at the first answers; a node that never answers ends the wait at client-wait-s, not later."""
-    import time
-
-    from zofl.config import ConfigError
-    from zofl.strategies import nodes
-
-    monkeypatch.setattr(nodes.time, "sleep", lambda s: None)
-    monkeypatch.setattr("zofl.strategies.deadline.time.sleep", lambda s: None)
-    grid = _SlowToAnswerGrid([11, 22], parts=2, late=300)
-    with pytest.raises(ConfigError) as e:
-        nodes.wait_for_nodes(grid, 10, wait_s=600.0)
-    assert (grid.asked, grid.pulls) == (2, 301) and str(e.value).startswith(
-        "run-config num-clients=10 but the federation has 2 SuperNodes: run `flwr run . --stream "
-        "--federation-config \"num-supernodes=10\"`")
-    deployed = _SlowToAnswerGrid([11, 22], parts=10, late=0)  # SuperNodes of a 10-client deployment: wait on
-    t0 = time.monotonic()
-    assert nodes.wait_for_nodes(deployed, 10, wait_s=0.3) == [11, 22] and deployed.asked == 2
-    silent = _SlowToAnswerGrid([11], parts=1, late=None)
-    assert nodes.wait_for_nodes(silent, 10, wait_s=0.3) == [11] and silent.asked == 1
-    assert time.monotonic() - t0 < 30
-    shared = str(nodes.smaller_federation(10, 3, need=4))  # 10 clients on 4 shared nodes: two fixes named
-    assert shared.startswith("run-config num-clients=10 (on 4 SuperNodes, clients-per-node) but the federation has 3 "
-                             "SuperNodes")
-    assert shared.endswith("or set clients-per-node so that they are num-supernodes")
-
-
 class _LateNodesGrid:
-    """Flower's Grid's push/pull with SuperNodes {node id: (partition-id, pulls before its reply is in)}: a
-    ClientApp that takes a while to start answers late, but answers the question it was sent."""
+    """Flower's Grid's push/pull with SuperNodes {node id: (partition-id, pulls before its reply is in; math.inf:
+    never)}, each saying it holds one of ``parts`` partitions: a ClientApp that takes a while to start (a loaded
+    machine) answers late, but answers the question it was sent. ``pushed``: the node of every question; ``pulls``:
+    the pulls made."""
 
     def __init__(self, nodes, parts):
-        self.nodes, self.parts, self.pushed, self.sent = dict(nodes), parts, [], {}
+        self.nodes, self.parts, self.pushed, self.sent, self.pulls = dict(nodes), parts, [], {}, 0
 
     def get_node_ids(self):
         return list(self.nodes)
@@ -1091,6 +1027,7 @@ class _LateNodesGrid:
 
         from zofl.core.protocol import METRICS, NUM_PARTITIONS, PARTITION_ID
 
+        self.pulls += 1
         out = []
         for mid in ids:
             msg, wait = self.sent[mid]
@@ -1103,6 +1040,39 @@ class _LateNodesGrid:
                 reply.metadata.__dict__["_src_node_id"] = node
                 out.append(reply)
         return out
+
+
+def test_a_whole_smaller_federation_is_refused_once_its_nodes_answer_however_late(monkeypatch, as_the_serverapp):
+    """Issue 47: on a loaded machine the 2 SuperNodes of Flower's default federation answered the question
+    "are you the whole federation?" after its 10 s, it was never asked again, and the run waited the whole
+    client-wait-s (60 s) to fail with a message saying no SuperNode answered. Then (CI at load 12+) a question
+    asked again every 10 s never got its answer: each node's ClientApp took longer than that to start, and each
+    answer was thrown away. Now each node is asked once, its reply awaited however late, and the federation refused
+    at the first answers; a node that never answers ends the wait at client-wait-s, not later."""
+    import math
+    import time
+
+    from zofl.config import ConfigError
+    from zofl.strategies import nodes
+
+    monkeypatch.setattr(nodes.time, "sleep", lambda s: None)
+    monkeypatch.setattr("zofl.strategies.deadline.time.sleep", lambda s: None)
+    grid = _LateNodesGrid({11: (0, 300), 22: (1, 300)}, parts=2)
+    with pytest.raises(ConfigError) as e:
+        nodes.wait_for_nodes(grid, 10, wait_s=600.0)
+    assert (grid.pushed, grid.pulls) == ([11, 22], 301) and str(e.value).startswith(
+        "run-config num-clients=10 but the federation has 2 SuperNodes: run `flwr run . --stream "
+        "--federation-config \"num-supernodes=10\"`")
+    deployed = _LateNodesGrid({11: (0, 0), 22: (1, 0)}, parts=10)  # SuperNodes of a 10-client deployment: wait on
+    t0 = time.monotonic()
+    assert nodes.wait_for_nodes(deployed, 10, wait_s=0.3) == [11, 22] and deployed.pushed == [11, 22]
+    silent = _LateNodesGrid({11: (0, math.inf)}, parts=1)
+    assert nodes.wait_for_nodes(silent, 10, wait_s=0.3) == [11] and silent.pushed == [11]
+    assert time.monotonic() - t0 < 30
+    shared = str(nodes.smaller_federation(10, 3, need=4))  # 10 clients on 4 shared nodes: two fixes named
+    assert shared.startswith("run-config num-clients=10 (on 4 SuperNodes, clients-per-node) but the federation has 3 "
+                             "SuperNodes")
+    assert shared.endswith("or set clients-per-node so that they are num-supernodes")
 
 
 def test_a_supernode_whose_answer_is_late_is_asked_once_and_takes_its_partition_when_the_answer_comes(

@@ -18,8 +18,9 @@ TINY = {"task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0, "loc
         "inner-lr": 0.5, "inner-rounds": 2, "neumann-steps": "2", "lipschitz-g": 20.0, "checkpoint-every": 0}
 
 
-def _script(*args) -> str:
-    res = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+def _script(*args, env=None) -> str:
+    res = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return res.stdout
 
@@ -46,10 +47,8 @@ def _scripts(*calls) -> list[str]:
     """What each ``(script, *args)`` of ``calls`` prints, run one after the other in one process."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "experiments"),
                                                                         os.environ.get("PYTHONPATH")]))}
-    res = subprocess.run([sys.executable, "-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls])],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    return json.loads(res.stdout.splitlines()[-1])
+    out = _script("-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls]), env=env)
+    return json.loads(out.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _script(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def test_every_quoted_figure_on_every_page_is_its_study_files():
@@ -63,8 +63,7 @@ def test_every_committed_verdict_is_what_its_records_give(tmp_path):
         calls.append(["--from", str(d), "--no-figures", "--target", str(first["target_acc"]),
                       "--auc-target", str(first["target_auc"])])
     code = "import json, sys; import afbo_verdict; sys.exit(max(afbo_verdict.main(a) for a in json.loads(sys.argv[1])))"
-    res = subprocess.run([sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT / "experiments",  # siblings import
-                         capture_output=True, text=True, timeout=600)
+    res = _script("-c", code, json.dumps(calls), cwd=ROOT / "experiments")  # as the docs run it: siblings import
     assert res.returncode == 0, res.stderr
     for i, v in enumerate(found):
         assert json.loads((tmp_path / str(i) / "verdict.json").read_text()) == json.loads(v.read_text()), v

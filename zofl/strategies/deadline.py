@@ -65,7 +65,7 @@ class DeadlineGrid(Grid):
             left = end - time.time()
             if not waiting or (timeout is not None and left <= 0):
                 break
-            self._wait(waiting, self.poll_s if timeout is None else min(self.poll_s, left))
+            wait_for_replies(self.grid, waiting, self.poll_s if timeout is None else min(self.poll_s, left))
         # only train messages are kept (a partition query that timed out is not a client's late reply)
         self.outstanding.update({mid: named[mid] for mid, msg in zip(ids, messages) if mid in waiting
                                  and named[mid] is not None and msg.metadata.message_type.startswith(TRAIN)})
@@ -84,9 +84,6 @@ class DeadlineGrid(Grid):
         got = list(self.pull_messages(list(self.outstanding)))
         return [(self.outstanding.pop(m.metadata.reply_to_message_id), m) for m in got
                 if m.metadata.reply_to_message_id in self.outstanding]
-
-    def _wait(self, message_ids: set[str], seconds: float) -> None:
-        wait_for_replies(self.grid, message_ids, seconds)
 
 
 def poll_interval(grid: Grid) -> float:
