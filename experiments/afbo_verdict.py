@@ -15,7 +15,10 @@ Readings, per setting (a task, split, stragglers and communication cost; one fig
 - Runs: every run is in the table. Diverged = stopped early (a failed round: replies not finite or beyond
   reply-max-abs), a non-finite test loss, or a final test accuracy below 0.5 (``--diverged-below``); the count
   per method is printed and a diverged run's numbers stay in the means (its accuracy as recorded, held at its
-  last record).
+  last record). Where a diverged run's test loss first leaves its path (``onset``: above twice the lowest before
+  it, or not finite; or the log-coefficients' spread up by more than 1 in one record) is listed with the record
+  before it and the last upper-level step that widened the spread; a diverged run with no onset in its records
+  (e.g. stopped by a failed round whose replies were refused before any evaluation saw them) is listed as such.
 - T: the equal budget, the smallest final simulated clock over the runs that did not stop early (the grids
   give every method the same clock by design). Each curve is read at T by zero-order hold.
 - Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
@@ -46,6 +49,8 @@ from afbo_plot import failed, first_reach, hold, method_of, read_cells, setting_
 from report_common import band, iv  # modules beside this script
 
 RISE_TOL = 0.001  # 0.1 points of accuracy: the largest gain over the last quarter that counts as flat
+ONSET_RATIO = 2.0  # a diverged run's onset: its test loss above twice the lowest before it (or not finite),
+SPREAD_JUMP = 1.0  # or the log-coefficients' spread (std of x) up by more than 1 in one record
 FIELDS = ("setting", "method", "strategy", "control", "cell", "seed", "status", "diverged", "final_clock_s",
           "final_acc", "final_loss", "records")
 PAIRS = (("afbo", "fednest"), ("afbo-global", "afbo"), ("afbo-global", "fednest"), ("afbo", "adbo"),
@@ -120,6 +125,7 @@ def load(out: Path, below: float) -> tuple[list[dict], dict[str, dict]]:
         r["acc"] = g["test_acc"].to_numpy(float)
         r["loss"] = g["test_loss"].to_numpy(float)
         r["auc"] = g["weight_auc"].to_numpy(float) if "weight_auc" in g else np.full(len(g), np.nan)
+        r["spread"] = g["spread_log_coef"].to_numpy(float) if "spread_log_coef" in g else np.full(len(g), np.nan)
         r["key"] = r["strategy"] + (":control" if r["control"] else "")
     return runs, {r["cell"]: r for r in runs}
 
@@ -130,6 +136,34 @@ def at(r: dict, what: str, t: float) -> float:
 
 
 # -- the readings ------------------------------------------------------------------------------------------------
+def onset(r: dict) -> dict | None:
+    """Where a run first leaves its path (None when it does not): the first record after x_0's whose test loss is
+    not finite or above ``ONSET_RATIO`` x the lowest before it, or (regularization) whose log-coefficients' spread
+    (std of x) rose by more than ``SPREAD_JUMP`` in one record or is not finite. With the record before it: their
+    simulated times, test accuracies, losses and spreads; and the last record before the onset that widened the
+    spread (an upper-level step), with the spread before and after it."""
+    loss, spread = r["loss"], r["spread"]
+    has_x = bool(np.any(np.isfinite(spread)))
+    for i in range(2, len(loss)):
+        bad_loss = not math.isfinite(loss[i]) or loss[i] > ONSET_RATIO * np.nanmin(loss[1:i])
+        bad_x = has_x and (not math.isfinite(spread[i]) or spread[i] - spread[i - 1] > SPREAD_JUMP)
+        if bad_loss or bad_x:
+            o = {"seed": r["seed"], "record": i, "clock_s": float(r["clock"][i]), "acc_before": float(r["acc"][i - 1]),
+                 "loss_before": float(loss[i - 1]), "loss_at": float(loss[i]), "loss_end": float(loss[-1]),
+                 "spread_before": _or_none(spread[i - 1]), "spread_at": _or_none(spread[i]),
+                 "spread_end": _or_none(spread[-1]), "widened": None}
+            wide = [j for j in range(1, i) if spread[j] > spread[j - 1]] if has_x else []
+            if wide:
+                j = wide[-1]
+                o["widened"] = {"clock_s": float(r["clock"][j]), "from": float(spread[j - 1]), "to": float(spread[j])}
+            return o
+    return None
+
+
+def _or_none(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
 def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
     T = min(float(r["clock"][-1]) for r in runs if r["status"] == "ok")
     methods: dict[str, dict] = {}
@@ -148,6 +182,8 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
             "label": rs[0]["method"], "seeds": sorted(seeds), "n": len(rs),
             "diverged": sum(r["diverged"] for r in rs),
             "diverged_seeds": [r["seed"] for r in rs if r["diverged"]],
+            "onsets": [onset(r) or {"seed": r["seed"], "record": None, "clock_s": float(r["clock"][-1])}
+                       for r in rs if r["diverged"]],  # record None: no onset in its records (clock_s: its end)
             "acc_at_T": iv([at(r, "acc", T) for r in rs]),
             "loss_at_T": iv([at(r, "loss", T) for r in rs if math.isfinite(at(r, "loss", T))]),
             "auc_at_T": iv([at(r, "auc", T) for r in rs if math.isfinite(at(r, "auc", T))]),
@@ -222,6 +258,27 @@ def table_md(setting: str, S: dict) -> list[str]:
             f"{curve(m)} | {m['reached_target']}/{m['n']} | "
             f"{pm(m['time_to_target'], 1, 2)} | {m['reached_auc_target']}/{m['n']} | "
             f"{pm(m['time_to_auc_target'], 1, 2)} | {pm(m['final_acc'])} | {pm(m['final_clock_s'], 1, 1)} |")
+    onsets = [(m["label"], o) for m in S["methods"].values() for o in m["onsets"]]
+    if onsets:
+        lines += ["", f"Diverged runs: where each first leaves its path (its test loss above {ONSET_RATIO:g} x the "
+                  f"lowest before it or not finite, or the spread (std) of the log-coefficients x up by more than "
+                  f"{SPREAD_JUMP:g} in one record), with the record before it; the last upper-level step before the "
+                  "onset that widened the spread.", "",
+                  "| method | seed | onset (s) | record | acc. before (%) | test loss before -> at onset -> at the end "
+                  "| spread of x before -> at onset -> at the end | last widening before (s: spread) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for label, o in onsets:
+            if o["record"] is None:
+                lines.append(f"| {label} | {o['seed']} | none in its records (its last at {o['clock_s']:.2f} s) "
+                             "| - | - | - | - | - |")
+                continue
+            spread = ("-" if o["spread_at"] is None else
+                      f"{o['spread_before']:.3g} -> {o['spread_at']:.3g} -> {o['spread_end']:.3g}")
+            w = o["widened"]
+            wide = "-" if w is None else f"{w['clock_s']:.2f}: {w['from']:.3g} -> {w['to']:.3g}"
+            lines.append(f"| {label} | {o['seed']} | {o['clock_s']:.2f} | {o['record']} | "
+                         f"{100 * o['acc_before']:.2f} | {o['loss_before']:.4g} -> {o['loss_at']:.4g} -> "
+                         f"{o['loss_end']:.4g} | {spread} | {wide} |")
     lines += ["", "Paired by seed (A - B; points of accuracy, test loss, AUC):", "",
               "| A - B | acc. at T | test loss at T | AUC at T | final acc. (own ends) | controls' gap at T | "
               "interaction (2 x 2) at T | B's time to target / A's |", "|---|---|---|---|---|---|---|---|"]

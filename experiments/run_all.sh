@@ -370,6 +370,15 @@ if want afbo; then
     target=0.895; [ "$g" = reg ] && target=0.925  # reg: above both controls (experiments/afbo_verdict_reg.toml)
     run python experiments/afbo_verdict.py "$afbo/verdict-$g" --out docs/results/afbo_verdict/$g --target "$target"
   done
+  # why the reg grid's runs diverged: AFBO seed 7 replayed to the upper-level step before its onset, x read there
+  run python experiments/afbo_replay.py experiments/afbo_verdict_reg.toml --strategy afbo --seed 7 --round 582 --watch 263 236 262 264 235 --out docs/results/afbo_verdict/reg/replay_afbo_seed7.json --set "data-dir=\"$data\"" --records "$afbo/verdict-reg/cells/afbo-mnist-b79ea185e0/rounds.jsonl"
+  run python experiments/afbo_replay.py experiments/afbo_verdict_reg.toml --strategy afbo --seed 7 --round 581 --watch 263 236 262 264 235 --out docs/results/afbo_verdict/reg/replay_afbo_seed7_before.json --set "data-dir=\"$data\"" --records "$afbo/verdict-reg/cells/afbo-mnist-b79ea185e0/rounds.jsonl"
+  # the reg grid's outer steps tuned at its budget on seeds 100-101: docs/results/afbo_verdict/reg_pilot
+  run python -m zofl.compare experiments/afbo_verdict_reg_pilot.toml --out "$afbo/verdict-reg-pilot" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/verdict-reg-pilot" --out docs/results/afbo_verdict/reg_pilot --records
+  # and the reg grid again with those picks (its FedNest runs and controls are the first grid's run-configs)
+  run python -m zofl.compare experiments/afbo_verdict_reg_tuned.toml --out "$afbo/verdict-reg-tuned" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_verdict.py "$afbo/verdict-reg-tuned" --out docs/results/afbo_verdict/reg_tuned --target 0.925
   # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)
   run python -m zofl.compare experiments/adbo_pilot_mnist.toml --out "$afbo/adbo-pilot-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py tuning "$afbo/adbo-pilot-mnist" --out docs/results/adbo_pilot_mnist --records

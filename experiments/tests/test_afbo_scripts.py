@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zofl.inprocess import run_inprocess
@@ -223,3 +224,72 @@ def test_afbo_verdict_counts_every_run_reads_at_equal_budget_and_recomputes_from
     (out / "runs.csv").unlink()  # an afbo_plot.py study folder: runs.csv derived from the records
     _script("experiments/afbo_verdict.py", "--from", out, "--target", "0.5", "--diverged-below", "0")
     assert (out / "verdict.json").read_bytes() == before
+
+
+_ONSETS = """
+import json, numpy as np
+from afbo_verdict import onset
+run = {"seed": 5, "clock": np.arange(6) / 10, "acc": np.full(6, 0.9)}
+nan = np.full(6, np.nan)
+print(json.dumps([
+    onset({**run, "loss": np.array([2.3, 0.5, 0.4, 0.35, 0.71, 9.0]), "spread": nan}),  # 0.71 > 2 x 0.35
+    onset({**run, "loss": np.array([2.3, 0.5, 0.4, 0.35, 0.34, np.inf]), "spread": nan}),  # not finite
+    onset({**run, "loss": np.array([2.3, 0.5, 0.4, 0.35, 0.7, 0.33]),  # 0.7 = 2 x 0.35: still on its path
+           "spread": np.array([0.0, 0.1, 0.2, 0.2, 0.3, 1.31])}),  # up by 1.01 in one record
+    onset({**run, "loss": np.array([2.3, 0.5, 0.4, 0.35, 0.7, 0.33]),
+           "spread": np.array([0.0, 0.1, 0.2, 0.2, 0.3, 1.29])}),
+]))
+"""
+
+
+def test_afbo_verdict_onset_is_where_a_run_first_leaves_its_path():
+    """A diverged run's onset: the first record whose test loss is above twice the lowest after x_0's (x_0's own loss
+    does not count) or not finite, or whose log-coefficients' spread rose by more than 1 in one record; with the
+    last record before it that widened the spread."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    by_loss, not_finite, by_spread, none = json.loads(_script("-c", _ONSETS, env=env))
+    assert by_loss["record"] == 4 and by_loss["clock_s"] == 0.4 and by_loss["loss_before"] == 0.35
+    assert by_loss["loss_at"] == 0.71 and by_loss["loss_end"] == 9.0 and by_loss["acc_before"] == 0.9
+    assert by_loss["spread_at"] is None and by_loss["widened"] is None
+    assert not_finite["record"] == 5
+    assert by_spread["record"] == 5 and by_spread["spread_before"] == 0.3 and by_spread["spread_at"] == 1.31
+    assert by_spread["widened"] == {"clock_s": 0.4, "from": 0.2, "to": 0.3}  # the last widening before the onset
+    assert none is None
+
+
+def test_afbo_replay_reads_x_at_a_round_of_a_grid_cell_and_checks_its_records(tmp_path):
+    """experiments/afbo_replay.py at its smallest: a regularization grid of AFBO with its outer-lr = 0 control; the
+    replay of the outer-lr > 0 cell reads x at round 4 (the same run: its records match the grid run's), with the
+    lower level's stability bound log(2 / lower-lr); a seed the grid lacks, or records that differ, are refused."""
+    from zofl.compare import cell_id, expand_grid
+
+    grid = tmp_path / "grid.toml"
+    fixed = {**TINY, "task": "regularization", "engine": "async", "strategy": "afbo", "num-rounds": 6, "seed": 0}
+    grid.write_text("[fixed]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fixed.items())
+                    + "[grid]\nouter-lr = [1000.0, 0.0]\n")
+    (cell, _) = sorted(expand_grid(__import__("tomllib").loads(grid.read_text())), key=lambda c: -c["outer-lr"])
+    run_dir, _ = run_inprocess({**cell, "output-dir": str(tmp_path / "cells"), "run-name": cell_id(cell)}, workers=0)
+    records = Path(run_dir) / "rounds.jsonl"
+    out = tmp_path / "replay.json"
+    args = ["experiments/afbo_replay.py", grid, "--strategy", "afbo", "--round", "4", "--out", out]
+    _script(*args, "--seed", "0", "--records", records, "--watch", "0", "5")
+    r = json.loads(out.read_text())
+    assert (r["cell"], r["round"], r["seed"], r["records_checked"]) == (cell_id(cell), 4, 0, True)
+    x = r["x"]
+    assert x["stable_below"] == pytest.approx(np.log(4.0)) and x["above_bound"] == 0
+    assert len(x["largest"]) == 5 and x["largest"] == sorted(x["largest"], reverse=True)
+    assert x["mean"] < x["largest"][0] and x["std"] > 0  # the upper level moved x off x_0 (all equal)
+    assert set(r["watched"]) == {"0", "5"} and max(r["watched"].values()) <= x["largest"][0]
+    refusals = ((["--seed", "5", "--round", "4"], "0 cells"), (["--seed", "0", "--round", "0"], "--round must be >= 1"),
+                (["--seed", "0", "--round", "4", "--watch", str(x["n"])], "--watch: x has"))
+    for bad, says in refusals:
+        res = subprocess.run([sys.executable, *map(str, args[:4]), *bad, "--out", out], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode != 0 and says in res.stderr, res.stderr[-500:]
+    lines = records.read_text().splitlines()
+    first = json.loads(lines[2])
+    first["test_loss"] *= 1.001
+    records.write_text("\n".join([*lines[:2], json.dumps(first), *lines[3:]]) + "\n")
+    res = subprocess.run([sys.executable, *map(str, args), "--seed", "0", "--records", records], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0 and "differ" in res.stderr
