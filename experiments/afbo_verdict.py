@@ -19,6 +19,9 @@ Readings, per setting (a task, split, stragglers and communication cost; one fig
   it, or not finite; or the log-coefficients' spread up by more than 1 in one record) is listed with the record
   before it and the last upper-level step that widened the spread; a diverged run with no onset in its records
   (e.g. stopped by a failed round whose replies were refused before any evaluation saw them) is listed as such.
+  Where a run diverged, the paired accuracy gaps at T are also given over the seeds where neither run of the pair
+  diverged (``acc_at_T_stable``): read after the runs, so not the pre-registered reading, but what the methods
+  do when they do not diverge.
 - T: the equal budget, the smallest final simulated clock over the runs that did not stop early (the grids
   give every method the same clock by design). Each curve is read at T by zero-order hold.
 - Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
@@ -199,19 +202,26 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
         }
     paired: dict[str, dict] = {}
 
-    def diff(a: str, b: str, fn) -> list:
+    def diff(a: str, b: str, fn, stable: bool = False) -> list:
+        """A - B paired by seed; ``stable``: only the seeds where neither run diverged."""
         common = sorted(set(by_key.get(a, {})) & set(by_key.get(b, {})))
+        if stable:
+            common = [s for s in common if not by_key[a][s]["diverged"] and not by_key[b][s]["diverged"]]
         vals = [fn(by_key[a][s]) - fn(by_key[b][s]) for s in common]
         return iv([v for v in vals if math.isfinite(v)])
 
+    def acc_T(r: dict) -> float:
+        return at(r, "acc", T)
+
     for key in by_key:
         if not key.endswith(":control") and key + ":control" in by_key:
-            paired[f"{key}_minus_control"] = {"acc_at_T": diff(key, key + ":control", lambda r: at(r, "acc", T)),
+            paired[f"{key}_minus_control"] = {"acc_at_T": diff(key, key + ":control", acc_T),
+                                              "acc_at_T_stable": diff(key, key + ":control", acc_T, stable=True),
                                               "loss_at_T": diff(key, key + ":control", lambda r: at(r, "loss", T))}
     for a, b in PAIRS:
         if a not in by_key or b not in by_key:
             continue
-        p = {"acc_at_T": diff(a, b, lambda r: at(r, "acc", T)), "loss_at_T": diff(a, b, lambda r: at(r, "loss", T)),
+        p = {"acc_at_T": diff(a, b, acc_T), "loss_at_T": diff(a, b, lambda r: at(r, "loss", T)),
              "auc_at_T": diff(a, b, lambda r: at(r, "auc", T)),
              "final_acc": diff(a, b, lambda r: float(r["acc"][-1]))}
         common = sorted(set(by_key[a]) & set(by_key[b]))
@@ -220,11 +230,12 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
         p["time_to_target_ratio_b_over_a"] = iv([q for q in ratios if math.isfinite(q)])
         ca, cb = a + ":control", b + ":control"
         if ca in by_key and cb in by_key:
-            p["controls_acc_at_T"] = diff(ca, cb, lambda r: at(r, "acc", T))
+            p["controls_acc_at_T"] = diff(ca, cb, acc_T)
             both = sorted(set(common) & set(by_key[ca]) & set(by_key[cb]))
             p["interaction_acc_at_T"] = iv([at(by_key[a][s], "acc", T) - at(by_key[b][s], "acc", T)
                                              - at(by_key[ca][s], "acc", T) + at(by_key[cb][s], "acc", T)
                                              for s in both])
+        p["acc_at_T_stable"] = diff(a, b, acc_T, stable=True)
         paired[f"{a}_minus_{b}"] = p
     return {"T_s": T, "target_acc": target, "target_auc": auc_target, "rise_tol": RISE_TOL, "methods": methods,
             "paired": paired}
@@ -279,6 +290,11 @@ def table_md(setting: str, S: dict) -> list[str]:
             lines.append(f"| {label} | {o['seed']} | {o['clock_s']:.2f} | {o['record']} | "
                          f"{100 * o['acc_before']:.2f} | {o['loss_before']:.4g} -> {o['loss_at']:.4g} -> "
                          f"{o['loss_end']:.4g} | {spread} | {wide} |")
+    if any(m["diverged"] for m in S["methods"].values()):
+        lines += ["", "Over the seeds where neither run of a pair diverged (read after the runs, not the "
+                  "pre-registered reading; accuracy at T, points):", ""]
+        lines += [f"- {name.replace('_minus_', ' - ')}: {pm(p['acc_at_T_stable'], 100, 2, True)} "
+                  f"(n = {p['acc_at_T_stable'][2]})" for name, p in S["paired"].items()]
     lines += ["", "Paired by seed (A - B; points of accuracy, test loss, AUC):", "",
               "| A - B | acc. at T | test loss at T | AUC at T | final acc. (own ends) | controls' gap at T | "
               "interaction (2 x 2) at T | B's time to target / A's |", "|---|---|---|---|---|---|---|---|"]
