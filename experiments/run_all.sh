@@ -382,6 +382,9 @@ if want afbo; then
   # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)
   run python -m zofl.compare experiments/adbo_pilot_mnist.toml --out "$afbo/adbo-pilot-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py tuning "$afbo/adbo-pilot-mnist" --out docs/results/adbo_pilot_mnist --records
+  # and on MNIST regularization at that verdict's budget (docs/results/adbo_pilot_reg)
+  run python -m zofl.compare experiments/adbo_pilot_reg.toml --out "$afbo/adbo-pilot-reg" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_plot.py tuning "$afbo/adbo-pilot-reg" --out docs/results/adbo_pilot_reg --records
   # SDBO on the closed-form quadratic, one change at a time (docs/afbo.md, "ADBO"): docs/results/adbo_quadratic
   run python experiments/adbo_quadratic.py sdbo --json docs/results/adbo_quadratic/sdbo.json --force
   run python experiments/adbo_quadratic.py sdbo all --rounds 80000 --json docs/results/adbo_quadratic/sdbo_80000.json --force

@@ -293,3 +293,26 @@ def test_afbo_replay_reads_x_at_a_round_of_a_grid_cell_and_checks_its_records(tm
     res = subprocess.run([sys.executable, *map(str, args), "--seed", "0", "--records", records], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode != 0 and "differ" in res.stderr
+
+
+_STABLE = """
+import json, numpy as np
+from afbo_verdict import setting_summary
+def run(key, seed, acc, diverged=0):
+    c = np.array([0.0, 1.0, 2.0])
+    return {"setting": "s", "method": key, "strategy": key.split(":")[0], "key": key, "seed": seed,
+            "cell": f"{key}{seed}", "status": "ok", "diverged": diverged, "clock": c, "acc": np.array([0.1, acc, acc]),
+            "loss": np.array([2.0, 1.0, 1.0]), "auc": np.full(3, np.nan), "spread": np.full(3, np.nan)}
+runs = [run("afbo", 0, 0.80), run("fednest", 0, 0.70), run("afbo", 1, 0.30, diverged=1), run("fednest", 1, 0.75),
+        run("afbo", 2, 0.90), run("fednest", 2, 0.60, diverged=1), run("afbo", 3, 0.85), run("fednest", 3, 0.65)]
+print(json.dumps(setting_summary(runs, 0.5, 0.9)["paired"]["afbo_minus_fednest"]))
+"""
+
+
+def test_afbo_verdict_reads_the_gaps_also_over_the_seeds_where_neither_run_diverged():
+    """acc_at_T_stable pairs only the seeds where neither run of the pair diverged (seeds 0 and 3 here: A diverged
+    on 1, B on 2); the pre-registered acc_at_T keeps every seed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    p = json.loads(_script("-c", _STABLE, env=env))
+    assert p["acc_at_T"][2] == 4 and p["acc_at_T"][0] == pytest.approx((0.10 - 0.45 + 0.30 + 0.20) / 4)
+    assert p["acc_at_T_stable"][2] == 2 and p["acc_at_T_stable"][0] == pytest.approx(0.15)
