@@ -72,6 +72,8 @@ def read_cells(dirs: list[Path]) -> list[dict]:
             replies = 0
             for r in recs:
                 replies += r.get("participants", 0) or 0
+                if r.get("eval_skipped"):
+                    continue  # eval-every > 1: no evaluation in this record (its replies still counted)
                 clock.append(float(r.get("clock_s", 0.0)))
                 comm.append(replies / m)
                 acc.append(_num(r.get("test_acc")))  # a diverged run's NaN is written as null

@@ -316,3 +316,17 @@ def test_afbo_verdict_reads_the_gaps_also_over_the_seeds_where_neither_run_diver
     p = json.loads(_script("-c", _STABLE, env=env))
     assert p["acc_at_T"][2] == 4 and p["acc_at_T"][0] == pytest.approx((0.10 - 0.45 + 0.30 + 0.20) / 4)
     assert p["acc_at_T_stable"][2] == 2 and p["acc_at_T_stable"][0] == pytest.approx(0.15)
+
+
+def test_afbo_plot_reads_the_evaluated_records_of_a_run_with_eval_every(tmp_path):
+    """A run with eval-every = 3 (x_0, every third update and the last evaluated): the curves are its evaluated
+    records, no NaN from the skipped ones; the replies of every record still count in the communication axis."""
+    run_inprocess({**TINY, "engine": "async", "strategy": "afbo", "num-rounds": 8, "seed": 0, "outer-lr": 10.0,
+                   "eval-every": 3, "output-dir": str(tmp_path / "cells"), "run-name": "afbo"}, workers=0)
+    code = ("import json, sys; from pathlib import Path; from afbo_plot import read_cells; (c,) = read_cells([Path("
+            "sys.argv[1])]); print(json.dumps([c['steps'].tolist(), c['acc'].tolist(), c['comm'].tolist()]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    steps, acc, comm = json.loads(_script("-c", code, tmp_path, env=env))
+    assert steps == [0, 3, 6, 8] and all(np.isfinite(acc))
+    recs = [json.loads(line) for line in (tmp_path / "cells" / "afbo" / "rounds.jsonl").read_text().splitlines()]
+    assert comm[-1] == sum(r["participants"] for r in recs) / TINY["num-clients"]
