@@ -13,6 +13,11 @@ with the stragglers (clients 0-4, straggler-factor 5) and one without, per split
 
 It also prints the same table for the anarchic clients (anarchic/ against latency1c/, IID).
 
+    python experiments/afbo_comm_straggler_penalty.py --task verdict --json docs/results/afbo_verdict/penalty.json
+
+does it at n = 5 from the AFBO verdict grids (docs/results/afbo_verdict): the straggler grid against the grids
+without stragglers at twice and four times E7's budget (the same settings, picks and seeds), in test accuracy.
+
     python experiments/afbo_comm_straggler_penalty.py --task cleaning
 
 does the same for the hyper-cleaning latency sweep (docs/results/afbo_cleaning; IID, seeds 3-5) in test
@@ -34,13 +39,17 @@ CLEANING = RESULTS / "afbo_cleaning"
 CLEANING_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
                   ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s"),
                   ("stragglers_noniid_comm0", "study", "0")]  # (with, without, comm-s); non-IID: at 0 only
+VERDICT = RESULTS / "afbo_verdict"  # the n = 5 verdict grids: the straggler one against the two without
+VERDICT_PAIRS = [("stragglers", "iid", "2x E7's"), ("stragglers", "iid_long", "4x E7's")]
 REG_MNIST = RESULTS / "afbo_reg_mnist"
 REG_MNIST_PAIRS = [("stragglers_comm0", "study", "0"), ("stragglers", "nostragglers_comm1c", "c = 0.05 s"),
                    ("stragglers_comm10c", "nostragglers_comm10c", "10c = 0.5 s")]
 
 
-def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scale: float = 1.0,
-         digits: int = 3) -> list[str]:
+def penalties(s_path: Path, n_path: Path, metric: str = "test_loss", scale: float = 1.0) -> list[dict]:
+    """Per split of the two studies: T* and the intervals (mean, half-width, n; times ``scale``) of AFBO's and
+    FedNest's penalties, FedNest's - AFBO's ("claim"), the same for the controls, and the claim less the controls'
+    ("beyond": the 2 x 2 interaction, stragglers x upper level)."""
     S, N = (curves(p, metric, scale, split_of) for p in (s_path, n_path))
     out = []
     for split in sorted(set(S) & set(N)):
@@ -54,12 +63,39 @@ def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scal
         seeds = sorted(set(a) & set(f) & set(ac) & set(fc))
         claim = [f[s] - a[s] for s in seeds]
         ctrl = [fc[s] - ac[s] for s in seeds]
-        d = digits
-        out.append(f"| {label} | {split} | {T:.1f} | {fmt_interval(interval(a.values()), digits=d)} | "
-                   f"{fmt_interval(interval(f.values()), digits=d)} | {fmt_interval(interval(claim), digits=d)} | "
-                   f"{fmt_interval(interval(ctrl), digits=d)} | "
-                   f"{fmt_interval(interval(x - y for x, y in zip(claim, ctrl)), digits=d)} |")
+        out.append({"split": split, "T_s": T, "afbo": interval(a.values()), "fednest": interval(f.values()),
+                    "claim": interval(claim), "controls": interval(ctrl),
+                    "beyond": interval(x - y for x, y in zip(claim, ctrl))})
     return out
+
+
+def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scale: float = 1.0,
+         digits: int = 3) -> list[str]:
+    return [f"| {label} | {p['split']} | {p['T_s']:.1f} | "
+            + " | ".join(fmt_interval(p[k], digits=digits) for k in ("afbo", "fednest", "claim", "controls", "beyond"))
+            + " |" for p in penalties(s_path, n_path, metric, scale)]
+
+
+def verdict(json_out: Path | None) -> None:
+    """The straggler penalty at n = 5 from the verdict grids (docs/results/afbo_verdict): the straggler grid
+    (T about 250 s) read at the budget of each grid without stragglers (same settings, picks and seeds 3-7)."""
+    import json
+
+    print("Stragglers' penalty on MNIST hyper-cleaning, IID, communication free (test accuracy at T* with the "
+          "stragglers - without, points), mean +- 95% t interval over seeds, paired by seed:\n")
+    print(HEAD.format(what="budget").replace("> 0: FedNest suffers more", "< 0: FedNest suffers more")
+          .replace("bilevel part of it", "beyond the controls' (the 2 x 2 interaction)"))
+    found = {}
+    for with_, without, label in VERDICT_PAIRS:
+        for p in penalties(VERDICT / with_ / "rounds.parquet", VERDICT / without / "rounds.parquet", "test_acc"):
+            found[f"{without}/{p['split']}"] = p
+            print(f"| {label} | {p['split']} | {p['T_s']:.1f} | " + " | ".join(
+                fmt_interval(p[k], 100.0, 2) for k in ("afbo", "fednest", "claim", "controls", "beyond")) + " |")
+    if json_out is not None:
+        def clean(v):
+            return [None if isinstance(x, float) and x != x else x for x in v] if isinstance(v, tuple) else v
+        json_out.write_text(json.dumps({k: {f: clean(v) for f, v in p.items()} for k, p in found.items()},
+                                       indent=1, sort_keys=True) + "\n")
 
 
 HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNest's - AFBO's (> 0: FedNest "
@@ -69,8 +105,13 @@ HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNes
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", choices=("regularization", "cleaning", "reg-mnist"), default="regularization")
-    task = ap.parse_args(argv).task
+    ap.add_argument("--task", choices=("regularization", "cleaning", "reg-mnist", "verdict"), default="regularization")
+    ap.add_argument("--json", type=Path, help="(--task verdict) also write the intervals here, as fractions")
+    a = ap.parse_args(argv)
+    task = a.task
+    if task == "verdict":
+        verdict(a.json)
+        return
     if task == "reg-mnist":
         print("Stragglers' penalty on MNIST regularization (test loss at T* with the stragglers - without), mean +- "
               "95% t interval over seeds, paired by seed:\n")

@@ -379,6 +379,8 @@ if want afbo; then
   # and the reg grid again with those picks (its FedNest runs and controls are the first grid's run-configs)
   run python -m zofl.compare experiments/afbo_verdict_reg_tuned.toml --out "$afbo/verdict-reg-tuned" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_verdict.py "$afbo/verdict-reg-tuned" --out docs/results/afbo_verdict/reg_tuned --target 0.925
+  # the stragglers' penalty at n = 5: the straggler grid read at the budgets of the grids without (claim 3)
+  to docs/results/afbo_verdict/penalty.md python experiments/afbo_comm_straggler_penalty.py --task verdict --json docs/results/afbo_verdict/penalty.json
   # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)
   run python -m zofl.compare experiments/adbo_pilot_mnist.toml --out "$afbo/adbo-pilot-mnist" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_plot.py tuning "$afbo/adbo-pilot-mnist" --out docs/results/adbo_pilot_mnist --records

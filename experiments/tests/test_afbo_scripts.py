@@ -140,7 +140,7 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
                                                                                                "nostragglers_latency10c")],
                     (gaps, "--out", tmp_path / "gaps.png"), (gaps, "--task", "cleaning", "--out", tmp_path / "c.png"),
                     (penalty, "--task", "cleaning"), (gaps, "--task", "reg-mnist", "--out", tmp_path / "r.png"),
-                    (penalty, "--task", "reg-mnist"))
+                    (penalty, "--task", "reg-mnist"), (penalty, "--task", "verdict", "--json", tmp_path / "p.json"))
     assert outs[0] == (comm / "penalty.md").read_text()
     assert outs[1:3] == [(comm / g / "time_to_loss.md").read_text() for g in ("latency0", "nostragglers_latency10c")]
     assert (tmp_path / "gaps.png").stat().st_size > 10_000
@@ -150,6 +150,9 @@ def test_the_comm_study_scripts_reproduce_their_committed_tables(tmp_path):
     # and the MNIST regularization sweep
     assert outs[6] == (results / "afbo_reg_mnist/latency.md").read_text()
     assert outs[7] == (results / "afbo_reg_mnist/penalty.md").read_text()
+    # and the n = 5 verdict grids (the straggler grid against the two without)
+    assert outs[8] == (results / "afbo_verdict/penalty.md").read_text()
+    assert (tmp_path / "p.json").read_text() == (results / "afbo_verdict/penalty.json").read_text()
 
 
 def test_time_to_target_reproduces_the_committed_tables():
