@@ -267,7 +267,8 @@ def test_afbo_replay_reads_x_at_a_round_of_a_grid_cell_and_checks_its_records(tm
     from zofl.compare import cell_id, expand_grid
 
     grid = tmp_path / "grid.toml"
-    fixed = {**TINY, "task": "regularization", "engine": "async", "strategy": "afbo", "num-rounds": 6, "seed": 0}
+    fixed = {**TINY, "task": "regularization", "engine": "async", "strategy": "afbo", "num-rounds": 6, "seed": 0,
+             "eval-every": 2}  # records without an evaluation (test_loss null) are compared too
     grid.write_text("[fixed]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fixed.items())
                     + "[grid]\nouter-lr = [1000.0, 0.0]\n")
     (cell, _) = sorted(expand_grid(__import__("tomllib").loads(grid.read_text())), key=lambda c: -c["outer-lr"])
