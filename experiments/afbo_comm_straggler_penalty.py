@@ -26,9 +26,10 @@ accuracy, points (< 0: the stragglers cost accuracy; FedNest's - AFBO's < 0: Fed
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from report_common import AFBO, CONTROL, FEDNEST, curves, hold, split_of  # a module beside this script
+from report_common import AFBO, CONTROL, FEDNEST, curves, hold, json_interval, split_of  # a module beside this script
 
 from zofl.stats import fmt_interval, interval
 
@@ -79,8 +80,6 @@ def rows(s_path: Path, n_path: Path, label: str, metric: str = "test_loss", scal
 def verdict(json_out: Path | None) -> None:
     """The straggler penalty at n = 5 from the verdict grids (docs/results/afbo_verdict): the straggler grid
     (T about 250 s) read at the budget of each grid without stragglers (same settings, picks and seeds 3-7)."""
-    import json
-
     print("Stragglers' penalty on MNIST hyper-cleaning, IID, communication free (test accuracy at T* with the "
           "stragglers - without, points), mean +- 95% t interval over seeds, paired by seed:\n")
     print(HEAD.format(what="budget").replace("> 0: FedNest suffers more", "< 0: FedNest suffers more")
@@ -92,10 +91,8 @@ def verdict(json_out: Path | None) -> None:
             print(f"| {label} | {p['split']} | {p['T_s']:.1f} | " + " | ".join(
                 fmt_interval(p[k], 100.0, 2) for k in ("afbo", "fednest", "claim", "controls", "beyond")) + " |")
     if json_out is not None:
-        def clean(v):
-            return [None if isinstance(x, float) and x != x else x for x in v] if isinstance(v, tuple) else v
-        json_out.write_text(json.dumps({k: {f: clean(v) for f, v in p.items()} for k, p in found.items()},
-                                       indent=1, sort_keys=True) + "\n")
+        json_out.write_text(json.dumps({k: {f: json_interval(v) if isinstance(v, tuple) else v for f, v in p.items()}
+                                        for k, p in found.items()}, indent=1, sort_keys=True) + "\n")
 
 
 HEAD = ("| {what} | split | T* (s) | AFBO's penalty | FedNest's penalty | FedNest's - AFBO's (> 0: FedNest "

@@ -31,7 +31,12 @@ def band(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def iv(values) -> list:
     """[mean, half-width of the 95% t interval, n] of ``values`` for a JSON file, None where a figure is not defined
     (n < 2 has no interval; no value has no mean)."""
-    m, h, n = interval(values)
+    return json_interval(interval(values))
+
+
+def json_interval(t: tuple[float, float, int]) -> list:
+    """A zofl.stats.interval for a JSON file: [mean, half-width, n], None where a figure is not defined (NaN)."""
+    m, h, n = t
     return [None if math.isnan(m) else m, None if math.isnan(h) else h, n]
 
 

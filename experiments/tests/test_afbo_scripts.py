@@ -44,11 +44,15 @@ print(json.dumps(outs))
 """
 
 
+def _experiments_env() -> dict:
+    """This process's environment with experiments/ first on PYTHONPATH, as `python experiments/NAME.py` has it."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "experiments"),
+                                                                     os.environ.get("PYTHONPATH")]))}
+
+
 def _scripts(*calls) -> list[str]:
     """What each ``(script, *args)`` of ``calls`` prints, run one after the other in one process."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "experiments"),
-                                                                        os.environ.get("PYTHONPATH")]))}
-    out = _script("-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls]), env=env)
+    out = _script("-c", _SCRIPTS, json.dumps([[str(a) for a in call] for call in calls]), env=_experiments_env())
     return json.loads(out.splitlines()[-1])
 
 
@@ -249,7 +253,7 @@ def test_afbo_verdict_onset_is_where_a_run_first_leaves_its_path():
     """A diverged run's onset: the first record whose test loss is above twice the lowest after x_0's (x_0's own loss
     does not count) or not finite, or whose log-coefficients' spread rose by more than 1 in one record; with the
     last record before it that widened the spread."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    env = _experiments_env()
     by_loss, not_finite, by_spread, none = json.loads(_script("-c", _ONSETS, env=env))
     assert by_loss["record"] == 4 and by_loss["clock_s"] == 0.4 and by_loss["loss_before"] == 0.35
     assert by_loss["loss_at"] == 0.71 and by_loss["loss_end"] == 9.0 and by_loss["acc_before"] == 0.9
@@ -316,7 +320,7 @@ print(json.dumps(setting_summary(runs, 0.5, 0.9)["paired"]["afbo_minus_fednest"]
 def test_afbo_verdict_reads_the_gaps_also_over_the_seeds_where_neither_run_diverged():
     """acc_at_T_stable pairs only the seeds where neither run of the pair diverged (seeds 0 and 3 here: A diverged
     on 1, B on 2); the pre-registered acc_at_T keeps every seed."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    env = _experiments_env()
     p = json.loads(_script("-c", _STABLE, env=env))
     assert p["acc_at_T"][2] == 4 and p["acc_at_T"][0] == pytest.approx((0.10 - 0.45 + 0.30 + 0.20) / 4)
     assert p["acc_at_T_stable"][2] == 2 and p["acc_at_T_stable"][0] == pytest.approx(0.15)
@@ -329,7 +333,7 @@ def test_afbo_plot_reads_the_evaluated_records_of_a_run_with_eval_every(tmp_path
                    "eval-every": 3, "output-dir": str(tmp_path / "cells"), "run-name": "afbo"}, workers=0)
     code = ("import json, sys; from pathlib import Path; from afbo_plot import read_cells; (c,) = read_cells([Path("
             "sys.argv[1])]); print(json.dumps([c['steps'].tolist(), c['acc'].tolist(), c['comm'].tolist()]))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "experiments")}
+    env = _experiments_env()
     steps, acc, comm = json.loads(_script("-c", code, tmp_path, env=env))
     assert steps == [0, 3, 6, 8] and all(np.isfinite(acc))
     recs = [json.loads(line) for line in (tmp_path / "cells" / "afbo" / "rounds.jsonl").read_text().splitlines()]
