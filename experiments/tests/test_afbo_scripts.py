@@ -338,3 +338,49 @@ def test_afbo_plot_reads_the_evaluated_records_of_a_run_with_eval_every(tmp_path
     assert steps == [0, 3, 6, 8] and all(np.isfinite(acc))
     recs = [json.loads(line) for line in (tmp_path / "cells" / "afbo" / "rounds.jsonl").read_text().splitlines()]
     assert comm[-1] == sum(r["participants"] for r in recs) / TINY["num-clients"]
+
+
+_CEILING = """
+import json, numpy as np
+from afbo_ceiling import curve_of, level, prefix_gap, quarter_gain, setting_reading
+rng = np.random.default_rng(0)
+c = np.linspace(0.0, 100.0, 201)
+def run(key, seed, acc):
+    return {"setting": "s", "method": key, "strategy": key, "key": key, "seed": seed, "cell": f"{key}{seed}",
+            "status": "ok", "diverged": 0, "clock": c, "acc": acc, "loss": 1 - acc, "auc": acc, "spread": np.nan * c}
+flat = [0.89 + 0.001 * rng.standard_normal(c.size) for _ in range(5)]
+rising = [0.88 + 0.0001 * c + 0.001 * rng.standard_normal(c.size) for _ in range(5)]
+def head(r, n):
+    return dict(r, clock=c[:n], acc=r["acc"][:n], loss=r["loss"][:n], auc=r["auc"][:n])
+out = {"gain_flat": [quarter_gain(c, a) for a in flat], "gain_rising": [quarter_gain(c, a) for a in rising],
+       "level": level(c, np.where(c >= 75, 1.0, 0.0)), "prefix_same": prefix_gap(run("f", 0, rising[0]),
+                                                                               head(run("f", 0, rising[0]), 100)),
+       "curves": [curve_of(v) for v in ([0.0005, 0.0004, 5], [0.002, 0.001, 5], [0.0005, 0.001, 5])]}
+long = [run("fednest", s, rising[s]) for s in range(5)]
+base = [head(run("fednest", s, rising[s]), 101) for s in range(5)]
+base += [run("afbo", s, flat[s]) for s in range(5)]
+S = setting_reading(long, base, "b", 0.895, 0.9)
+out["S"] = {k: S["methods"][k]["curve"] for k in S["methods"]}
+out["gap"] = S["paired"]["fednest_long_minus_afbo"]["ceiling_acc"]
+base[0] = dict(base[0], acc=base[0]["acc"] + 1e-6)
+try:
+    setting_reading(long, base, "b", 0.895, 0.9)
+    out["refused"] = False
+except SystemExit as e:
+    out["refused"] = "does not repeat" in str(e)
+print(json.dumps(out))
+"""
+
+
+def test_afbo_ceiling_rule_level_and_the_long_runs_extending_their_verdict_runs():
+    """experiments/afbo_ceiling.py: the gain per quarter from the last half's slope (0 for a flat curve, slope x T/4
+    for a line), the level over the last quarter, the rule's three answers, and a long run refused unless it
+    repeats its verdict run record for record."""
+    o = json.loads(_script("-c", _CEILING, env=_experiments_env()))
+    assert all(abs(g) < 0.0005 for g in o["gain_flat"])
+    assert all(g == pytest.approx(0.0025, abs=0.0005) for g in o["gain_rising"])  # 1e-4 per s x 100 s / 4
+    assert o["level"] == 1.0 and o["prefix_same"] == 0.0
+    assert o["curves"] == ["stopped", "rising", "undecided"]
+    assert o["S"] == {"fednest_long": "rising", "fednest": "rising", "afbo": "stopped"}
+    assert o["gap"][0] == pytest.approx(0.88 + 0.0001 * 87.5 - 0.89, abs=0.001) and o["gap"][2] == 5
+    assert o["refused"]
