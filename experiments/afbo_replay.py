@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zofl.compare import _parse_set, cell_id, expand_grid  # --set as the grid runner reads it
-from zofl.config import defaults
+from zofl.compare import cell_id, expand_grid
+from zofl.config import defaults, parse_set  # parse_set: --set as the grid runner reads it
 from zofl.inprocess import run_inprocess
 
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.round < 1:
         ap.error("--round must be >= 1")
-    cell = pick(expand_grid(tomllib.loads(a.grid.read_text()), _parse_set(a.set)), a.strategy, a.seed)
+    cell = pick(expand_grid(tomllib.loads(a.grid.read_text()), parse_set(a.set)), a.strategy, a.seed)
     with tempfile.TemporaryDirectory() as tmp:
         # the run stops at the round (a checkpoint there); the records check below says it is the grid's run so far
         cfg = {**cell, "output-dir": tmp, "run-name": "replay", "checkpoint-every": a.round, "num-rounds": a.round}

@@ -262,11 +262,11 @@ def test_ray_cpus_reaches_flower_as_init_args_and_is_checked_first(tmp_path, mon
 
 def test_a_set_value_of_several_toml_lines_is_refused(capsys):
     """--set 'seed=1\nnum-rounds = 3' set num-rounds without naming it."""
-    from zofl.cli import _parse_set
+    from zofl.config import parse_set
 
     with pytest.raises(ValueError, match="more than one TOML line"):
-        _parse_set(["seed=1\nnum-rounds = 3"])
-    assert _parse_set(["seed=1", "dataset=mnist", 'data-dir="/x"']) == {"seed": 1, "dataset": "mnist", "data-dir": "/x"}
+        parse_set(["seed=1\nnum-rounds = 3"])
+    assert parse_set(["seed=1", "dataset=mnist", 'data-dir="/x"']) == {"seed": 1, "dataset": "mnist", "data-dir": "/x"}
 
 
 def _run_folder(path, lines, config=None):

@@ -24,33 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 MAX_RAY_CPUS = 1024  # --ray-cpus: a bound on Ray's CPU count (each concurrent ClientApp is a process)
 CLI_LOCK = ".cli.lock"  # held by a zofl run for its run folder (``_hold_run_name``)
-
-
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    """--set KEY=VALUE items: VALUE is one TOML value, or else a bare word (a string). A value that
-    reads as more than one TOML line ("1\nseed = 3") would set keys nobody named: refused."""
-    from .safeio import load_toml
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE (strings in double quotes, e.g. dataset=\"mnist\")")
-        try:
-            doc = load_toml(f"v = {value}", f"--set {key.strip()}")  # FileRefused (a ValueError) if nested too deep
-        except tomllib.TOMLDecodeError:
-            doc = {"v": value}  # a bare word: a string (the run-config check refuses what it cannot be)
-        if set(doc) != {"v"}:
-            raise ValueError(f"--set {item!r}: expected one value after '=', got more than one TOML line")
-        out[key.strip()] = doc["v"]
-    return out
 
 
 # -- zofl run ------------------------------------------------------------------------------------
@@ -211,8 +190,11 @@ def _use_path(folders: list[str]) -> None:
 
 
 def _run_config(args) -> dict[str, Any]:
-    """--set KEY=VALUE ... with the shorthands; a shorthand and --set of the same key must agree."""
-    run_config = _parse_set(args.set)
+    """--set KEY=VALUE ... (zofl.config.parse_set) with the shorthands; a shorthand and --set of the same key must
+    agree."""
+    from .config import parse_set
+
+    run_config = parse_set(args.set)
     out = getattr(args, "out", None)
     for flag, key, value in (("--strategy", "strategy", args.strategy), ("--rounds", "num-rounds", args.rounds),
                              ("--clients", "num-clients", args.clients),

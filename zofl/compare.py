@@ -52,7 +52,7 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import KEY_BY_NAME, ConfigError, clients_per_node, config_warnings, parse_config
+from .config import KEY_BY_NAME, ConfigError, clients_per_node, config_warnings, parse_config, parse_set
 from .core.record import evaluated, last_evaluated
 from .core.shares import num_nodes
 from .figures import save as save_figure
@@ -663,22 +663,6 @@ def _inprocess_cell(cfg: dict[str, Any]) -> tuple[str, float, str]:
         return cfg["run-name"], time.perf_counter() - t, repr(exc)
 
 
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    """--set KEY=VALUE items, each VALUE one TOML value (strings in double quotes); a ConfigError otherwise."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        try:
-            doc = load_toml(f"v = {value}", f"--set {key.strip()}") if sep else {}
-        except tomllib.TOMLDecodeError:
-            doc = {}
-        if set(doc) != {"v"}:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with one TOML value (strings in double quotes, "
-                              f"e.g. dataset=\"mnist\")")
-        out[key.strip()] = doc["v"]
-    return out
-
-
 EXIT_CONFIG = 2  # as zofl run: bad input, refused before any work
 
 
@@ -728,7 +712,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m zofl.compare") ->
     args = ap.parse_args(argv)
     try:
         spec = read_grid(args.grid)
-        cells = expand_grid(spec, _parse_set(args.set))
+        cells = expand_grid(spec, parse_set(args.set))
         report = {"paired": report_paired(spec, args.paired), "per_strategy": strategy_keys(spec)}
         out = _out_dir(args.out, must_exist=args.report_only)
     except ConfigError as exc:

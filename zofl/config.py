@@ -9,7 +9,8 @@ pyproject.toml's ``[tool.flwr.app.config]`` and this list in step, another docs/
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping
+import tomllib
+from typing import Any, Iterable, Mapping
 
 from .launch import toml_value
 from .methods import METHODS, check_method_config, keys
@@ -194,3 +195,26 @@ def parse_config(run_config: Mapping[str, Any]) -> Config:
     _cross_checks(cfg)
     check_method_config(cfg)
     return cfg
+
+
+def parse_set(items: Iterable[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items, as ``zofl run``, ``zofl compare`` and the experiment scripts read them: VALUE is
+    one TOML value (strings in double quotes), or else a bare word, taken as a string (``dataset=mnist``; the
+    run-config check refuses what its key cannot be). An item without '=' or a key, and a value that reads as
+    more than one TOML line ("1\nseed = 3": it would set keys nobody named), are refused: a ConfigError naming
+    the item (a value nested too deep: zofl.safeio.FileRefused, one too)."""
+    from .safeio import load_toml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE (strings in double quotes, e.g. dataset=\"mnist\")")
+        try:
+            doc = load_toml(f"v = {value}", f"--set {key.strip()}")
+        except tomllib.TOMLDecodeError:
+            doc = {"v": value}  # a bare word: a string
+        if set(doc) != {"v"}:
+            raise ConfigError(f"--set {item!r}: expected one value after '=', got more than one TOML line")
+        out[key.strip()] = doc["v"]
+    return out
