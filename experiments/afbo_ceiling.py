@@ -17,7 +17,8 @@ Readings per setting (fixed in experiments/afbo_verdict_ceiling.toml before the 
 - Stopped rising, the ceiling rule: per run, the least-squares slope of test accuracy against simulated time over
   its records with clock in [T/2, T] (T: its final clock), times T/4 (``quarter_gain``: the gain the slope gives
   over a quarter); over the seeds a 95% t interval: "stopped" when its upper end is below 0.1 points
-  (``STOP_TOL``), "rising" when its lower end is above 0, "undecided" otherwise. Beside it the verdict grids'
+  (afbo_verdict's ``RISE_TOL``), "rising" when its lower end is above 0, "undecided" otherwise (afbo_verdict's
+  ``quarter_gain``, ``curve_of``: the verdicts read their runs by it too). Beside it the verdict grids'
   two-point rule, acc(T) - acc(3T/4) (``two_point_gain``). Applied to FedNest's long runs and, on their own
   records, to AFBO's and FedNest's verdict runs.
 - Ceiling of a run: the mean test accuracy (and weight AUC) of its records with clock in [3T/4, T]; a method's
@@ -37,43 +38,17 @@ from pathlib import Path
 
 import numpy as np
 from afbo_plot import first_reach
-from afbo_verdict import at, load, pack, pm
+from afbo_verdict import RISE_TOL, at, curve_of, level, load, pack, pm, quarter_gain
 from report_common import band, iv  # modules beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
-STOP_TOL = 0.001  # 0.1 points of accuracy: the largest gain per quarter (upper end of its interval) that is level
 PREFIX_TOL = 1e-9  # a long run's records against its verdict run's: the same computation, so the same numbers
 # each setting of the ceiling grid -> the verdict folder whose runs it extends (docs/results/afbo_verdict/<folder>)
 BASES = {"iid_nostragglers_comm0.05": "comm", "iid_stragglers": "stragglers",
          "noniid-alpha0.5_nostragglers": "noniid", "iid_nostragglers": "iid_long"}
 
 
-# -- the rule and the level: small functions of one run's records --------------------------------------------------
-def quarter_gain(clock: np.ndarray, acc: np.ndarray) -> float:
-    """The least-squares slope of ``acc`` against ``clock`` over the records with clock in [T/2, T] (T the last
-    clock), times T/4: the gain per quarter of the budget that the second half's trend gives."""
-    T = float(clock[-1])
-    half = clock >= T / 2
-    if half.sum() < 2 or np.ptp(clock[half]) == 0:
-        return float("nan")
-    slope = np.polyfit(clock[half], acc[half], 1)[0]
-    return float(slope * T / 4)
-
-
-def level(clock: np.ndarray, values: np.ndarray) -> float:
-    """The mean of ``values`` over the records with clock in [3T/4, T] (T the last clock)."""
-    last = clock >= 0.75 * float(clock[-1])
-    return float(np.mean(values[last]))
-
-
-def curve_of(gain: list) -> str:
-    """"stopped" when the interval of the gain per quarter lies below STOP_TOL, "rising" when above 0."""
-    mean, half = gain[0], gain[1]
-    if mean is None or half is None:
-        return "undecided"
-    return "stopped" if mean + half < STOP_TOL else "rising" if mean - half > 0 else "undecided"
-
-
+# -- the long runs against their verdict runs ----------------------------------------------------------------
 def prefix_gap(long: dict, base: dict) -> float:
     """The largest difference between ``base``'s records and the long run's records of the same rounds (clock,
     test accuracy, test loss); inf when the long run lacks one of them."""
@@ -136,7 +111,7 @@ def setting_reading(long: list[dict], base: list[dict], base_name: str, target: 
     return {"verdict_folder": base_name, "T_long_s": methods["fednest_long"]["final_clock_s"][0],
             "T_verdict_s": min(float(r["clock"][-1]) for r in base if r["status"] == "ok"),
             "prefix_max_abs_diff": max(gaps.values()), "target_acc": target, "target_auc": auc_target,
-            "stop_tol": STOP_TOL, "methods": methods, "paired": paired}
+            "stop_tol": RISE_TOL, "methods": methods, "paired": paired}
 
 
 # -- writing -----------------------------------------------------------------------------------------------------

@@ -26,7 +26,11 @@ Readings, per setting (a task, split, stragglers and communication cost; one fig
   give every method the same clock by design). Each curve is read at T by zero-order hold.
 - Stopped rising: a method's curve has stopped rising by T when the 95% t interval of acc(T) - acc(3T/4) over
   its seeds has an upper end below 0.1 points (``RISE_TOL``); "rising" when its lower end is above 0, otherwise
-  "undecided" (the seeds' noise is too large to tell).
+  "undecided" (the seeds' noise is too large to tell). The grids' pre-registered rule; at n = 5 its bound is
+  about the seeds' spread, so beside it the slope rule (fixed on 2026-11-30, after these grids' readings and
+  before experiments/afbo_verdict_ceiling.toml's runs): per run the least-squares slope of test accuracy against
+  simulated time over its records in [T/2, T] times T/4 (``quarter_gain``: the gain per quarter that the second
+  half's trend gives, read from every record instead of two), the same interval and bounds (``curve_of``).
 - Targets (``--target``, default 89.5% test accuracy, above the noise-label controls; ``--auc-target`` 0.9):
   the first simulated time each run reaches them within T; a seed that does not reach one is counted, not
   averaged; the paired ratio of times uses the seeds where both reached.
@@ -163,6 +167,30 @@ def onset(r: dict) -> dict | None:
     return None
 
 
+def quarter_gain(clock: np.ndarray, acc: np.ndarray, T: float | None = None) -> float:
+    """The least-squares slope of ``acc`` against ``clock`` over the records with clock in [T/2, T] (T: the last
+    clock unless given), times T/4: the gain per quarter of the budget that the second half's trend gives."""
+    T = float(clock[-1]) if T is None else T
+    half = (clock >= T / 2) & (clock <= T)
+    if half.sum() < 2 or np.ptp(clock[half]) == 0:
+        return float("nan")
+    return float(np.polyfit(clock[half], acc[half], 1)[0] * T / 4)
+
+
+def level(clock: np.ndarray, values: np.ndarray) -> float:
+    """The mean of ``values`` over the records with clock in [3T/4, T] (T the last clock): a run's level."""
+    return float(np.mean(values[clock >= 0.75 * float(clock[-1])]))
+
+
+def curve_of(gain: list) -> str:
+    """The slope rule's answer from the interval of the gain per quarter: "stopped" when it lies below
+    ``RISE_TOL``, "rising" when above 0, "undecided" otherwise."""
+    mean, half = gain[0], gain[1]
+    if mean is None or half is None:
+        return "undecided"
+    return "stopped" if mean + half < RISE_TOL else "rising" if mean - half > 0 else "undecided"
+
+
 def _or_none(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
@@ -181,6 +209,7 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
         times = [first_reach(r, target, T, "acc") for r in rs]
         auc_times = [first_reach(r, auc_target, T, "auc") for r in rs]
         rise = iv([at(r, "acc", T) - at(r, "acc", 0.75 * T) for r in rs])
+        slope = iv([quarter_gain(r["clock"], r["acc"], T) for r in rs])
         methods[key] = {
             "label": rs[0]["method"], "seeds": sorted(seeds), "n": len(rs),
             "diverged": sum(r["diverged"] for r in rs),
@@ -195,6 +224,7 @@ def setting_summary(runs: list[dict], target: float, auc_target: float) -> dict:
             "rise_last_quarter": rise,
             "stopped_rising": bool(rise[1] is not None and rise[0] + rise[1] < RISE_TOL),
             "rising": bool(rise[1] is not None and rise[0] - rise[1] > 0),
+            "quarter_gain": slope, "curve_by_slope": curve_of(slope),
             "reached_target": sum(math.isfinite(t) for t in times),
             "time_to_target": iv([t for t in times if math.isfinite(t)]),
             "reached_auc_target": sum(math.isfinite(t) for t in auc_times),
@@ -259,14 +289,16 @@ def table_md(setting: str, S: dict) -> list[str]:
     lines = [f"### {setting}", "",
              f"Equal budget T = {S['T_s']:.2f} simulated s. Mean +- 95% t interval over seeds; every run counted.", "",
              f"| method | seeds | diverged | acc. at T (%) | test loss at T | weight AUC at T | gain over [3T/4, T] "
-             f"(points) | curve at T | reached {tgt} by T | time to {tgt} (s) | reached AUC {S['target_auc']:g} | "
+             f"(points) | curve at T | gain per quarter, last-half slope (points) | curve by the slope rule | "
+             f"reached {tgt} by T | time to {tgt} (s) | reached AUC {S['target_auc']:g} | "
              f"time to AUC (s) | final acc. (%) at own end | own end (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, m in S["methods"].items():
         lines.append(
             f"| {m['label']} | {','.join(map(str, m['seeds']))} | {m['diverged']}/{m['n']} | {pm(m['acc_at_T'])} | "
             f"{pm(m['loss_at_T'], 1, 4)} | {pm(m['auc_at_T'], 1, 3)} | {pm(m['rise_last_quarter'], 100, 2, True)} | "
-            f"{curve(m)} | {m['reached_target']}/{m['n']} | "
+            f"{curve(m)} | {pm(m['quarter_gain'], 100, 2, True)} | {m['curve_by_slope']} | "
+            f"{m['reached_target']}/{m['n']} | "
             f"{pm(m['time_to_target'], 1, 2)} | {m['reached_auc_target']}/{m['n']} | "
             f"{pm(m['time_to_auc_target'], 1, 2)} | {pm(m['final_acc'])} | {pm(m['final_clock_s'], 1, 1)} |")
     onsets = [(m["label"], o) for m in S["methods"].values() for o in m["onsets"]]

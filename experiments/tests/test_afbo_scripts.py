@@ -342,7 +342,8 @@ def test_afbo_plot_reads_the_evaluated_records_of_a_run_with_eval_every(tmp_path
 
 _CEILING = """
 import json, numpy as np
-from afbo_ceiling import curve_of, level, prefix_gap, quarter_gain, setting_reading
+from afbo_ceiling import prefix_gap, setting_reading
+from afbo_verdict import curve_of, level, quarter_gain
 rng = np.random.default_rng(0)
 c = np.linspace(0.0, 100.0, 201)
 def run(key, seed, acc):
