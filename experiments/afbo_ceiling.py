@@ -1,6 +1,7 @@
 """AFBO's ceiling against FedNest's (issue 50, item 1): FedNest run past its verdict grid's budget until it stops.
 
-    python experiments/afbo_ceiling.py RUNS/afbo_verdict/ceiling --out docs/results/afbo_verdict/ceiling
+    python experiments/afbo_ceiling.py RUNS/afbo_verdict/ceiling [--clean RUNS/afbo_verdict/clean] \
+        --out docs/results/afbo_verdict/ceiling
     python experiments/afbo_ceiling.py --from docs/results/afbo_verdict/ceiling   # recompute from the committed files
 
 At the verdict grids' budgets (experiments/afbo_verdict_*.toml) AFBO's curves are level while FedNest's still
@@ -8,7 +9,9 @@ rise in some settings, so a reading at T gives AFBO's ceiling but only a lower b
 experiments/afbo_verdict_ceiling.toml runs FedNest (outer-lr as picked; seeds 3-7) for twice its verdict grid's
 budget. The first form packs its cells into OUT/rounds.parquet and OUT/runs.csv (as experiments/afbo_verdict.py
 does), then writes OUT/ceiling.json, OUT/ceiling.md and OUT/fig_ceiling_<setting>.png; the second recomputes
-those from the two files and the verdict folders (``--verdicts``, default docs/results/afbo_verdict).
+those from the two files and the verdict folders (``--verdicts``, default docs/results/afbo_verdict). With
+``--clean``, the clean-label control's cells (experiments/afbo_verdict_clean.toml: corruption = 0, outer-lr = 0)
+are packed into OUT/clean/ the same way and read beside each setting of the same split.
 
 Readings per setting (fixed in experiments/afbo_verdict_ceiling.toml before the grid's first reading):
 - The long runs repeat their verdict-grid runs: every record of the verdict run (same setting, seed, picks) is
@@ -26,6 +29,10 @@ Readings per setting (fixed in experiments/afbo_verdict_ceiling.toml before the 
 - Paired by seed: FedNest's ceiling (long runs) - AFBO's (its verdict runs), and FedNest's long ceiling - its
   ceiling at the verdict budget (what the doubled budget added).
 - Time to the targets (89.5% test accuracy, weight AUC 0.9) within the long runs' budget.
+- The clean-label control (OUT/clean, where present): the lower level alone on uncorrupted labels, the most
+  hyper-cleaning can give this model; its level minus FedNest's long ceiling and minus AFBO's, paired by seed:
+  the room each upper level leaves. Read for every setting of its split (``CLEAN_OF``: the clean level is the
+  data's and the model's, not the clock's).
 Numbers are mean +- half-width of the 95% t interval (n - 1 degrees of freedom), n seeds.
 """
 from __future__ import annotations
@@ -46,6 +53,9 @@ PREFIX_TOL = 1e-9  # a long run's records against its verdict run's: the same co
 # each setting of the ceiling grid -> the verdict folder whose runs it extends (docs/results/afbo_verdict/<folder>)
 BASES = {"iid_nostragglers_comm0.05": "comm", "iid_stragglers": "stragglers",
          "noniid-alpha0.5_nostragglers": "noniid", "iid_nostragglers": "iid_long"}
+# each setting -> the clean-label control's setting of the same split
+CLEAN_OF = {"iid_nostragglers_comm0.05": "iid_nostragglers", "iid_stragglers": "iid_nostragglers",
+            "noniid-alpha0.5_nostragglers": "noniid-alpha0.5_nostragglers", "iid_nostragglers": "iid_nostragglers"}
 
 
 # -- the long runs against their verdict runs ----------------------------------------------------------------
@@ -78,8 +88,10 @@ def method_reading(rs: list[dict], target: float, auc_target: float) -> dict:
             "time_to_auc_target": iv([t for t in auc_times if math.isfinite(t)])}
 
 
-def setting_reading(long: list[dict], base: list[dict], base_name: str, target: float, auc_target: float) -> dict:
-    """The long FedNest runs of one setting against the AFBO and FedNest runs of its verdict folder."""
+def setting_reading(long: list[dict], base: list[dict], base_name: str, target: float, auc_target: float,
+                    clean: list[dict] | None = None) -> dict:
+    """The long FedNest runs of one setting against the AFBO and FedNest runs of its verdict folder (and the
+    clean-label control's runs of its split, when given)."""
     by = {key: {r["seed"]: r for r in base if r["key"] == key} for key in ("afbo", "fednest")}
     long_by = {r["seed"]: r for r in long}
     if len(long_by) != len(long):
@@ -108,6 +120,18 @@ def setting_reading(long: list[dict], base: list[dict], base_name: str, target: 
         "fednest_long_minus_fednest": {
             "ceiling_acc": iv([level(long_by[s]["clock"], long_by[s]["acc"])
                                - level(by["fednest"][s]["clock"], by["fednest"][s]["acc"]) for s in sorted(long_by)])}}
+    if clean:
+        clean_by = {r["seed"]: r for r in clean}
+        methods["clean"] = method_reading([clean_by[s] for s in sorted(clean_by)], target, auc_target)
+        methods["clean"]["label"] = "clean labels, x fixed"
+
+        def room(runs: dict[int, dict]) -> list:
+            common = sorted(set(clean_by) & set(runs))
+            return iv([level(clean_by[s]["clock"], clean_by[s]["acc"]) - level(runs[s]["clock"], runs[s]["acc"])
+                       for s in common])
+
+        paired["clean_minus_fednest_long"] = {"ceiling_acc": room(long_by)}
+        paired["clean_minus_afbo"] = {"ceiling_acc": room(by["afbo"])}
     return {"verdict_folder": base_name, "T_long_s": methods["fednest_long"]["final_clock_s"][0],
             "T_verdict_s": min(float(r["clock"][-1]) for r in base if r["status"] == "ok"),
             "prefix_max_abs_diff": max(gaps.values()), "target_acc": target, "target_auc": auc_target,
@@ -125,7 +149,8 @@ def table_md(setting: str, S: dict) -> list[str]:
              f"gain [3T/4, T] (points) | ceiling: acc. over [3T/4, T] (%) | ceiling: weight AUC | final acc. (%) | "
              f"reached {tgt} | time to {tgt} (s) | reached AUC {S['target_auc']:g} | time to AUC (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    names = {"fednest_long": "FedNest, long", "fednest": "FedNest, verdict budget", "afbo": "AFBO, verdict budget"}
+    names = {"fednest_long": "FedNest, long", "fednest": "FedNest, verdict budget", "afbo": "AFBO, verdict budget",
+             "clean": "clean labels, x fixed (FedNest's engine, 4x)"}
     for key, m in S["methods"].items():
         lines.append(
             f"| {names[key]} | {','.join(map(str, m['seeds']))} | {m['diverged']}/{m['n']} | "
@@ -138,7 +163,12 @@ def table_md(setting: str, S: dict) -> list[str]:
               f"- FedNest's ceiling (long) - AFBO's: accuracy {pm(p['ceiling_acc'], 100, 2, True)} points, weight AUC "
               f"{pm(p['ceiling_auc'], 1, 3, True)}",
               f"- FedNest's ceiling (long) - its level at the verdict budget: {pm(q['ceiling_acc'], 100, 2, True)} "
-              "points", ""]
+              "points"]
+    if "clean_minus_afbo" in S["paired"]:
+        lines += [f"- the clean-label level - FedNest's ceiling (long): "
+                  f"{pm(S['paired']['clean_minus_fednest_long']['ceiling_acc'], 100, 2, True)} points; - AFBO's: "
+                  f"{pm(S['paired']['clean_minus_afbo']['ceiling_acc'], 100, 2, True)} points"]
+    lines += [""]
     return lines
 
 
@@ -171,6 +201,9 @@ def figure(setting: str, long: list[dict], base: list[dict], S: dict, path: Path
 
 def report(out: Path, verdicts: Path, target: float, auc_target: float, below: float, figures: bool = True) -> dict:
     runs, _ = load(out, below)
+    clean = load(out / "clean", below)[0] if (out / "clean" / "rounds.parquet").exists() else []
+    if any(r["key"] != "fednest:control" for r in clean):
+        raise SystemExit(f"{out / 'clean'}: the clean-label control runs FedNest with outer-lr = 0 only")
     summary, lines = {}, ["Generated by `python experiments/afbo_ceiling.py --from " + str(out) + "` from runs.csv, "
                           "rounds.parquet and the verdict folders (experiments/afbo_ceiling.py's docstring defines "
                           "every column).", ""]
@@ -181,7 +214,8 @@ def report(out: Path, verdicts: Path, target: float, auc_target: float, below: f
         if any(r["key"] != "fednest" for r in long):
             raise SystemExit(f"{setting}: the ceiling grid runs FedNest with its upper level only")
         base = [r for r in load(verdicts / BASES[setting], below)[0] if r["setting"] == setting]
-        summary[setting] = setting_reading(long, base, BASES[setting], target, auc_target)
+        summary[setting] = setting_reading(long, base, BASES[setting], target, auc_target,
+                                           [r for r in clean if r["setting"] == CLEAN_OF[setting]])
         lines += table_md(setting, summary[setting])
         if figures:
             figure(setting, long, base, summary[setting], out / f"fig_ceiling_{setting}.png")
@@ -195,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="*", type=Path, help="compare output folders to pack")
     ap.add_argument("--out", type=Path, help="the study folder to write (with RUNS)")
     ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
+    ap.add_argument("--clean", nargs="+", type=Path, default=[],
+                    help="the clean-label control's compare folders (experiments/afbo_verdict_clean.toml), with RUNS")
     ap.add_argument("--verdicts", type=Path, default=ROOT / "docs" / "results" / "afbo_verdict",
                     help="the folder of the verdict studies the long runs extend")
     ap.add_argument("--target", type=float, default=0.895)
@@ -208,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     out = a.src or a.out
     if a.src is None:
         pack(a.runs, out, a.diverged_below)
+        if a.clean:
+            pack(a.clean, out / "clean", a.diverged_below)
     report(out, a.verdicts, a.target, a.auc_target, a.diverged_below, figures=not a.no_figures)
     print((out / "ceiling.md").read_text())
     return 0

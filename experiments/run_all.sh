@@ -380,8 +380,10 @@ if want afbo; then
   run python -m zofl.compare experiments/afbo_verdict_reg_tuned.toml --out "$afbo/verdict-reg-tuned" --via inprocess --parallel 2 --set "data-dir=\"$data\""
   run python experiments/afbo_verdict.py "$afbo/verdict-reg-tuned" --out docs/results/afbo_verdict/reg_tuned --target 0.925
   # FedNest's ceiling: FedNest at twice each verdict grid's budget, read against AFBO's level (the verdict folders)
+  # and the clean-label control (corruption 0, outer-lr 0): the most hyper-cleaning can give this model
   run python -m zofl.compare experiments/afbo_verdict_ceiling.toml --out "$afbo/verdict-ceiling" --via inprocess --parallel 2 --set "data-dir=\"$data\""
-  run python experiments/afbo_ceiling.py "$afbo/verdict-ceiling" --out docs/results/afbo_verdict/ceiling
+  run python -m zofl.compare experiments/afbo_verdict_clean.toml --out "$afbo/verdict-clean" --via inprocess --parallel 2 --set "data-dir=\"$data\""
+  run python experiments/afbo_ceiling.py "$afbo/verdict-ceiling" --clean "$afbo/verdict-clean" --out docs/results/afbo_verdict/ceiling
   # the stragglers' penalty at n = 5: the straggler grid read at the budgets of the grids without (claim 3)
   to docs/results/afbo_verdict/penalty.md python experiments/afbo_comm_straggler_penalty.py --task verdict --json docs/results/afbo_verdict/penalty.json
   # ADBO's and SDBO's step sizes on MNIST at the verdict's budget, each setting minus its control (issue 50, item 2)

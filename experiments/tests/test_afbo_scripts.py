@@ -360,8 +360,10 @@ out = {"gain_flat": [quarter_gain(c, a) for a in flat], "gain_rising": [quarter_
 long = [run("fednest", s, rising[s]) for s in range(5)]
 base = [head(run("fednest", s, rising[s]), 101) for s in range(5)]
 base += [run("afbo", s, flat[s]) for s in range(5)]
-S = setting_reading(long, base, "b", 0.895, 0.9)
+clean = [dict(run("fednest:control", s, 0.92 + 0.001 * rng.standard_normal(c.size)), auc=np.nan * c) for s in range(5)]
+S = setting_reading(long, base, "b", 0.895, 0.9, clean)
 out["S"] = {k: S["methods"][k]["curve"] for k in S["methods"]}
+out["room"] = [S["paired"]["clean_minus_afbo"]["ceiling_acc"], S["paired"]["clean_minus_fednest_long"]["ceiling_acc"]]
 out["gap"] = S["paired"]["fednest_long_minus_afbo"]["ceiling_acc"]
 base[0] = dict(base[0], acc=base[0]["acc"] + 1e-6)
 try:
@@ -375,13 +377,16 @@ print(json.dumps(out))
 
 def test_afbo_ceiling_rule_level_and_the_long_runs_extending_their_verdict_runs():
     """experiments/afbo_ceiling.py: the gain per quarter from the last half's slope (0 for a flat curve, slope x T/4
-    for a line), the level over the last quarter, the rule's three answers, and a long run refused unless it
-    repeats its verdict run record for record."""
+    for a line), the level over the last quarter, the rule's three answers, the clean-label control's room above
+    each method, and a long run refused unless it repeats its verdict run record for record."""
     o = json.loads(_script("-c", _CEILING, env=_experiments_env()))
     assert all(abs(g) < 0.0005 for g in o["gain_flat"])
     assert all(g == pytest.approx(0.0025, abs=0.0005) for g in o["gain_rising"])  # 1e-4 per s x 100 s / 4
     assert o["level"] == 1.0 and o["prefix_same"] == 0.0
     assert o["curves"] == ["stopped", "rising", "undecided"]
-    assert o["S"] == {"fednest_long": "rising", "fednest": "rising", "afbo": "stopped"}
+    assert o["S"] == {"fednest_long": "rising", "fednest": "rising", "afbo": "stopped", "clean": "stopped"}
+    # the clean-label level minus each method's level over the last quarter, paired by seed
+    assert o["room"][0][0] == pytest.approx(0.03, abs=0.001)
+    assert o["room"][1][0] == pytest.approx(0.92 - 0.88 - 0.0001 * 87.5, abs=0.001)
     assert o["gap"][0] == pytest.approx(0.88 + 0.0001 * 87.5 - 0.89, abs=0.001) and o["gap"][2] == 5
     assert o["refused"]
