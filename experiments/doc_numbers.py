@@ -17,6 +17,7 @@ Formats of a value [mean, half-width of the 95% interval, n] (the studies' summa
     n     the count (the third item) ; int  an integer ; x  a ratio: 7.4 +- 2.5x
     f3    three decimals: 0.832 +- 0.008 ; d2, d1, d0  two, one, no decimals (e.g. seconds): 7.86 +- 2.67
     mag   pts without its sign (the size of a gap a sentence names as a lead or a loss): 0.78 +- 0.21
+    str   a word as written in the file (e.g. a curve's reading: rising, stopped, undecided)
 A CSV table under docs/results (e.g. a study's results.csv) is read as FILE.csv#COL=VALUE[,COL=VALUE]/COLUMN: the
 one row whose columns hold those values, that row's COLUMN (a number).
 
@@ -64,7 +65,14 @@ FORMATS = {
     "num": lambda v: f"{float(v):.3g}",
     "int": lambda v: f"{int(v)}",
     "n": lambda v: f"{int(v[2])}",
+    "str": lambda v: _word(v),
 }
+
+
+def _word(v: object) -> str:
+    if not isinstance(v, str):
+        raise KeyError(f"format str: {v!r} is not a word")
+    return v
 
 
 def csv_value(rows: list[dict], file: str, path: str) -> float:

@@ -45,6 +45,11 @@ def test_a_page_that_differs_from_its_study_is_found_and_rewritten(tmp_path):
                     "<!--n s/results.csv#arm=wall/end_s d2-->?<!--/n-->")
     res = _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
     assert "3 quoted figures, 1 differing" in res and "arm=wall/end_s: 2 rows match (need one" in res, res
+    # a word (a curve's reading) as the file has it; a number quoted as a word is unreadable, not rendered
+    (results / "c.json").write_text(json.dumps({"m": {"curve": "rising", "gain": [0.0018, 0.0007, 5]}}))
+    page.write_text("<!--n s/c.json#m/curve str-->rising<!--/n--> <!--n s/c.json#m/gain str-->?<!--/n-->")
+    res = _script("experiments/doc_numbers.py", "--root", tmp_path).stdout
+    assert "2 quoted figures, 1 differing" in res and "is not a word" in res, res
 
 
 def test_every_committed_verdict_is_what_its_records_give(tmp_path):
