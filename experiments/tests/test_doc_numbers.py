@@ -72,3 +72,20 @@ def test_every_committed_verdict_is_what_its_records_give(tmp_path):
     assert res.returncode == 0, res.stderr
     for i, v in enumerate(found):
         assert json.loads((tmp_path / str(i) / "verdict.json").read_text()) == json.loads(v.read_text()), v
+
+
+def test_every_committed_ceiling_is_what_its_records_and_the_verdicts_give(tmp_path):
+    """Each docs/results/**/ceiling.json recomputed from its folder's runs.csv and rounds.parquet (and its clean/
+    control's, where present) and the committed verdict folders (experiments/afbo_ceiling.py --from)."""
+    found = sorted((ROOT / "docs" / "results").rglob("ceiling.json"))
+    assert found
+    for i, c in enumerate(found):
+        d = tmp_path / str(i)
+        for sub in ("", "clean"):
+            if (c.parent / sub / "rounds.parquet").exists():
+                (d / sub).mkdir(parents=True, exist_ok=True)
+                for name in ("runs.csv", "rounds.parquet"):
+                    shutil.copy(c.parent / sub / name, d / sub / name)
+        res = _script("experiments/afbo_ceiling.py", "--from", d, "--no-figures")
+        assert res.returncode == 0, res.stderr
+        assert json.loads((d / "ceiling.json").read_text()) == json.loads(c.read_text()), c
