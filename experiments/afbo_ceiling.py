@@ -1,4 +1,4 @@
-"""AFBO's ceiling against FedNest's (issue 50, item 1): FedNest run past its verdict grid's budget until it stops.
+"""AFBO's ceiling against FedNest's (issue 50, item 1): FedNest run on past its verdict grid's budget.
 
     python experiments/afbo_ceiling.py RUNS/afbo_verdict/ceiling [--clean RUNS/afbo_verdict/clean] \
         --out docs/results/afbo_verdict/ceiling
@@ -24,13 +24,13 @@ Readings per setting (fixed in experiments/afbo_verdict_ceiling.toml before the 
   ``quarter_gain``, ``curve_of``: the verdicts read their runs by it too). Beside it the verdict grids'
   two-point rule, acc(T) - acc(3T/4) (``two_point_gain``). Applied to FedNest's long runs and, on their own
   records, to AFBO's and FedNest's verdict runs.
-- Ceiling of a run: the mean test accuracy (and weight AUC) of its records with clock in [3T/4, T]; a method's
-  ceiling is stated only where its curve has stopped by the rule (``ceiling_stated``).
-- Paired by seed: FedNest's ceiling (long runs) - AFBO's (its verdict runs), and FedNest's long ceiling - its
-  ceiling at the verdict budget (what the doubled budget added).
+- Level of a run: the mean test accuracy (and weight AUC) of its records with clock in [3T/4, T]; a method's
+  level is its ceiling only where its curve has stopped by the rule (``ceiling_stated``), else a lower bound.
+- Paired by seed: FedNest's level (long runs) - AFBO's (its verdict runs), and FedNest's long level - its level
+  at the verdict budget (what the doubled budget added).
 - Time to the targets (89.5% test accuracy, weight AUC 0.9) within the long runs' budget.
 - The clean-label control (OUT/clean, where present): the lower level alone on uncorrupted labels, the most
-  hyper-cleaning can give this model; its level minus FedNest's long ceiling and minus AFBO's, paired by seed:
+  hyper-cleaning can give this model; its level minus FedNest's long level and minus AFBO's, paired by seed:
   the room each upper level leaves. Read for every setting of its split (``CLEAN_OF``: the clean level is the
   data's and the model's, not the clock's).
 Numbers are mean +- half-width of the 95% t interval (n - 1 degrees of freedom), n seeds.
@@ -79,8 +79,8 @@ def method_reading(rs: list[dict], target: float, auc_target: float) -> dict:
             "diverged": sum(r["diverged"] for r in rs), "final_clock_s": iv([float(r["clock"][-1]) for r in rs]),
             "quarter_gain": gain, "curve": curve, "ceiling_stated": curve == "stopped",
             "two_point_gain": iv([at(r, "acc", T) - at(r, "acc", 0.75 * T) for r in rs]),
-            "ceiling_acc": iv([level(r["clock"], r["acc"]) for r in rs]),
-            "ceiling_auc": iv([level(r["clock"], r["auc"]) for r in rs if np.all(np.isfinite(r["auc"]))]),
+            "level_acc": iv([level(r["clock"], r["acc"]) for r in rs]),
+            "level_auc": iv([level(r["clock"], r["auc"]) for r in rs if np.all(np.isfinite(r["auc"]))]),
             "final_acc": iv([float(r["acc"][-1]) for r in rs]),
             "reached_target": sum(math.isfinite(t) for t in times),
             "time_to_target": iv([t for t in times if math.isfinite(t)]),
@@ -113,12 +113,12 @@ def setting_reading(long: list[dict], base: list[dict], base_name: str, target: 
         m["label"] = m["label"].split(" (")[0]
     paired = {
         "fednest_long_minus_afbo": {
-            "ceiling_acc": iv([level(long_by[s]["clock"], long_by[s]["acc"])
+            "level_acc": iv([level(long_by[s]["clock"], long_by[s]["acc"])
                                - level(by["afbo"][s]["clock"], by["afbo"][s]["acc"]) for s in seeds]),
-            "ceiling_auc": iv([level(long_by[s]["clock"], long_by[s]["auc"])
+            "level_auc": iv([level(long_by[s]["clock"], long_by[s]["auc"])
                                - level(by["afbo"][s]["clock"], by["afbo"][s]["auc"]) for s in seeds])},
         "fednest_long_minus_fednest": {
-            "ceiling_acc": iv([level(long_by[s]["clock"], long_by[s]["acc"])
+            "level_acc": iv([level(long_by[s]["clock"], long_by[s]["acc"])
                                - level(by["fednest"][s]["clock"], by["fednest"][s]["acc"]) for s in sorted(long_by)])}}
     if clean:
         clean_by = {r["seed"]: r for r in clean}
@@ -130,8 +130,8 @@ def setting_reading(long: list[dict], base: list[dict], base_name: str, target: 
             return iv([level(clean_by[s]["clock"], clean_by[s]["acc"]) - level(runs[s]["clock"], runs[s]["acc"])
                        for s in common])
 
-        paired["clean_minus_fednest_long"] = {"ceiling_acc": room(long_by)}
-        paired["clean_minus_afbo"] = {"ceiling_acc": room(by["afbo"])}
+        paired["clean_minus_fednest_long"] = {"level_acc": room(long_by)}
+        paired["clean_minus_afbo"] = {"level_acc": room(by["afbo"])}
     return {"verdict_folder": base_name, "T_long_s": methods["fednest_long"]["final_clock_s"][0],
             "T_verdict_s": min(float(r["clock"][-1]) for r in base if r["status"] == "ok"),
             "prefix_max_abs_diff": max(gaps.values()), "target_acc": target, "target_auc": auc_target,
@@ -146,7 +146,7 @@ def table_md(setting: str, S: dict) -> list[str]:
              f"T = {S['T_verdict_s']:.1f} s; the long runs repeat them record for record, largest difference "
              f"{S['prefix_max_abs_diff']:.3g}). Mean +- 95% t interval over seeds; every run counted.", "",
              "| runs | seeds | diverged | own end (s) | gain per quarter, last-half slope (points) | curve | two-point "
-             f"gain [3T/4, T] (points) | ceiling: acc. over [3T/4, T] (%) | ceiling: weight AUC | final acc. (%) | "
+             f"gain [3T/4, T] (points) | level: acc. over [3T/4, T] (%) | level: weight AUC | final acc. (%) | "
              f"reached {tgt} | time to {tgt} (s) | reached AUC {S['target_auc']:g} | time to AUC (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     names = {"fednest_long": "FedNest, long", "fednest": "FedNest, verdict budget", "afbo": "AFBO, verdict budget",
@@ -155,19 +155,19 @@ def table_md(setting: str, S: dict) -> list[str]:
         lines.append(
             f"| {names[key]} | {','.join(map(str, m['seeds']))} | {m['diverged']}/{m['n']} | "
             f"{pm(m['final_clock_s'], 1, 1)} | {pm(m['quarter_gain'], 100, 2, True)} | {m['curve']} | "
-            f"{pm(m['two_point_gain'], 100, 2, True)} | {pm(m['ceiling_acc'])} | {pm(m['ceiling_auc'], 1, 3)} | "
+            f"{pm(m['two_point_gain'], 100, 2, True)} | {pm(m['level_acc'])} | {pm(m['level_auc'], 1, 3)} | "
             f"{pm(m['final_acc'])} | {m['reached_target']}/{m['n']} | {pm(m['time_to_target'], 1, 2)} | "
             f"{m['reached_auc_target']}/{m['n']} | {pm(m['time_to_auc_target'], 1, 2)} |")
     p, q = S["paired"]["fednest_long_minus_afbo"], S["paired"]["fednest_long_minus_fednest"]
-    lines += ["", "Paired by seed:", "",
-              f"- FedNest's ceiling (long) - AFBO's: accuracy {pm(p['ceiling_acc'], 100, 2, True)} points, weight AUC "
-              f"{pm(p['ceiling_auc'], 1, 3, True)}",
-              f"- FedNest's ceiling (long) - its level at the verdict budget: {pm(q['ceiling_acc'], 100, 2, True)} "
+    lines += ["", "Paired by seed (a level is a ceiling where its curve has stopped, else a lower bound):", "",
+              f"- FedNest's level (long) - AFBO's: accuracy {pm(p['level_acc'], 100, 2, True)} points, weight AUC "
+              f"{pm(p['level_auc'], 1, 3, True)}",
+              f"- FedNest's level (long) - its level at the verdict budget: {pm(q['level_acc'], 100, 2, True)} "
               "points"]
     if "clean_minus_afbo" in S["paired"]:
-        lines += [f"- the clean-label level - FedNest's ceiling (long): "
-                  f"{pm(S['paired']['clean_minus_fednest_long']['ceiling_acc'], 100, 2, True)} points; - AFBO's: "
-                  f"{pm(S['paired']['clean_minus_afbo']['ceiling_acc'], 100, 2, True)} points"]
+        lines += [f"- the clean-label level - FedNest's level (long): "
+                  f"{pm(S['paired']['clean_minus_fednest_long']['level_acc'], 100, 2, True)} points; - AFBO's: "
+                  f"{pm(S['paired']['clean_minus_afbo']['level_acc'], 100, 2, True)} points"]
     lines += [""]
     return lines
 

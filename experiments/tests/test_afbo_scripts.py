@@ -363,8 +363,8 @@ base += [run("afbo", s, flat[s]) for s in range(5)]
 clean = [dict(run("fednest:control", s, 0.92 + 0.001 * rng.standard_normal(c.size)), auc=np.nan * c) for s in range(5)]
 S = setting_reading(long, base, "b", 0.895, 0.9, clean)
 out["S"] = {k: S["methods"][k]["curve"] for k in S["methods"]}
-out["room"] = [S["paired"]["clean_minus_afbo"]["ceiling_acc"], S["paired"]["clean_minus_fednest_long"]["ceiling_acc"]]
-out["gap"] = S["paired"]["fednest_long_minus_afbo"]["ceiling_acc"]
+out["room"] = [S["paired"]["clean_minus_afbo"]["level_acc"], S["paired"]["clean_minus_fednest_long"]["level_acc"]]
+out["gap"] = S["paired"]["fednest_long_minus_afbo"]["level_acc"]
 base[0] = dict(base[0], acc=base[0]["acc"] + 1e-6)
 try:
     setting_reading(long, base, "b", 0.895, 0.9)
