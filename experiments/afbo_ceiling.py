@@ -37,7 +37,6 @@ Numbers are mean +- half-width of the 95% t interval (n - 1 degrees of freedom),
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 from afbo_plot import first_reach
-from afbo_verdict import RISE_TOL, at, curve_of, level, load, pack, pm, quarter_gain
+from afbo_verdict import RISE_TOL, at, curve_of, level, load, pack, pm, quarter_gain, study_folder, study_parser
 from report_common import band, iv  # modules beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,23 +224,13 @@ def report(out: Path, verdicts: Path, target: float, auc_target: float, below: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", nargs="*", type=Path, help="compare output folders to pack")
-    ap.add_argument("--out", type=Path, help="the study folder to write (with RUNS)")
-    ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
+    ap = study_parser(__doc__.split("\n")[0])
     ap.add_argument("--clean", nargs="+", type=Path, default=[],
                     help="the clean-label control's compare folders (experiments/afbo_verdict_clean.toml), with RUNS")
     ap.add_argument("--verdicts", type=Path, default=ROOT / "docs" / "results" / "afbo_verdict",
                     help="the folder of the verdict studies the long runs extend")
-    ap.add_argument("--target", type=float, default=0.895)
-    ap.add_argument("--auc-target", type=float, default=0.9)
-    ap.add_argument("--no-figures", action="store_true", help="the numbers only")
-    ap.add_argument("--diverged-below", type=float, default=0.5,
-                    help="a run whose final test accuracy is below this counts as diverged (default 0.5)")
     a = ap.parse_args(argv)
-    if a.src is None and (not a.runs or a.out is None):
-        ap.error("give RUNS_DIR ... --out DIR, or --from DIR")
-    out = a.src or a.out
+    out = study_folder(ap, a)
     if a.src is None:
         pack(a.runs, out, a.diverged_below)
         if a.clean:

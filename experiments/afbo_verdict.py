@@ -398,8 +398,10 @@ def report(out: Path, target: float, auc_target: float, below: float, figures: b
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def study_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a study script that packs compare folders (RUNS --out DIR) or recomputes a committed study
+    (--from DIR), with the targets and the divergence bound (this script's and experiments/afbo_ceiling.py's)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("runs", nargs="*", type=Path, help="compare output folders to pack")
     ap.add_argument("--out", type=Path, help="the study folder to write (with RUNS)")
     ap.add_argument("--from", dest="src", type=Path, help="recompute a study folder from its committed files")
@@ -408,10 +410,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-figures", action="store_true", help="the numbers only")
     ap.add_argument("--diverged-below", type=float, default=0.5,
                     help="a run whose final test accuracy is below this counts as diverged (default 0.5)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def study_folder(ap: argparse.ArgumentParser, a: argparse.Namespace) -> Path:
+    """The study folder of ``study_parser``'s arguments: --from's, or --out's when RUNS are given."""
     if a.src is None and (not a.runs or a.out is None):
         ap.error("give RUNS_DIR ... --out DIR, or --from DIR")
-    out = a.src or a.out
+    return a.src or a.out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = study_parser(__doc__.split("\n")[0])
+    a = ap.parse_args(argv)
+    out = study_folder(ap, a)
     if a.src is None:
         pack(a.runs, out, a.diverged_below)
     report(out, a.target, a.auc_target, a.diverged_below, figures=not a.no_figures)
