@@ -156,3 +156,44 @@ def test_fair_relu_s_worst_group_is_the_lowest_class_accuracy_and_an_unseen_clas
                                  "y_max": 0.5, "y_min": 0.2})
     monkeypatch.setattr(bilevel, "_test_arrays", lambda cls, spec: (np.zeros((6, 2)), v, labels, 4))
     assert task.evaluate(None, None, np.zeros(3), np.array([0.2, 0.5, 0.3]))["worst_group_acc"] == 0.0
+
+
+def _num_grad(fn, x, eps=1e-6):
+    return np.array([(fn(x + eps * e) - fn(x - eps * e)) / (2 * eps) for e in np.eye(len(x))])
+
+
+@pytest.mark.parametrize("task_cls", [QuadraticBilevel, SaddlePoint])
+def test_the_toy_tasks_closed_forms_are_those_of_their_clients_objectives(task_cls):
+    """What the toy tasks state in closed form (y(x), F(x) = f(x, y(x)), x*) is read off the clients' own f_i and
+    grad_y h_i, not merely self-consistent: y(x) zeroes the mean lower gradient, F is the mean f_i at (x, y(x)),
+    x* zeroes grad F and is its minimum, and each f_i is the module docstring's formula."""
+    from zofl.tasks.base import DataSpec
+
+    task, spec = task_cls(), DataSpec(num_clients=4, seed=3)
+    probs = [task.client_problem(None, spec, i) for i in range(4)]  # the toy's problems need no settings
+    x = np.array([0.7, -1.3])
+    y = task.y_of(spec, x)
+    np.testing.assert_allclose(np.mean([p.lower_grad(x, y, None) for p in probs], axis=0), 0.0, atol=1e-12)
+    mean_f = float(np.mean([p.f(x, y, None) for p in probs]))
+    assert task.implicit_objective(spec, x) == pytest.approx(mean_f, rel=1e-12)
+    x_star = task.solution(spec)
+    assert np.abs(_num_grad(lambda z: task.implicit_objective(spec, z), x_star)).max() < 1e-6
+    for d in np.eye(2):  # a minimum over x, not a saddle of F
+        assert task.implicit_objective(spec, x_star + 0.1 * d) > task.implicit_objective(spec, x_star)
+    y1 = np.array([0.4, 2.0])
+    if task_cls is QuadraticBilevel:
+        A, b, c = task._draw(spec)
+        want = 0.5 * (y1 - c[1]) @ (y1 - c[1]) + 0.5 * task.rho * x @ x
+        np.testing.assert_allclose(probs[1].lower_grad(x, y1, None), y1 - A[1] @ x - b[1])
+    else:
+        a, B, c = task._abc(spec)
+        want = 0.5 * a[1] * (x - c[1]) @ (x - c[1]) + y1 @ B[1] @ x - 0.5 * task.lam * y1 @ y1
+        # the lower level is h_i = -f_i: grad_y h_i = -(B_i x - lam y)
+        np.testing.assert_allclose(probs[1].lower_grad(x, y1, None), -(B[1] @ x - task.lam * y1))
+        task.lam = 2.0  # the closed forms divide by lam where they should: with lam != 1 they still agree
+        assert task.implicit_objective(spec, x) == pytest.approx(
+            np.mean([p.f(x, task.y_of(spec, x), None) for p in [task.client_problem(None, spec, i)
+                                                               for i in range(4)]]), rel=1e-12)
+        assert np.abs(_num_grad(lambda z: task.implicit_objective(spec, z), task.solution(spec))).max() < 1e-6
+    assert probs[1].f(x, y1, None) == pytest.approx(want, rel=1e-12)
+

@@ -113,3 +113,55 @@ def test_a_declared_shape_the_data_do_not_have_is_refused(tmp_path):
                  "num-classes": 4})
     prepare({**RUN, "data-path": str(tmp_path / "s.parquet"), "client-column": "site", "num-features": 12,
              "num-classes": 4})
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_files_split_is_the_partitioner_s_with_every_split_key_of_the_run(tmp_path, cache):
+    """alpha, min-partition-size, split-fallback and a scheme's own keys reach the split of a user's file, with and
+    without the split cache: the clients' rows are those of sources.split_rows called with them."""
+    from zofl.tasks.base import splits_of
+    from zofl.tasks.sources import PartitionParams, split_rows
+
+    frame = sites_parquet(tmp_path / "s.parquet", n=600)
+    base = {**RUN, "data-path": str(tmp_path / "s.parquet"), "num-clients": 6, "split-cache": cache,
+            "data-dir": str(tmp_path / "d")}
+    y = frame["label"].to_numpy()
+    for keys, params in [({"alpha": 0.05, "min-partition-size": 3, "split-fallback": "top-up"},
+                          PartitionParams(alpha=0.05, min_size=3, fallback="top-up")),
+                         ({"alpha": 0.05, "min-partition-size": 60, "split-fallback": "top-up"},
+                          PartitionParams(alpha=0.05, min_size=60, fallback="top-up")),
+                         ({"partitioner": "pathological", "classes-per-client": 3},
+                          PartitionParams(classes_per_client=3))]:
+        _, task, spec = prepare({**base, **keys})
+        scheme = keys.get("partitioner", "dirichlet")
+        want = split_rows(y, None, 0, scheme, 6, params, spec.server_fraction, spec.seed)
+        got = splits_of(spec)
+        for a, b in zip(got.clients, want.clients, strict=True):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ConfigError, match="split-fallback"):  # 'fail' reaches it too: 60 each is more than alpha gives
+        prepare({**base, "alpha": 0.05, "min-partition-size": 60, "split-fallback": "fail"})
+
+
+def test_a_data_file_replaced_in_the_same_process_is_split_anew(tmp_path):
+    """The split of a file is keyed by its version: rewritten with other rows, the next run's split covers the new
+    rows (none read from the old file's cached copy), with and without the split cache."""
+    for cache in (True, False):
+        path = tmp_path / f"s{cache}.csv"
+        sites_parquet(tmp_path / "s.parquet", n=300).drop(columns="site").to_csv(path, index=False)
+        cfg = {**RUN, "data-path": str(path), "num-clients": 3, "partitioner": "iid", "split-cache": cache,
+               "data-dir": str(tmp_path / "d")}
+        _, task, spec = prepare(cfg)
+        assert sum(len(task.client_data(spec, i)) for i in range(3)) == round(0.7 * 270)
+        sites_parquet(tmp_path / "s.parquet", n=900, seed=1).drop(columns="site").to_csv(path, index=False)
+        _, task, spec = prepare(cfg)
+        assert sum(len(task.client_data(spec, i)) for i in range(3)) == round(0.7 * 810)
+
+
+def test_a_built_in_dataset_split_by_another_scheme_keeps_the_papers_test_set(tmp_path):
+    """A built-in dataset under partitioner = iid: the test set is the papers' (TEST_FRACTION of the rows, drawn by
+    the seed, as under the Dirichlet split), the rest shared among the clients."""
+    from zofl.tasks.base import splits_of
+
+    _, _, spec = prepare({**RUN, "num-clients": 4, "split-cache": False})
+    _, _, spec_iid = prepare({**RUN, "num-clients": 4, "partitioner": "iid", "split-cache": False})
+    np.testing.assert_array_equal(splits_of(spec_iid).test, splits_of(spec).test)

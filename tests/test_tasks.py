@@ -78,7 +78,24 @@ def test_the_server_task_of_a_users_app_holds_x0_and_no_data():
     assert task.init_params(64, 10)[0] == 0.0  # a copy: the run's x cannot change x_0
     for data in (task.server_data(None), task.test_data(None), task.client_data(None, 3)):
         assert len(data.y) == 0 and data.x.shape[0] == 0
+        # ArrayData's contract (float32 features, int64 labels, a class count), empty
+        assert (data.x.dtype, data.y.dtype, data.num_classes) == (np.float32, np.int64, 1)
     assert task.num_train(None) == 0 and task.fingerprint is None and task.check(None) is None
     for f in (task.loss, task.grad, task.predict):
-        with pytest.raises(RuntimeError, match="the server of a user's App holds no data"):
+        with pytest.raises(RuntimeError, match="^the server of a user's App holds no data: the loss is the clients'$"):
             f(got, None, None)
+
+
+def test_a_bilevel_task_on_a_users_server_starts_from_flowers_initial_arrays_in_float64():
+    """WithInitialX: x_0 is the arrays Flower was handed, in float64 whatever their dtype, a copy each time;
+    everything else is the wrapped task's."""
+    from zofl.tasks.arrays import WithInitialX
+    from zofl.tasks.toy import QuadraticBilevel
+
+    x0 = np.array([0.5, -1.25], dtype=np.float32)
+    task = WithInitialX(QuadraticBilevel(), x0)
+    got = task.init_x(None, None)
+    assert got.dtype == np.float64 and np.array_equal(got, x0)
+    got[0] = 9.0
+    assert task.init_x(None, None)[0] == 0.5
+    assert task.rho == QuadraticBilevel.rho and task.dims(None) == (2, 2)

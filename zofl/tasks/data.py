@@ -335,7 +335,7 @@ def _read_source(path: Path) -> bytes:
     import zlib
 
     try:
-        raw = read_user_bytes(path, SOURCE_CAP, "original data file")
+        raw = read_user_bytes(path, SOURCE_CAP, "dataset's original file")
     except FileRefused as exc:
         raise DataFileError(str(exc)) from None
     if path.suffix != ".gz":
