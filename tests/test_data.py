@@ -748,3 +748,11 @@ def test_a_failed_download_s_reason_is_cut_at_200_characters(tmp_path, monkeypat
     with pytest.raises(DataError) as e:
         data.download_npz("mnist", tmp_path)
     assert str(e.value).startswith(f"dataset 'mnist': torchvision's download failed (OSError: {'x' * 200}); ")
+
+
+def test_a_minimum_beyond_int64_is_a_split_error_not_an_overflow():
+    """top_up compares the partitions' total with m x min_size in Python integers before numpy sees min_size."""
+    from zofl.tasks.data import SplitError, top_up
+
+    with pytest.raises(SplitError, match=r"^9 examples cannot give 3 clients 9223372036854775808 each$"):
+        top_up(_parts_of(4, 1, 4), 2**63, 0)

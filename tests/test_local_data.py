@@ -181,7 +181,7 @@ def test_a_node_s_task_holds_only_its_own_data(tmp_path):
         got = task.client_data(None, pid)
         assert got.x is data.x and got.y is data.y and got.num_classes == 10
     test = task.test_data(None)
-    assert test.x is data.x_test and test.y is data.y_test and len(test.y) == 4
+    assert test.x is data.x_test and test.y is data.y_test and len(test.y) == 4 and test.num_classes == 10
     server = task.server_data(None)
     assert server.x.shape == (0, 64) and server.y.shape == (0,) and server.num_classes == 10
     assert task.num_train(None) == 36 and task.fingerprint(None) == (data.fingerprint, "this node's own data")

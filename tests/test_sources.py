@@ -3,6 +3,7 @@ partitioner's output a deterministic partition (dirichlet bit for bit zofl.tasks
 smallest setting. Tiny files in tmp_path; nothing starts Flower."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -654,3 +655,238 @@ def test_split_rows_keeps_the_files_own_test_part_gives_the_server_its_share_and
     assert len(split_rows(labels, None, 10, "iid", 40, params, 0.2, 1).clients) == 40  # 40 rows, 40 clients
     with pytest.raises(SplitError, match="^num-clients=41 exceeds the 40 examples left to the clients$"):
         split_rows(labels, None, 10, "iid", 41, params, 0.2, 1)
+
+
+# -- reading: the messages and edges each reader owns ------------------------------------------------------------
+
+def test_unreadable_files_are_refused_with_the_reader_s_own_error_named(tmp_path):
+    """A file a reader cannot read is refused in one line naming the file and the reader's error by its type: a CSV
+    row of too many values, a Parquet file without its magic bytes, a file named with its format that is not there,
+    a save_to_disk folder whose arrow file was zeroed."""
+    (tmp_path / "m.csv").write_text("a,label\n1,0\n2,1,3\n")
+    _refused(f"^{tmp_path / 'm.csv'}: cannot be read as a CSV file with a header row \\(ArrowInvalid: CSV parse "
+             f"error: Expected 2 columns, got 3: 2,1,3\\)$", tmp_path / "m.csv")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    _refused(f"^{tmp_path / 'bad.parquet'}: cannot be read as a Parquet file \\(ArrowInvalid: Parquet magic bytes "
+             f"not found in footer", tmp_path / "bad.parquet")
+    for fmt in ("csv", "parquet"):
+        gone = tmp_path / f"gone.{fmt}"
+        _refused(f"^{gone}: cannot be read \\(FileNotFoundError: \\[Errno 2\\] No such file or directory: ", gone,
+                 fmt=fmt)
+    _save_hf(tmp_path / "hf", dict_=False)
+    arrow = next((tmp_path / "hf").glob("*.arrow"))
+    arrow.write_bytes(b"\0" * arrow.stat().st_size)
+    _refused(f"^{tmp_path / 'hf'}: cannot be loaded by datasets' load_from_disk \\(ArrowInvalid: ", tmp_path / "hf")
+
+
+def test_csv_columns_are_checked_as_named_and_the_refusal_names_the_file(tmp_path):
+    """A CSV file's columns are checked before its values are: a missing label column, no numeric feature besides
+    the label (the id column and the label neither counted nor listed among the others), a feature named that is
+    not numbers, each refused in one line beginning with the file."""
+    def csv(name, text):
+        (tmp_path / name).write_text(text)
+        return tmp_path / name
+
+    p = csv("a.csv", "s,label\nx,0\ny,1\n")
+    _refused(f"^{p}: no label column 'y'; its columns are \\['s', 'label'\\]$", p, label_column="y")
+    _refused(f"^{p}: column 's' is string, not numbers \\(nor lists of numbers\\)$", p, feature_columns="s")
+    p = csv("b.csv", "s,label\nx,cat\ny,dog\n")
+    _refused(f"^{p}: no numeric feature columns besides 'label'; the others are \\{{'s': 'string'\\}}$", p)
+    p = csv("c.csv", "s,w,label\nx,a,0\ny,b,1\n")
+    _refused(f"^{p}: no numeric feature columns besides 'label'; the others are \\{{'s': 'string'\\}}$", p,
+             id_column="w")
+
+
+def test_boolean_and_fixed_size_list_columns_are_features(tmp_path):
+    """By default every column of numbers is a feature: booleans (as 0 and 1) and fixed-size lists (flattened) too."""
+    emb = pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float64(), 2))
+    pq.write_table(pa.table({"emb": emb, "b": [True, False, True], "label": [0, 1, 0]}), tmp_path / "t.parquet")
+    d = read_local(tmp_path / "t.parquet")
+    np.testing.assert_array_equal(d.x, [[1, 2, 1], [3, 4, 0], [5, 6, 1]])
+    (tmp_path / "b.csv").write_text("b,label\ntrue,0\nfalse,1\n")
+    np.testing.assert_array_equal(read_local(tmp_path / "b.csv").x, [[1], [0]])
+
+
+def test_a_table_s_label_column_is_one_label_per_example_as_in_an_npz(tmp_path):
+    """A table's label column of numbers gives the same labels as an npz's y, fingerprint included; a column of
+    lists of several labels per example is refused as one-hot."""
+    pq.write_table(_table(), tmp_path / "t.parquet")
+    d = read_local(tmp_path / "t.parquet", id_column="writer")
+    assert d.fingerprint == array_fingerprint(X, Y, IDS)
+    pq.write_table(pa.table({"f": X[:3, 0], "label": pa.array(np.eye(3, dtype=np.int64).tolist())}),
+                   tmp_path / "h.parquet")
+    _refused("labels of 'examples' have shape \\(3, 3\\); they look one-hot", tmp_path / "h.parquet")
+
+
+def test_column_refusals_name_the_file_or_its_test_split(tmp_path):
+    """A column refused while the parts are built is named after the file (or folder) it is in, and after the split
+    'test' when it is in a save_to_disk dataset's test split: a missing label, missing values in a feature, labels
+    that are not numbers, client ids that are neither integers nor strings."""
+    from datasets import Dataset, DatasetDict
+
+    t = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"v": pa.array([1.0, None]), "label": [0, 1], "w": [0.5, 1.5]}), t)
+    _refused(f"^{t}: column 'v' has 1 missing \\(null\\) values$", t)
+    pq.write_table(pa.table({"v": [1.0, 2.0], "label": ["cat", "dog"], "w": [0.5, 1.5]}), t)
+    _refused(f"^{t}: column 'label' is string, not numbers \\(nor lists of numbers\\)$", t, feature_columns="v")
+    pq.write_table(pa.table({"v": [1.0, 2.0], "label": [0, 1], "w": [0.5, 1.5]}), t)
+    _refused(f"^{t}: client-id column 'w' is double; client ids must be integers or strings$", t, id_column="w")
+    good = Dataset.from_dict({"v": [1.0, 2.0, 3.0], "label": [0, 1, 0]})
+    Dataset.from_dict({"v": [1.0, 2.0], "y": [0, 1]}).save_to_disk(str(tmp_path / "nolabel"))
+    _refused(f"^{tmp_path / 'nolabel'}: no label column 'label'; its columns are \\['v', 'y'\\]$", tmp_path / "nolabel")
+    DatasetDict({"train": good, "test": Dataset.from_dict({"v": [1.0, None], "label": [0, 1]})}).save_to_disk(
+        str(tmp_path / "dd"))
+    _refused(f"^{tmp_path / 'dd'} \\(split 'test'\\): column 'v' has 1 missing \\(null\\) values$", tmp_path / "dd")
+
+
+def test_the_search_for_a_saved_dataset_looks_at_max_entries_files_and_folders_in_all(tmp_path, monkeypatch):
+    """The files and folders looked at are counted over the whole search: exactly MAX_ENTRIES of them is fine, one
+    more (over several folders, none alone above the limit) is refused in one line."""
+    monkeypatch.setattr(sources, "MAX_ENTRIES", 5)
+    _save_hf(tmp_path / "ok", dict_=False)
+    names = os.listdir(tmp_path / "ok")
+    for i in range(5 - len(names)):
+        (tmp_path / "ok" / f"junk{i}").write_text("")
+    assert read_local(tmp_path / "ok").x.shape == (12, 8)  # 5 entries: taken
+    for sub in ("a", "b"):
+        (tmp_path / "many" / sub).mkdir(parents=True)
+        for i in range(3):
+            (tmp_path / "many" / sub / f"f{i}").write_text("")
+    _refused(f"^{tmp_path / 'many'}: more than 5 files and folders searched for a dataset saved by datasets' "
+             f"save_to_disk; name its folder$", tmp_path / "many")  # 2 + 3 + 3
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a\\b.arrow", 3, None])
+def test_a_saved_dataset_s_data_file_must_be_a_plain_name_in_its_folder(tmp_path, name):
+    d = tmp_path / "saved"
+    d.mkdir()
+    (d / "dataset_info.json").write_text("{}")
+    (d / "state.json").write_text(json.dumps({"_data_files": [{"filename": name}]}))
+    with pytest.raises(DataFileError) as info:
+        sources._saved_size(d)
+    assert str(info.value) == f"{d / 'state.json'}: data file {name!r} is not a plain name inside the folder"
+
+
+def test_an_oversized_datasets_json_file_is_refused_by_its_name(tmp_path):
+    """state.json, dataset_info.json and dataset_dict.json are read bounded (1 MiB): each refusal says which."""
+    d = tmp_path / "saved"
+    d.mkdir()
+    big = "[" + " " * (1 << 20) + "]"
+    (d / "dataset_info.json").write_text("{}")
+    for name, ok in (("state.json", "dataset_info.json"), ("dataset_info.json", "state.json")):
+        (d / ok).write_text("{}")
+        (d / name).write_text(big)
+        with pytest.raises(DataFileError) as info:
+            sources._saved_size(d)
+        assert str(info.value) == (f"{d / name}: 1,048,578 bytes, more than the 1 MiB (1,048,576 bytes) a datasets "
+                                   f"{name} may be")
+    _save_hf(tmp_path / "tt")
+    (tmp_path / "tt" / "dataset_dict.json").write_text(big)
+    _refused(f"^{tmp_path / 'tt' / 'dataset_dict.json'}: 1,048,578 bytes, more than the 1 MiB \\(1,048,576 bytes\\) a "
+             f"datasets dataset_dict.json may be$", tmp_path / "tt")
+
+
+def test_client_ids_of_an_npz_must_be_one_integer_or_string_per_example(tmp_path):
+    p = tmp_path / "a.npz"
+    for ids, shape in ((np.zeros((4, 2), int), "\\(4, 2\\)"), (np.zeros(3, int), "\\(3,\\)")):
+        np.savez(p, x=X[:4], y=Y[:4], ids=ids)
+        _refused(f"^{p}: client ids must be one value per example \\(4\\), got shape {shape}$", p, id_column="ids")
+    np.savez(p, x=X[:4], y=Y[:4], ids=np.zeros(4))
+    _refused(f"^{p}: client ids must be integers or strings, got dtype float64$", p, id_column="ids")
+    np.savez(p, x=X[:4], y=Y[:4], ids=np.array(["a", "b", "a", "c"]))
+    assert read_local(p, id_column="ids").ids.tolist() == ["a", "b", "a", "c"]
+
+
+def test_a_loader_is_the_function_after_the_first_colon():
+    """Named as a loader, ``module:function`` is split at its first colon: no colon names no function, a second
+    colon is part of the function's name; each refused in one line."""
+    _refused("^loader 'json': module 'json' has no attribute ''$", "json", fmt="loader")
+    _refused("^loader 'json:decoder:JSONDecoder': module 'json' has no attribute 'decoder:JSONDecoder'$",
+             "json:decoder:JSONDecoder", fmt="loader")
+
+
+def test_parquet_reads_only_the_needed_columns_strings_dictionary_encoded(tmp_path):
+    """From a Parquet file only the columns asked for are read (in file order), strings dictionary-encoded: what the
+    decoded-size cap counted."""
+    pq.write_table(_table(), tmp_path / "t.parquet")
+    t = sources._parquet_table(tmp_path / "t.parquet", 1 << 20, "label", ["f1"], "name")
+    assert t.column_names == ["name", "f1", "label"]
+    assert pa.types.is_dictionary(t.schema.field("name").type)
+    assert t.column("name").to_pylist()[:2] == ["row0", "row1"]
+
+
+def test_parquet_decoded_exactly_at_the_cap_is_taken(tmp_path):
+    pq.write_table(pa.table({"f": np.zeros(50_000), "label": np.zeros(50_000, dtype=np.int64)}),
+                   tmp_path / "z.parquet", compression="zstd")
+    need = sources._decoded_bytes(pq.ParquetFile(tmp_path / "z.parquet"), {"f", "label"})
+    assert read_local(tmp_path / "z.parquet", cap=need).x.shape == (50_000, 1)
+    _refused(f"its columns take {need:,} bytes decoded", tmp_path / "z.parquet", cap=need - 1)
+
+
+# -- partitioning: edges ------------------------------------------------------------------------------------------
+
+def test_natural_ids_given_as_python_strings_in_an_object_array_are_strings():
+    names = np.array([f"w{i:02d}" for i in WRITERS])
+    got = partition(LABELS, names.astype(object), "natural", 40)
+    assert all(np.array_equal(u, v) for u, v in zip(got, partition(LABELS, names, "natural", 40)))
+
+
+def test_dirichlet_keeps_labels_apart_however_large():
+    """Labels are compared as the integers they are: 2**53 and 2**53 + 1 (one float64) are two classes."""
+    labels = np.array([2**53, 2**53 + 1] * 20, dtype=np.int64)
+    ours = partition(labels, None, "dirichlet", 3, PartitionParams(alpha=0.5, min_size=0), seed=1)
+    theirs = dirichlet_partition(labels, 3, 0.5, 1, 0)
+    assert [p.tolist() for p in ours] == [p.tolist() for p in theirs]
+
+
+def test_pathological_class_assignment_is_the_mode_asked_for():
+    """'deterministic': client i holds classes i, i+1, ... (mod the number of classes); 'first-deterministic' (the
+    default): client i holds class i (mod) and others drawn."""
+    det = partition(LABELS, None, "pathological", 12, PartitionParams(class_assignment="deterministic"), seed=0)
+    assert [set(LABELS[p].tolist()) for p in det] == [{i % 10, (i + 1) % 10} for i in range(12)]
+    first = partition(LABELS, None, "pathological", 12, seed=0)
+    assert all(i % 10 in set(LABELS[p].tolist()) for i, p in enumerate(first))
+
+
+def test_shards_leave_the_incomplete_shard_out_and_shuffle_each_client_s_rows():
+    """605 rows over 10 x 3 shards: shards of 20 rows, the 5 rows left over in none; each client's rows in a drawn
+    order, not label by label in file order as the shards hold them."""
+    labels = np.arange(605) % 10
+    for seed in range(3):
+        parts = partition(labels, None, "shards", 10, PartitionParams(shards_per_client=3), seed=seed)
+        assert [len(p) for p in parts] == [60] * 10
+    one = partition(LABELS, None, "shards", 10, PartitionParams(shards_per_client=1), seed=0)
+    assert not all(np.array_equal(p, p[np.lexsort((p, LABELS[p]))]) for p in one)
+
+
+def test_shards_of_one_row_each_when_rows_divide_unevenly():
+    """21 rows over 19 clients of one shard: shards of one row (21 / 19 in floating point times 19 is above 21)."""
+    parts = partition(np.arange(21) % 3, None, "shards", 19, PartitionParams(shards_per_client=1))
+    assert [len(p) for p in parts] == [1] * 19
+
+
+def test_split_rows_lowers_the_dirichlet_minimum_to_a_whole_number_of_examples():
+    """51 rows left to 7 clients: a min-size of 100 is lowered to 51 // 7 = 7 examples (as the refusal of alpha = 0
+    says), not to 7.29."""
+    from zofl.tasks.sources import split_rows
+
+    with pytest.raises(SplitError) as info:
+        split_rows(np.arange(63) % 3, None, 0, "dirichlet", 7, PartitionParams(alpha=0.0, min_size=100), 0.1, 0)
+    assert str(info.value) == "scheme 'dirichlet' needs alpha > 0 and min_size >= 0, got alpha=0.0, min_size=7"
+
+
+def test_a_nested_column_of_no_numbers_in_parquet_is_refused_in_one_line_naming_it(tmp_path):
+    """A list-of-strings or struct column named as features or client ids is refused like any column of no numbers
+    (pyarrow dictionary-encodes only leaf columns: asking it for a nested one was a bare KeyError)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"v": [1.0, 2.0], "label": [0, 1], "tags": pa.array([["a"], ["b"]]),
+                             "s": pa.array([{"a": 1}, {"a": 2}])}), path)
+    for keys, words in [({"feature_columns": "tags"}, "column 'tags' is string, not numbers"),
+                        ({"feature_columns": "s"}, "column 's' is struct<a: int64>, not numbers"),
+                        ({"id_column": "tags"}, "client-id column 'tags' is list<element: string>; client ids must be"),
+                        ({"id_column": "s"}, "client-id column 's' is struct<a: int64>; client ids must be")]:
+        with pytest.raises(DataFileError, match=re.escape(f"{path}: {words}")):
+            read_local(str(path), **keys)

@@ -632,12 +632,12 @@ def top_up(parts: list[np.ndarray], min_size: int, seed: int) -> tuple[list[np.n
     stays. The taken positions, shuffled by ``seed`` (stream SPLIT_TOP_UP), go in index order to the partitions
     below ``min_size``. A pure function; raises SplitError when the m partitions hold fewer than m x min_size."""
     sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    if int(sizes.sum()) < min_size * len(parts):  # in Python integers, before min_size meets int64
+        raise SplitError(f"{int(sizes.sum())} examples cannot give {len(parts)} clients {min_size} each")
     need = np.maximum(min_size - sizes, 0)
     total = int(need.sum())
     if total == 0:
         return list(parts), 0
-    if int(sizes.sum()) < min_size * len(parts):
-        raise SplitError(f"{int(sizes.sum())} examples cannot give {len(parts)} clients {min_size} each")
     level = _top_up_level(sizes, min_size, total)
     give = np.maximum(sizes - level, 0)
     extra = int(give.sum()) - total

@@ -296,6 +296,14 @@ def _read_npz_parts(path: Path, x_key: str, y_key: str, id_key: str | None,
 
 # -- tables: Parquet, CSV, save_to_disk folders -------------------------------------------------------------------
 
+def _text_leaf(t: Any) -> bool:
+    """Whether arrow type ``t`` is a string or binary column (not nested): one pyarrow can read dictionary-encoded."""
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+        or pa.types.is_large_binary(t)
+
+
 def _numeric_leaf(t: Any) -> bool:
     """Whether arrow type ``t`` is numbers, or (nested) lists of numbers: a feature column zofl can flatten."""
     import pyarrow as pa
@@ -377,7 +385,9 @@ def _parquet_table(path: Path, cap: int, label: str, features: list[str] | None,
         schema = pq.ParquetFile(pa.BufferReader(raw)).schema_arrow
         columns = _pick_columns(str(path), schema, label, features, id_column)
         wanted = set(columns) | {label} | ({id_column} if id_column else set())
-        strings = [c for c in wanted if not _numeric_leaf(schema.field(c).type)]
+        # pyarrow dictionary-encodes only leaf columns (a nested one is a KeyError): strings and bytes, the rest
+        # read as stored and refused by what reads them (_matrix, _id_values) when it is no numbers or ids
+        strings = [c for c in wanted if _text_leaf(schema.field(c).type)]
         pf = pq.ParquetFile(pa.BufferReader(raw), read_dictionary=strings)
         need = _decoded_bytes(pf, wanted)
         if need > cap:
