@@ -1,4 +1,6 @@
 """Tasks: the softmax oracles and the plug-in mechanism."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,31 @@ def test_a_bilevel_task_on_a_users_server_starts_from_flowers_initial_arrays_in_
     got[0] = 9.0
     assert task.init_x(None, None)[0] == 0.5
     assert task.rho == QuadraticBilevel.rho and task.dims(None) == (2, 2)
+
+
+def test_a_task_file_is_imported_once_per_process_and_a_same_named_file_elsewhere_is_its_own(tmp_path):
+    """'path/to/file.py:attr': the file runs once per process however often it is named (a second load gets the
+    same module, its module-level state kept), while a file of the same name in another folder is another module;
+    while it runs, the module is in sys.modules (a dataclass in it needs that)."""
+    for folder, value in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "mine.py").write_text(
+            "from dataclasses import dataclass\n\nfrom zofl.tasks import SoftmaxTask\n\nRUNS = []\nRUNS.append(1)\n\n\n"
+            f"@dataclass\nclass Mine(SoftmaxTask):\n    value: int = {value}\n")
+    first = load_task(f"{tmp_path / 'a' / 'mine.py'}:Mine")
+    again = load_task(f"{tmp_path / 'a' / 'mine.py'}:Mine")
+    assert type(first) is type(again) and sys.modules[type(first).__module__].RUNS == [1]
+    other = load_task(f"{tmp_path / 'b' / 'mine.py'}:Mine")
+    assert (first.value, again.value, other.value) == (1, 1, 2)
+    assert load_task(f"{tmp_path / 'a' / 'mine.py'}:Mine").value == 1  # and back: a's file again, its own module
+
+
+def test_task_factory_marks_the_function_it_returns():
+    """task_factory marks a function as one a run-config may name (load_task calls it: test_nothing_named_by_a_run_
+    config_is_called_before_it_is_checked; an unmarked one is refused: test_bad_task_names)."""
+    from zofl.tasks import task_factory
+
+    def make():
+        return SoftmaxTask()
+
+    assert task_factory(make) is make and make.zofl_task_factory is True
