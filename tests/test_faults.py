@@ -69,6 +69,19 @@ def test_a_corruption_spoils_a_copy_and_leaves_the_clients_honest_arrays_alone()
         corrupt(good, "sour")
 
 
+def test_each_corruption_spoils_exactly_what_it_names():
+    """complex: every value plus 1e-3j; nan: the first array's first value; inf: its last value, +Inf; shape: the
+    first array flattened, one value short; huge: 1e12 added to the first array. The other values stay honest."""
+    good = [np.arange(1.0, 7.0).reshape(2, 3), np.array([7.0, 8.0])]
+    assert all(np.array_equal(c, g + 1e-3j) for c, g in zip(corrupt(good, "complex"), good))
+    nan, inf, shape, huge = (corrupt(good, kind) for kind in ("nan", "inf", "shape", "huge"))
+    assert np.isnan(nan[0].flat[0]) and np.array_equal(nan[0].flat[1:], good[0].flat[1:])
+    assert inf[0].flat[-1] == np.inf and np.array_equal(inf[0].flat[:-1], good[0].flat[:-1])
+    assert np.array_equal(shape[0], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert np.array_equal(huge[0], good[0] + 1e12)
+    assert all(np.array_equal(out[1], good[1]) for out in (nan, inf, shape, huge))
+
+
 @pytest.mark.parametrize("kind", DTYPE_CORRUPTIONS)
 def test_a_reply_of_another_dtype_is_refused_never_cast(kind):
     """Replies are real float64 (the dtype of every zofl model): complex (the honest values + 1e-3j, which

@@ -51,3 +51,20 @@ def test_the_asynchronous_strategy_s_configure_train_is_one_task_of_the_method(t
     assert (got.pid, got.round, got.H, got.config) == (want.pid, want.round, want.H, want.config)
     assert got.arrays.keys() == want.arrays.keys()
     assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
+
+
+def test_a_legacy_failure_is_named_by_its_node_and_status_or_by_its_exception():
+    """``legacy.describe``: what Flower's legacy server puts in aggregate_fit's failures, a (proxy, FitRes) of a
+    client that answered with a status other than OK (named by the proxy's cid, its node id) or an exception."""
+    from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
+    from flwr.server.compat.grid_client_proxy import GridClientProxy
+
+    from zofl.strategies.legacy import describe
+
+    res = FitRes(Status(Code.FIT_NOT_IMPLEMENTED, "no fit here"), ndarrays_to_parameters([]), 0, {})
+    grid = InProcessGrid({}, 1, workers=0)
+    try:
+        assert describe((GridClientProxy(1234, grid, 1), res)) == ("1234", "status FIT_NOT_IMPLEMENTED: no fit here")
+    finally:
+        grid.close()
+    assert describe(TimeoutError("late")) == (None, "TimeoutError: late")

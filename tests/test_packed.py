@@ -3,6 +3,7 @@ run folders were read, and the published figures recomputed from the committed p
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -220,3 +221,35 @@ def test_a_study_s_runs_are_its_finished_cells_only(tmp_path):
             (study / "cells" / name / f).write_text(json.dumps(v))
     assert [c for c, _, _ in study_runs(study)] == ["a-1", "b-2"]
     assert study_runs(tmp_path / "nothing") == []
+
+
+def test_a_packed_cell_s_records_are_found_only_for_a_cells_folder_of_a_packed_study(tmp_path):
+    """packed_records: a cell's records from STUDY/rounds.parquet for STUDY/cells/<id>; None for a folder of the
+    same name elsewhere beside the packed file (not a cell), and for a study that packs nothing."""
+    from zofl.packed import packed_records, write_packed
+
+    cfg, recs = CELLS["b-2"]
+    (tmp_path / "study").mkdir()
+    write_packed(tmp_path / "study" / PACKED, [("b-2", cfg, recs)])
+    assert _exact(packed_records(tmp_path / "study" / "cells" / "b-2"), recs)
+    assert packed_records(tmp_path / "study" / "runs" / "b-2") is None
+    assert packed_records(tmp_path / "study" / "cells" / "a-1") is None
+    (tmp_path / "other" / "cells").mkdir(parents=True)
+    assert packed_records(tmp_path / "other" / "cells" / "b-2") is None
+
+
+def test_the_study_command_s_help_names_the_tool_and_each_argument(capsys, monkeypatch):
+    """`python -m zofl.study --help`: the module docstring's first paragraph, and what each argument does."""
+    import zofl.study
+
+    monkeypatch.setenv("COLUMNS", "400")  # one line per argument: argparse wraps at the terminal's width
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = capsys.readouterr().out
+    first = " ".join(zofl.study.__doc__.split("\n\n")[0].split())
+    assert e.value.code == 0 and first in " ".join(out.split()) and "packs each study" not in out
+    for arg, text in (("study", "a zofl compare results folder (holds cells/)"),
+                      ("--remove", "after checking the packed file, delete the cells' rounds.jsonl and the study's "
+                                   "rounds.csv"),
+                      ("--remove-csv", "after checking the packed file, delete the study's rounds.csv only")):
+        assert re.search(rf"^ +{arg} +{re.escape(text)}$", out, re.M), (arg, out)

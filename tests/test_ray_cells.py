@@ -278,3 +278,41 @@ def test_what_the_runner_reports_of_a_failed_task_and_a_foreign_node_is_bounded_
     assert ray_cells._diff({**ours, "zofl code": "f" * 64}, {**ours, "zofl code": "e" * 64}) == \
         f"zofl code {'f' * 16} here {'e' * 16}"
     assert ray_cells._diff(None, ours) == "no environment given"
+
+
+def test_a_node_s_error_is_reported_cut_to_2000_characters(tmp_path):
+    """A cell's error from its node, with or without files to write, is cut to 2,000 characters in the report."""
+    err = "E" * 5000
+    alone = ray_cell_result({"run-name": "c"}, {**_reply(**{"summary.json": None}), "error": err}, tmp_path, "aaaa")
+    written = ray_cell_result({"run-name": "d"}, {**_reply(), "error": err}, tmp_path, "aaaa")
+    assert alone[2] == written[2] == "E" * 2000 and (tmp_path / "d" / "summary.json").exists()
+
+
+PID_TASK = """
+import os
+
+from zofl.tasks import SoftmaxTask
+
+
+class PidTask(SoftmaxTask):
+    \"\"\"The built-in softmax task, noting the process that reads each client's data.\"\"\"
+
+    def client_data(self, spec, pid):
+        with open(os.environ["ZOFL_TEST_PIDS"], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        return super().client_data(spec, pid)
+"""
+
+
+def test_a_node_s_cell_runs_its_clients_in_the_task_s_process_in_a_zofl_cell_folder(tmp_path, monkeypatch):
+    """run_cell: the cell's clients run in the Ray task's own process (one CPU each: workers = 0), its run in a
+    temporary folder named zofl-cell-* (what a node's operator finds if a task is killed), gone afterwards."""
+    (tmp_path / "pid_task.py").write_text(PID_TASK)
+    monkeypatch.setenv("ZOFL_TEST_PIDS", str(tmp_path / "pids"))
+    reply = ray_cells.run_cell({"strategy": "fedavg", "num-rounds": 1, "num-clients": 2, "seed": 1, "run-name": "c",
+                                "task": f"{tmp_path / 'pid_task.py'}:PidTask"})
+    assert reply["error"] == ""
+    assert set((tmp_path / "pids").read_text().split()) == {str(os.getpid())}
+    folder = Path(json.loads(reply["files"]["config.json"])["output-dir"])
+    assert folder.parent == Path(tempfile.gettempdir()) and folder.name.startswith("zofl-cell-")
+    assert not folder.exists()

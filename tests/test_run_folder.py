@@ -1,6 +1,7 @@
 """A run folder cannot be corrupted: one writer at a time, nothing written before a run or resume is
 accepted, and a resume checks what it reads (records, checkpoint) and names the file (and line)."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -328,3 +329,50 @@ def test_the_records_are_forced_to_the_disk_with_each_checkpoint_and_the_last_ro
         ("record", 3, True), ("checkpoint", 3, 4), ("record", 6, True), ("checkpoint", 6, 7), ("record", 7, True),
         ("checkpoint", 7, 8)]
     assert [c[1] for c in calls if c[0] == "record" and not c[2]] == [0, 1, 2, 4, 5]
+
+
+def _holders_seen_by(uid: int | None, st) -> tuple[int, ...]:
+    """zofl.results._processes_holding(st), run as user ``uid`` (a forked child that drops to it), or here."""
+    from zofl.results import _processes_holding
+
+    if uid is None:
+        return _processes_holding(st)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(w, json.dumps(_processes_holding(st)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    os.waitpid(child, 0)
+    return tuple(json.loads(out))
+
+
+def test_the_processes_still_holding_a_lock_file_are_found_by_pid(tmp_path):
+    """_processes_holding (whom busy_message tells to stop): the pids of the other processes with the file open, in
+    order, not this one; past the processes whose descriptors it may not read (another user's: as root, the search
+    runs as 'nobody', the holders too); () for a file no other process holds."""
+    lock, other = tmp_path / ".lock", tmp_path / "other"
+    lock.write_text("")
+    other.write_text("")
+    tmp_path.chmod(0o755)
+    nobody = 65534 if os.geteuid() == 0 else None
+    here = open(lock)  # noqa: SIM115 - this process holds it too: never named
+    holders = []
+    try:
+        for _ in range(2):
+            with open(lock) as f:
+                holders.append(subprocess.Popen(["sleep", "60"], stdin=f, user=nobody, group=nobody))
+        assert _holders_seen_by(nobody, os.stat(lock)) == tuple(sorted(p.pid for p in holders))
+        assert _holders_seen_by(nobody, os.stat(other)) == ()
+    finally:
+        here.close()
+        for p in holders:
+            p.kill()
+            p.wait()

@@ -4,6 +4,7 @@ A mistyped ``cfg.<attr>`` would fail only on its code path at run time; these te
 instead, so a typo or a key a method reads without declaring it fails here."""
 import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,42 @@ def test_every_committed_grid_still_reads_as_valid_run_configs():
             parse_config(cell)
             cells += 1
     assert cells > 1000
+
+
+def test_a_group_s_keys_read_as_its_bases_in_the_order_listed_then_its_own():
+    """A group made of others (class C(A, B)) lists A's keys, then B's, then its own: the order of the class
+    statement, not dataclasses' (which puts B's first)."""
+    from zofl.settings import Settings, key
+
+    @dataclass(frozen=True)
+    class A(Settings):
+        a_one: int = key(1, "an integer", "A's first", "ours")
+        a_two: int = key(2, "an integer", "A's second", "ours")
+
+    @dataclass(frozen=True)
+    class B(Settings):
+        b_one: int = key(3, "an integer", "B's", "ours")
+
+    @dataclass(frozen=True)
+    class C(A, B):
+        c_one: int = key(4, "an integer", "C's own", "ours")
+
+    assert [f.name for f in dataclasses.fields(C)] == ["b_one", "a_one", "a_two", "c_one"]
+    assert C.names() == ("a-one", "a-two", "b-one", "c-one")
+    assert [(k.group.rsplit(".", 1)[1], k.default) for k in C.keys()] == [("A", 1), ("A", 2), ("B", 3), ("C", 4)]
+
+
+def test_a_key_keeps_its_default_and_the_check_given_or_accepts_every_value():
+    """key(): the field's default is the one given, its check the one given (choice: one of the options), and a key
+    given no check accepts any value."""
+    from zofl.settings import Settings, choice, key
+
+    @dataclass(frozen=True)
+    class G(Settings):
+        mode: str = key("fast", "fast or slow", "a choice", "ours", choice("fast", "slow"))
+        free: str = key("anything", "any text", "no check", "ours")
+
+    mode, free = G.keys()
+    assert (G().mode, G().free, mode.default, free.default) == ("fast", "anything", "fast", "anything")
+    assert [mode.check(v) for v in ("fast", "slow", "medium", "")] == [True, True, False, False]
+    assert all(free.check(v) is True for v in ("", "x", 0, None))

@@ -62,3 +62,19 @@ def test_a_download_without_torchvision_names_the_extra_and_the_offline_way(tmp_
     assert res.returncode == 0, res.stderr[-2000:]
     assert "downloading 'mnist' needs torchvision" in res.stdout and ".[torch,download]" in res.stdout
     assert "zofl data get mnist --from FOLDER" in res.stdout
+
+
+def test_a_users_clientapp_without_torch_names_the_extra(tmp_path):
+    """zofl.client.train (a user's ClientApp) without torch: one line naming what needs it and the extra."""
+    res = _python("""
+        import numpy as np
+        from zofl.client import gather
+        from zofl.extras import MissingExtra
+        try:
+            gather((np.zeros((2, 1)), np.zeros(2, np.int64)), ("img", "label"))
+        except MissingExtra as exc:
+            print(exc)
+    """, tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == ("zofl.client.train needs torch, which is not installed: pip install -e '.[torch]' "
+                                  "in the project's folder (or pip install 'zofl[torch]')")

@@ -436,3 +436,193 @@ def test_a_node_names_its_partition_only_with_both_keys():
     assert claim({PARTITION_ID: 3, NUM_PARTITIONS: 8}) == (3, 8)
     assert claim({PARTITION_ID: "5", NUM_PARTITIONS: 9.0}) == (5, 9)
     assert claim({PARTITION_ID: 3}) == (-1, 0) and claim({NUM_PARTITIONS: 8}) == (-1, 0) and claim({}) == (-1, 0)
+
+
+def finishes(call, seconds: float = 120.0):
+    """``call()`` in a thread of its own: what it returns, or a test failure when it has not returned within
+    ``seconds`` (a start that waits forever; the thread is left behind)."""
+    import threading
+
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still running after {seconds:.0f} s")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+ZEROS = ArrayRecord({"w": Array(np.zeros((2, 3)))})
+
+
+def test_a_strategy_with_its_defaults_starts_on_two_supernodes_and_runs_flowers_rounds_and_deadline():
+    """Flower's defaults: min_available_nodes = 2 (FedAvg's), so two SuperNodes are enough; ``start`` without
+    num_rounds and timeout runs Strategy.start's 3 rounds, each with its 3600 s as the round deadline."""
+    import inspect
+
+    from flwr.serverapp.strategy import FedAvg, Strategy
+
+    grid = InProcessGrid({}, 2, workers=0, client_app="plain_client:app")
+    try:
+        strategy = ZOHFLStrategy(run_config={"local-steps": 1}, wait_s=1.0, fraction_evaluate=0.0)
+        result = strategy.start(grid=grid, initial_arrays=ZEROS)
+    finally:
+        grid.close()
+    flower = inspect.signature(Strategy.start).parameters
+    assert inspect.signature(FedAvg).parameters["min_available_nodes"].default == 2
+    assert sorted(result.train_metrics_clientapp) == list(range(1, flower["num_rounds"].default + 1))
+    assert len(strategy.records) == 4 and all(rec["participants"] == 2 for rec in strategy.records[1:])
+    assert strategy.run.cfg.round_deadline_s == flower["timeout"].default == 3600
+
+
+def test_a_strategy_made_but_not_started_holds_no_run_federation_or_writer_yet():
+    sync, asynchronous = ZOHFLStrategy(), FedBuffStrategy()
+    assert sync.run is None and sync.fed is None and sync.writer is None
+    assert asynchronous.fed is None and asynchronous.writer is None
+
+
+@pytest.mark.parametrize("cls", [ZOHFLStrategy, FedBuffStrategy], ids=lambda c: c.__name__)
+def test_results_dir_gets_zofl_s_run_folder_with_the_runs_records_and_settings(cls, tmp_path):
+    """``results_dir``: the run folder ``zofl plot`` reads (rounds.jsonl: the records ``strategy.records`` holds,
+    config.json: the run's settings, FedBuff's clock the strategy's default "wall", not zofl run's "simulated")."""
+    from zofl.results import read_rounds
+
+    extra = {"buffer-size": 2} if cls is FedBuffStrategy else {}
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app")
+    try:
+        strategy = cls(run_config={"local-steps": 1, **extra}, results_dir=str(tmp_path / "run"),
+                       **({} if cls is FedBuffStrategy else {"fraction_evaluate": 0.0}))
+        strategy.start(grid=grid, initial_arrays=ZEROS, num_rounds=2)
+    finally:
+        grid.close()
+    written = read_rounds(tmp_path / "run")
+    assert [rec["round"] for rec in written] == [0, 1, 2]
+    assert [rec["participants"] for rec in written] == [rec["participants"] for rec in strategy.records]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["strategy"] == cls.method.name
+    if cls is FedBuffStrategy:
+        assert config["clock"] == "wall" and strategy.cfg.clock == "wall"
+
+
+def test_the_evaluation_is_flowers_fedavg_with_the_strategys_sampling_weighting_key_and_aggregation():
+    """fraction_evaluate, min_evaluate_nodes, weighted_by_key and evaluate_metrics_aggr_fn reach Flower's FedAvg:
+    of three nodes, fraction 0.1 samples int(0.3) = 0, so min_evaluate_nodes = 1 evaluates one; its answer reaches
+    the user's aggregation with the user's key, and the aggregate is the Result's."""
+    from flwr.app import MetricRecord
+    from userapp.task import Net
+
+    seen = []
+
+    def aggregate(contents, key):
+        seen.append((len(contents), key))
+        return MetricRecord({"answers": len(contents)})
+
+    grid = InProcessGrid({"strategy": "zohfl"}, 3, workers=0, client_app="userapp.client_app:app")
+    try:
+        strategy = ZOHFLStrategy(run_config={"local-steps": 1}, fraction_evaluate=0.1, min_evaluate_nodes=1,
+                                 weighted_by_key="eval_loss", evaluate_metrics_aggr_fn=aggregate)
+        result = strategy.start(grid=grid, initial_arrays=ArrayRecord(Net().state_dict()), num_rounds=1)
+    finally:
+        grid.close()
+    assert seen == [(1, "eval_loss")]
+    assert dict(result.evaluate_metrics_clientapp) == {1: MetricRecord({"answers": 1})}
+
+
+def test_one_supernode_is_enough_when_min_available_nodes_is_one_for_training_and_evaluation():
+    """min_available_nodes = 1 holds for Flower's evaluation too (its FedAvg would otherwise wait for a second
+    node forever, before the first evaluation)."""
+    grid = InProcessGrid({}, 1, workers=0, client_app="plain_client:app")
+    try:
+        strategy = ZOHFLStrategy(run_config={"local-steps": 1}, min_available_nodes=1, min_evaluate_nodes=1)
+        finishes(lambda: strategy.start(grid=grid, initial_arrays=ZEROS, num_rounds=1), 60.0)
+    finally:
+        grid.close()
+    assert len(strategy.records) == 2 and strategy.records[1]["participants"] == 1
+
+
+def test_starts_timeout_is_each_of_flowers_rounds_deadline(monkeypatch):
+    """``timeout`` reaches Flower's round loop: every train and evaluate round is sent through the deadline Grid
+    with it (observed on DeadlineGrid.send_and_receive, which still does the work: no real wait)."""
+    from zofl.strategies.deadline import DeadlineGrid
+
+    seen, send = [], DeadlineGrid.send_and_receive
+
+    def observed(self, messages, *, timeout=None):
+        messages = list(messages)
+        seen.extend((m.metadata.message_type, timeout) for m in messages)
+        return send(self, messages, timeout=timeout)
+
+    monkeypatch.setattr(DeadlineGrid, "send_and_receive", observed)
+    grid = InProcessGrid({}, 2, workers=0, client_app="plain_client:app")
+    try:
+        strategy = ZOHFLStrategy(run_config={"local-steps": 1})
+        finishes(lambda: strategy.start(grid=grid, initial_arrays=ZEROS, num_rounds=1, timeout=600.0), 90.0)
+    finally:
+        grid.close()
+    assert strategy.run.cfg.round_deadline_s == 600.0
+    assert set(seen) == {("train", 600.0), ("evaluate", 600.0)}, seen
+
+
+class Watched(ZOHFLStrategy):
+    """A user's subclass that keeps the messages each round sends and sets the model back to zeros after round 1
+    (a server step of its own between Flower's rounds)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.train_sent, self.evaluate_sent = {}, {}
+
+    def configure_train(self, server_round, arrays, config, grid):
+        self.train_sent[server_round] = list(super().configure_train(server_round, arrays, config, grid))
+        return self.train_sent[server_round]
+
+    def configure_evaluate(self, server_round, arrays, config, grid):
+        self.evaluate_sent[server_round] = list(super().configure_evaluate(server_round, arrays, config, grid))
+        return self.evaluate_sent[server_round]
+
+    def aggregate_train(self, server_round, replies):
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        return (ZEROS if server_round == 1 else arrays), metrics
+
+
+def test_start_hands_train_config_evaluate_config_and_evaluate_fn_to_flowers_rounds_and_flower_owns_x():
+    """train_config's entries reach every train message beside zofl's own (its "round" and "H" do not replace
+    zofl's), evaluate_config's every evaluate message, evaluate_fn sees the model before round 1 and after each;
+    the arrays Flower hands configure_train are the x a round sends (here zeros again after round 1)."""
+    from flwr.app import MetricRecord
+
+    calls = []
+
+    def evaluate_fn(server_round, arrays):
+        calls.append(server_round)
+        return MetricRecord({"norm": float(np.abs(arrays["w"].numpy()).sum())})
+
+    grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app")
+    try:
+        strategy = Watched(run_config={"local-steps": 1}, eta=0.5, gamma=0.5)
+        result = strategy.start(grid=grid, initial_arrays=ZEROS, num_rounds=2,
+                                train_config=ConfigRecord({"lr": 0.25, "round": 99, "H": 99}),
+                                evaluate_config=ConfigRecord({"tag": 7}), evaluate_fn=evaluate_fn)
+    finally:
+        grid.close()
+    for server_round, sent in strategy.train_sent.items():
+        assert len(sent) == 3
+        for msg in sent:
+            config = msg.content["config"]
+            assert (config["lr"], config["round"], config["H"]) == (0.25, server_round - 1, 1)
+    assert all(msg.content["config"]["tag"] == 7 for sent in strategy.evaluate_sent.values() for msg in sent)
+    assert sorted(strategy.evaluate_sent) == [1, 2] and calls == [0, 1, 2]
+    assert sorted(result.evaluate_metrics_serverapp) == [0, 1, 2]
+    assert np.any(result.arrays["w"].numpy() != 0)  # the round-2 model moved from zeros
+    assert all(np.array_equal(msg.content["arrays"]["w"].numpy(), np.zeros((2, 3))) for msg in strategy.train_sent[2])
+    with pytest.raises(ValueError, match=r"^the arrays Flower handed configure_train are not the model start\(\) "
+                                         r"was given$"):
+        strategy.configure_train(3, ArrayRecord({"v": Array(np.zeros(6))}), ConfigRecord(), grid)

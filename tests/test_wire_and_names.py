@@ -335,3 +335,17 @@ def test_a_run_without_run_name_writes_to_its_default_folder_in_process(tmp_path
     d, _ = run_inprocess({"num-clients": 2, "num-rounds": 1, "output-dir": str(out)}, workers=0)
     folder = assert_in_default_folder(out, "zohfl", t0, time.time())
     assert d == folder
+
+
+def test_an_evaluate_message_names_its_round_and_client_and_goes_to_that_clients_node(as_the_serverapp):
+    """``eval_messages``: per held client, in client order, an ``evaluate`` message to its node whose config names
+    the round evaluated and the client (``client_of_message``), x in Flower's "arrays"."""
+    from zofl.strategies.wire import client_of_message
+
+    sent = eval_messages(FINE, 4, {1: 1002, 0: 1001})
+    assert [m.metadata.dst_node_id for m in sent] == [1001, 1002]
+    assert all(m.metadata.message_type == "evaluate" for m in sent)
+    assert [dict(m.content["config"]) for m in sent] == [{"round": 4, "zofl.client-id": 0},
+                                                         {"round": 4, "zofl.client-id": 1}]
+    assert [client_of_message(m) for m in sent] == [0, 1]
+    assert all(np.array_equal(m.content["arrays"]["x"].numpy(), FINE) for m in sent)
