@@ -1,5 +1,6 @@
 """User tasks living outside the package, loaded by import path in tests."""
 import functools
+import os
 
 import numpy as np
 
@@ -81,3 +82,12 @@ class Float32InitTask(BlobsTask):
 
     def init_params(self, d, k):
         return np.full(d * k, 0.01, dtype=np.float32)
+
+
+class PidTask(SoftmaxTask):
+    """The built-in softmax task, noting (in the file ZOFL_TEST_PIDS) the process that reads each client's data."""
+
+    def client_data(self, spec, pid):
+        with open(os.environ["ZOFL_TEST_PIDS"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return super().client_data(spec, pid)

@@ -470,22 +470,6 @@ def test_a_runner_worker_s_cell_in_this_process(tmp_path):
     assert name == "d" and err.startswith("ConfigError(") and "no-such-method" in err and 0 <= secs < 600
 
 
-PID_TASK = """
-import os
-
-from zofl.tasks import SoftmaxTask
-
-
-class PidTask(SoftmaxTask):
-    \"\"\"The built-in softmax task, noting the process that reads each client's data.\"\"\"
-
-    def client_data(self, spec, pid):
-        with open(os.environ["ZOFL_TEST_PIDS"], "a") as f:
-            f.write(f"{os.getpid()}\\n")
-        return super().client_data(spec, pid)
-"""
-
-
 def test_a_runner_worker_runs_its_cell_s_clients_itself(tmp_path, monkeypatch):
     """A --via inprocess worker is one process per core: its cell's clients run in it (workers = 0), no process
     of their own beside it."""
@@ -494,9 +478,8 @@ def test_a_runner_worker_runs_its_cell_s_clients_itself(tmp_path, monkeypatch):
     from zofl.compare import _inprocess_cell
 
     monkeypatch.setattr(logging.getLogger("flwr"), "level", logging.getLogger("flwr").level)  # the cell sets it
-    (tmp_path / "pid_task.py").write_text(PID_TASK)
     monkeypatch.setenv("ZOFL_TEST_PIDS", str(tmp_path / "pids"))
-    cfg = {"strategy": "fedavg", "num-rounds": 1, "num-clients": 2, "task": f"{tmp_path / 'pid_task.py'}:PidTask",
+    cfg = {"strategy": "fedavg", "num-rounds": 1, "num-clients": 2, "task": "tests.plugin_task:PidTask",
            "output-dir": str(tmp_path), "run-name": "c"}
     assert _inprocess_cell(cfg)[2] == ""
     assert set((tmp_path / "pids").read_text().split()) == {str(os.getpid())}

@@ -288,29 +288,12 @@ def test_a_node_s_error_is_reported_cut_to_2000_characters(tmp_path):
     assert alone[2] == written[2] == "E" * 2000 and (tmp_path / "d" / "summary.json").exists()
 
 
-PID_TASK = """
-import os
-
-from zofl.tasks import SoftmaxTask
-
-
-class PidTask(SoftmaxTask):
-    \"\"\"The built-in softmax task, noting the process that reads each client's data.\"\"\"
-
-    def client_data(self, spec, pid):
-        with open(os.environ["ZOFL_TEST_PIDS"], "a") as f:
-            f.write(f"{os.getpid()}\\n")
-        return super().client_data(spec, pid)
-"""
-
-
 def test_a_node_s_cell_runs_its_clients_in_the_task_s_process_in_a_zofl_cell_folder(tmp_path, monkeypatch):
     """run_cell: the cell's clients run in the Ray task's own process (one CPU each: workers = 0), its run in a
     temporary folder named zofl-cell-* (what a node's operator finds if a task is killed), gone afterwards."""
-    (tmp_path / "pid_task.py").write_text(PID_TASK)
     monkeypatch.setenv("ZOFL_TEST_PIDS", str(tmp_path / "pids"))
     reply = ray_cells.run_cell({"strategy": "fedavg", "num-rounds": 1, "num-clients": 2, "seed": 1, "run-name": "c",
-                                "task": f"{tmp_path / 'pid_task.py'}:PidTask"})
+                                "task": "tests.plugin_task:PidTask"})
     assert reply["error"] == ""
     assert set((tmp_path / "pids").read_text().split()) == {str(os.getpid())}
     folder = Path(json.loads(reply["files"]["config.json"])["output-dir"])
