@@ -108,3 +108,32 @@ def test_the_cnn_is_the_documented_two_convolution_network_on_any_image_shape():
     assert cnn_module(3072, 10)(torch.randn(2, 3072)).shape == (2, 10)
     with pytest.raises(ValueError, match="the cnn task needs images: 65 features is not a known image shape"):
         image_shape(65)
+
+
+def test_the_module_and_every_tensor_go_to_the_tasks_device(monkeypatch):
+    """With device = cuda the module and every tensor the task makes must sit on the GPU (one left on the CPU is a
+    device-mismatch error). This machine has no GPU, and a tensor made with no device lands on the CPU, so a
+    dropped device argument would pass every other test here: the module is built on torch's "meta" device
+    (shapes only, no data) and must land there, and every tensor the task converts must be asked for its device."""
+    import torch
+
+    from zofl.tasks.torch_task import TorchSoftmaxTask, TorchTask, softmax_module
+
+    real, asked = torch.as_tensor, []
+
+    def as_tensor(*a, **k):
+        asked.append(k.get("device", "not given"))
+        return real(*a, **k)
+
+    for task in (TorchTask(softmax_module, dtype="float64"), TorchSoftmaxTask()):
+        task.device = "meta"
+        assert {p.device.type for p in task._build(4, 3).parameters()} == {"meta"}
+        assert {t.device.type for t in task._params(np.zeros(12)).values()} == {"meta"}
+        task.device, task._module = "cpu", None
+        task.init_params(4, 3)
+        x, y = np.ones((5, 4)), np.arange(5) % 3
+        monkeypatch.setattr(torch, "as_tensor", as_tensor)
+        task.grad(np.zeros(12), x, y), task.loss(np.zeros(12), x, y), task.predict(np.zeros(12), x)
+        monkeypatch.setattr(torch, "as_tensor", real)
+        assert len(asked) >= 6 and set(asked) == {"cpu"}, asked
+        asked.clear()
