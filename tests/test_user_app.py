@@ -485,9 +485,12 @@ def test_a_strategy_with_its_defaults_starts_on_two_supernodes_and_runs_flowers_
 
 
 def test_a_strategy_made_but_not_started_holds_no_run_federation_or_writer_yet():
+    """... and the documented defaults (docs/user-app.md): two SuperNodes (Flower's FedAvg's), waited for 120 s."""
     sync, asynchronous = ZOHFLStrategy(), FedBuffStrategy()
     assert sync.run is None and sync.fed is None and sync.writer is None
     assert asynchronous.fed is None and asynchronous.writer is None
+    assert sync.min_available_nodes == asynchronous.min_available_nodes == 2
+    assert sync.wait_s == asynchronous.wait_s == 120.0
 
 
 @pytest.mark.parametrize("cls", [ZOHFLStrategy, FedBuffStrategy], ids=lambda c: c.__name__)
