@@ -85,3 +85,37 @@ def test_gather_reads_a_shuffling_datapipe_s_loader_in_its_data_s_order():
     for _ in range(2):
         gx, gy = gather(loader, ("img", "label"))
         assert np.array_equal(gx, x) and np.array_equal(gy, y)
+
+
+def test_train_task_refuses_a_message_without_a_config_record_as_no_zofl_strategys(as_the_serverapp):
+    """A bilevel ClientApp (``train_task``) sent Flower's plain message (arrays, no config record): refused in
+    train's words, not an AttributeError from reading a record that is not there."""
+    from zofl.client import train_task
+
+    plain = Message(RecordDict({"arrays": ArrayRecord({"x": Array(np.zeros(3))})}), dst_node_id=1,
+                    message_type="train")
+    with pytest.raises(ValueError, match=re.escape("the train message's zofl.settings is not the JSON")):
+        train_task(plain, _context(), task=None)
+
+
+def test_train_task_keeps_a_bilevel_methods_client_state_between_messages(as_the_serverapp, monkeypatch):
+    """A bilevel method of a user's own (``methods.register``) may keep arrays on its clients, as SCAFFOLD does in
+    the model path: train_task hands client_work the state its node's Context holds and keeps what it leaves
+    there for the next message (the built-in bilevel methods keep none, so only such a method shows it)."""
+    from zofl.client import train_task
+    from zofl.core.protocol import Reply
+    from zofl.methods import METHODS, MethodEntry
+
+    seen = []
+
+    def client_work(cfg, task, spec, work, state):
+        seen.append(dict(state))
+        state["visits"] = np.array([len(seen)], dtype=np.int64)
+        return Reply(work.pid, {"x": work.arrays["x"]}, 1)
+
+    monkeypatch.setitem(METHODS, "fednest", MethodEntry(METHODS["fednest"].server, client_work))
+    ctx, settings = _context(), json.dumps({"strategy": "fednest", "task": "toy"})
+    for _ in range(3):
+        reply = train_task(_work(np.zeros(3), **{"zofl.settings": settings}), ctx, task=None)
+        assert reply.content["arrays"]["x"].numpy().shape == (3,)
+    assert [s.get("visits", np.array([0]))[0] for s in seen] == [0, 1, 2]

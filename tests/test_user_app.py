@@ -398,6 +398,20 @@ def test_a_users_model_keeps_its_dtype_and_loss_and_a_nodes_identity_fingerprint
     assert dict(identity(ctx, x[:0], y[:0])[CONFIG]) == {DATA_ERROR: "this ClientApp's data hold no training example"}
 
 
+def test_a_users_model_is_trained_on_its_own_device_and_a_model_with_no_parameters_is_refused():
+    """``ModelTask`` takes the model's device (a CUDA model stays on the GPU; torch's "meta" device stands in for
+    one here) and dtype from its parameters; a model with none has nothing to train: refused in one line."""
+    from zofl.client import ModelTask
+
+    x, y = np.zeros((4, 3)), np.array([0, 1, 0, 1])
+    task = ModelTask(torch.nn.Linear(3, 2, device="meta", dtype=torch.float64), None, x, y)
+    assert (task.device, task.dtype_name, task.size) == ("meta", "float64", 8)
+    assert {t.device.type for t in task._params(np.zeros(8)).values()} == {"meta"}
+    with pytest.raises(ValueError, match="^zofl.client.train: the model has no parameters: there is nothing to "
+                                         "train$"):
+        ModelTask(torch.nn.ReLU(), None, x, y)
+
+
 def test_an_asynchronous_strategy_gives_flowers_result_and_evaluates_the_final_model_once():
     """FedBuffStrategy.start (Flower's Strategy.start signature): num_rounds server updates (3 by default), the
     train metrics of each in Flower's Result, and ``evaluate_fn(num_rounds, arrays)`` called once on the final

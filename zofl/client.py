@@ -182,10 +182,11 @@ class ModelTask(TorchTask):
         if buffers:
             raise ValueError(f"zofl.client.train: the model holds buffers {buffers[:5]} (e.g. BatchNorm statistics), "
                              f"which are no part of the methods' x: use a model without them (e.g. GroupNorm)")
-        first = next(iter(params.values()), None)
-        dtype = str(first.dtype).replace("torch.", "") if first is not None else "float32"
-        super().__init__(lambda *_: model, loss_fn, dtype=dtype, num_threads=None)
-        self.device = first.device.type if first is not None else "cpu"
+        if not params:
+            raise ValueError("zofl.client.train: the model has no parameters: there is nothing to train")
+        first = next(iter(params.values()))
+        super().__init__(lambda *_: model, loss_fn, dtype=str(first.dtype).replace("torch.", ""), num_threads=None)
+        self.device = first.device.type
         self._module = model.eval()
         self._shapes = [(name, tuple(p.shape)) for name, p in params.items()]
         self.size = int(sum(p.numel() for p in params.values()))
