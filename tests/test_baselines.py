@@ -93,6 +93,21 @@ def test_peer_cross_check_fedavg_vs_flowers_fedavg(tmp_path):
     assert down["flwr-fedavg"] == down["fedavg"] == [5 * 640 * 8] * 8  # Flower's FedAvg sends each client the model
 
 
+def test_flowers_fedavg_waits_for_every_supernode_before_it_samples():
+    """flwr-fedavg is Flower's own FedAvg, set as zofl's rounds need: it samples beta m clients only once all m
+    SuperNodes are there (Flower's default waits for 2, so a deployment's late nodes would miss the first rounds),
+    on either API; the legacy one aggregates a round with failures (counted in the record)."""
+    from types import SimpleNamespace
+
+    from zofl.config import parse_config
+    from zofl.strategies.flwr_fedavg import FlowerFedAvg, LegacyFlowerFedAvg
+
+    run = SimpleNamespace(cfg=parse_config({"strategy": "flwr-fedavg", "num-clients": 7, "beta": 0.5}))
+    message, legacy = FlowerFedAvg(run, fed=None), LegacyFlowerFedAvg(run, fed=None)
+    assert (message.min_available_nodes, message.fraction_train) == (7, 0.5)
+    assert (legacy.min_available_clients, legacy.fraction_fit, legacy.accept_failures) == (7, 0.5, True)
+
+
 def test_a_scaffold_client_that_lost_its_c_i_takes_the_servers_copy_and_goes_on_exactly():
     """SCAFFOLD's client half: with its state gone (a restarted node) it starts from the server's copy of c_i when
     the work carries one (the first round after a resume), and gives the reply and the new c_i the client with

@@ -56,7 +56,7 @@ def test_a_good_reply_is_written_whole_with_this_machine_s_paths(tmp_path):
     ({"files": []}, "not a cell's reply"),
     ({**_reply(), "environment": {**environment(), "zofl code": "0" * 64}}, "runs other code"),
     ({**_reply(), "environment": None}, "runs other code"),
-    (_reply(**{"../evil": b"x"}), "not a run folder's file"),
+    (_reply(**{"../evil": b"x"}), r"^file name '\.\./evil' is not a run folder's file$"),
     (_reply(**{"a/b": b"x"}), "not a run folder's file"),
     (_reply(**{".hidden": b"x"}), "not a run folder's file"),
     (_reply(**{"x.npz": "not bytes"}), "not a run folder's file"),
@@ -76,6 +76,26 @@ def test_a_bad_reply_is_refused_and_nothing_is_written(tmp_path, reply, match):
     with pytest.raises(CellRefused, match=match):
         unpack(reply, cells / "c", str(cells), "aaaa")
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["c", "cells", "old.txt"]
+
+
+def test_a_write_that_fails_midway_leaves_no_temporary_folder_and_the_cells_old_one_whole(tmp_path, monkeypatch):
+    """The files go to a temporary folder beside the cell's, renamed over it once all are written: a disk that
+    fails on the second file leaves the old folder as it was and no temporary folder behind."""
+    dest = tmp_path / "c"
+    dest.mkdir()
+    (dest / "old.txt").write_text("kept")
+    real, written = Path.write_bytes, []
+
+    def write_bytes(self, data):
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(self)
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    with pytest.raises(OSError, match="No space left"):
+        unpack(_reply(), dest, str(tmp_path), "aaaa")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["c", "c/old.txt"]
 
 
 def test_a_reply_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
