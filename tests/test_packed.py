@@ -193,6 +193,7 @@ def test_the_pack_command_says_what_it_does_keeps_the_records_with_remove_csv_an
         assert text in help_text, text
     study = _study(tmp_path)
     (study / "rounds.csv").write_text("derived\n" * 40_000)  # 0.32 MB: the report's figure is this file's and the jsonl
+    (study / "fig.png").write_bytes(b"\0" * 300_000)  # a study's other files (figures, tables) are not counted
     size = sum(f.stat().st_size for f in study.rglob("*") if f.name in ("rounds.jsonl", "rounds.csv"))
     main([str(study), "--remove-csv"])
     packed = (study / PACKED).stat().st_size
