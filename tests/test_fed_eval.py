@@ -126,11 +126,15 @@ def test_the_clients_held_out_shares_are_disjoint_and_cover_the_test_set():
 
 @pytest.mark.parametrize("engine, strategy", [("sync", "zohfl"), ("legacy", "zohfl"), ("async", "fedbuff")])
 def test_every_client_evaluating_its_share_gives_the_servers_test_metrics_and_changes_no_training(tmp_path, engine,
-                                                                                                 strategy):
+                                                                                                 strategy, caplog):
     """With every client's share of the test set answering, the weighted federated metrics are the server's own
     (a check of the weighting and of the shares); the training numbers are those of the run without it (the
     asynchronous engine on its simulated clock: the evaluation of version 3 moves no clock), and the server
-    evaluates the rounds the clients do, and x_0."""
+    evaluates the rounds the clients do, and x_0. On the legacy API Flower's History gets the same federated
+    loss and metrics (its summary at the end of the run)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="flwr")
     cfg = {**RUN, "engine": engine, "strategy": strategy, "output-dir": str(tmp_path)}
     d, x = run_inprocess({**cfg, "federated-eval": True, "eval-every": 3, "run-name": "fed"}, workers=0)
     d0, x0 = run_inprocess({**cfg, "run-name": "plain"}, workers=0)
@@ -144,6 +148,13 @@ def test_every_client_evaluating_its_share_gives_the_servers_test_metrics_and_ch
             assert r["fed_loss"] == pytest.approx(r["test_loss"], rel=1e-12)
             assert r["fed_acc"] == pytest.approx(r["test_acc"], rel=1e-12)
             assert (r["fed_examples"], r["fed_clients"], r["fed_refused"]) == (180, 4, 0)  # digits: 180 test images
+    if engine == "legacy":
+        fed = [r for r in rec if "fed_loss" in r]
+        summary = "\n".join(r.getMessage() for r in caplog.records)
+        assert "History (loss, distributed):\n" + "".join(f"\t\tround {r['round']}: {r['fed_loss']}\n"
+                                                          for r in fed) in summary, summary[-2000:]
+        accuracies = ", ".join(f"({r['round']}, {r['fed_acc']})" for r in fed)
+        assert f"'fed_acc': [{accuracies}]" in summary, summary[-2000:]
 
 
 def test_a_client_with_a_hostile_answer_is_refused_alone(tmp_path, monkeypatch):
