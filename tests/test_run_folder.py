@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -331,12 +332,10 @@ def test_the_records_are_forced_to_the_disk_with_each_checkpoint_and_the_last_ro
     assert [c[1] for c in calls if c[0] == "record" and not c[2]] == [0, 1, 2, 4, 5]
 
 
-def _holders_seen_by(uid: int | None, st) -> tuple[int, ...]:
-    """zofl.results._processes_holding(st), run as user ``uid`` (a forked child that drops to it), or here."""
-    from zofl.results import _processes_holding
-
+def _seen_by(uid: int | None, fn, *args):
+    """``fn(*args)`` (its answer JSON), run as user ``uid`` (a forked child that drops to it), or here."""
     if uid is None:
-        return _processes_holding(st)
+        return fn(*args)
     r, w = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child
@@ -344,14 +343,56 @@ def _holders_seen_by(uid: int | None, st) -> tuple[int, ...]:
             os.close(r)
             os.setgid(uid)
             os.setuid(uid)
-            os.write(w, json.dumps(_processes_holding(st)).encode())
+            os.write(w, json.dumps(fn(*args)).encode())
         finally:
             os._exit(0)
     os.close(w)
     with os.fdopen(r) as f:
         out = f.read()
     os.waitpid(child, 0)
-    return tuple(json.loads(out))
+    return json.loads(out)
+
+
+def _holders_seen_by(uid: int | None, st) -> tuple[int, ...]:
+    """zofl.results._processes_holding(st), run as user ``uid``, or here."""
+    from zofl.results import _processes_holding
+
+    return tuple(_seen_by(uid, _processes_holding, st))
+
+
+def test_a_lock_holder_is_alive_while_it_runs_not_once_it_ended_or_is_a_zombie(tmp_path):
+    """_alive (whether a lock's holder still holds it): this process runs, and so does one of another user's whose
+    signals the asker may not send (as root, asked as 'nobody'), and one whose name reads like a zombie's state
+    (its /proc stat line "pid (x) Z (y) S ...": the state follows the last parenthesis); a child that exited
+    unreaped (a zombie: its descriptors, and locks, are gone) and one reaped do not."""
+    import shutil
+    import time
+
+    from zofl.results import _alive
+
+    named = tmp_path / "x) Z (y"
+    named.symlink_to(shutil.which("sleep"))
+    sleeper = subprocess.Popen([str(named), "60"])
+    try:
+        end = time.monotonic() + 60
+        while Path(f"/proc/{sleeper.pid}/comm").read_text().strip() != named.name and time.monotonic() < end:
+            time.sleep(0.01)  # until the exec has given it its name
+        assert _alive(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    end = time.monotonic() + 60
+    while time.monotonic() < end:  # until the child has exited (a zombie until it is waited for)
+        state = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "Z":
+            break
+        time.sleep(0.01)
+    assert state == "Z" and not _alive(child.pid) and _alive(os.getpid())
+    child.wait()
+    assert not _alive(child.pid)
+    if os.geteuid() == 0:
+        assert _seen_by(65534, _alive, os.getpid()) is True
 
 
 def test_the_processes_still_holding_a_lock_file_are_found_by_pid(tmp_path):
