@@ -182,3 +182,14 @@ def test_scaffolds_server_keeps_each_c_i_as_the_sum_of_its_accepted_deltas_and_s
     np.testing.assert_allclose(r1["x"], want_x)
     np.testing.assert_allclose(r1["c"], want_c)
     np.testing.assert_array_equal(r1["c_clients"], [dc0, dc1, dc2])  # each its own, not the robust one
+    # a server optimizer (ours: server-optimizer) steps with mean Delta y as its pseudo-gradient, its step numbered
+    # from 1 (Adam's bias correction): round r's is step r + 1
+    cfg, task, spec = prepare({"strategy": "scaffold", "num-clients": 3, "local-steps": 2, "seed": 5,
+                               "server-lr": 0.5, "server-optimizer": "adam"})
+    adam = Scaffold(cfg, task, spec)
+    a0 = adam.init()
+    a1, _ = adam.update(a0, RoundPlan(0, [0, 2], [], []), [rep(0, dy0, dc0), rep(2, dy2, dc2)])
+    np.testing.assert_array_equal(a1["x"], adam.server_step(a0, np.mean([dy0, dy2], axis=0), 0.5, 1)["x"])
+    a2, _ = adam.update(a1, RoundPlan(1, [0], [], []), [rep(0, dy0b, dc0b)])
+    np.testing.assert_array_equal(a2["x"], adam.server_step(a1, np.mean([dy0b], axis=0), 0.5, 2)["x"])
+    assert not np.array_equal(a2["x"], adam.server_step(a1, np.mean([dy0b], axis=0), 0.5, 3)["x"])

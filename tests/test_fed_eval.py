@@ -25,6 +25,8 @@ def test_answers_are_weighted_by_their_examples():
     assert got["fed_acc"] == pytest.approx((10 * 0.5 + 30 * 0.9) / 40)
     assert (got["fed_examples"], got["fed_clients"], got["fed_refused"]) == (40, 2, 2)  # the empty one is no client
     assert weighted_metrics([])["fed_loss"] is None and weighted_metrics([])["fed_examples"] == 0
+    assert weighted_metrics([])["fed_refused"] == 0  # none refused unless said
+    assert weighted_metrics([EvalAnswer(0, 1, 1.0, 1.0)])["fed_clients"] == 1  # one example makes a client
 
 
 def test_the_servers_check_of_the_answers_counts_every_refusal_and_silence_and_names_each(caplog):
@@ -135,6 +137,7 @@ def test_every_client_evaluating_its_share_gives_the_servers_test_metrics_and_ch
     import logging
 
     caplog.set_level(logging.INFO, logger="flwr")
+    caplog.set_level(logging.INFO, logger="zofl")
     cfg = {**RUN, "engine": engine, "strategy": strategy, "output-dir": str(tmp_path)}
     d, x = run_inprocess({**cfg, "federated-eval": True, "eval-every": 3, "run-name": "fed"}, workers=0)
     d0, x0 = run_inprocess({**cfg, "run-name": "plain"}, workers=0)
@@ -148,9 +151,11 @@ def test_every_client_evaluating_its_share_gives_the_servers_test_metrics_and_ch
             assert r["fed_loss"] == pytest.approx(r["test_loss"], rel=1e-12)
             assert r["fed_acc"] == pytest.approx(r["test_acc"], rel=1e-12)
             assert (r["fed_examples"], r["fed_clients"], r["fed_refused"]) == (180, 4, 0)  # digits: 180 test images
+    fed = [r for r in rec if "fed_loss" in r]
+    summary = "\n".join(r.getMessage() for r in caplog.records)
+    for r in fed:  # each evaluation logged under its round (update)
+        assert f"round {r['round']}: federated evaluation by 4 clients (180 examples)" in summary, summary[-3000:]
     if engine == "legacy":
-        fed = [r for r in rec if "fed_loss" in r]
-        summary = "\n".join(r.getMessage() for r in caplog.records)
         assert "History (loss, distributed):\n" + "".join(f"\t\tround {r['round']}: {r['fed_loss']}\n"
                                                           for r in fed) in summary, summary[-2000:]
         accuracies = ", ".join(f"({r['round']}, {r['fed_acc']})" for r in fed)

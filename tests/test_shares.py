@@ -215,6 +215,7 @@ def test_a_client_s_state_file_is_replaced_whole_from_beside_it_and_never_unpick
     monkeypatch.setenv("FLWR_HOME", str(tmp_path))
     client_state.save(7, 1, {"c": np.ones(2)})
     target = client_state.path(7, 1)
+    assert target == tmp_path / "zofl-client-state" / "run-7" / "client-1.npz"  # under the node's FLWR_HOME
     renamed = []
     real_replace = os.replace
     monkeypatch.setattr(os, "replace", lambda a, b: (renamed.append((Path(a), Path(b))), real_replace(a, b))[1])

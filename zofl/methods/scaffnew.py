@@ -109,7 +109,7 @@ class Scaffnew(Method):
 
     def update(self, state: State, plan: RoundPlan, replies: list[Reply]) -> tuple[State, dict[str, Any]]:
         steps = {w.pid: w.H for w in plan.works}
-        used = [rep for rep in replies if steps.get(rep.pid, 0) > 0]  # a straggler took no step
+        used = [rep for rep in replies if steps[rep.pid] > 0]  # a straggler took no step (replies: sampled clients')
         if not used:
             return state, {}
         x_hats = [rep.arrays["x"] for rep in used]
