@@ -1,6 +1,7 @@
 """Comparison cells as Ray tasks (zofl.ray_cells, ``zofl compare --via ray``): what a node sends back is
 checked before anything is written, and a grid run on a two-node Ray cluster gives the numbers of a local
 run, on both nodes, resumable."""
+import io
 import json
 import os
 import platform
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -319,3 +321,109 @@ def test_a_node_s_cell_runs_its_clients_in_the_task_s_process_in_a_zofl_cell_fol
     folder = Path(json.loads(reply["files"]["config.json"])["output-dir"])
     assert folder.parent == Path(tempfile.gettempdir()) and folder.name.startswith("zofl-cell-")
     assert not folder.exists()
+
+
+class _Flushed(io.RawIOBase):
+    """A stream's bytes as they are flushed to it (what a parent reading the runner's output sees)."""
+
+    def __init__(self):
+        self.data = b""
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.data += bytes(b)
+        return len(b)
+
+
+class _StandInRay:
+    """The part of Ray's API run_on_ray and run_cell use, recording each call: a cluster of two live nodes (and a
+    dead one) and ``cpus``; tasks finish last-submitted first; ``failing`` cells' tasks raise when their result is
+    got. Real clusters run in the two tests above; this one checks run_on_ray's own logic, in mutmut's selection."""
+
+    def __init__(self, cpus=3.0, failing=()):
+        self.calls, self.cpus, self.failing, self.pending = [], cpus, set(failing), {}
+
+    def init(self, **kwargs):
+        self.calls.append(("init", kwargs))
+
+    def is_initialized(self):
+        return True
+
+    def get_runtime_context(self):
+        return types.SimpleNamespace(get_node_id=lambda: "0123456789abcdef0123")
+
+    def nodes(self):
+        return [{"Alive": True}, {"Alive": False}, {"Alive": True}]
+
+    def cluster_resources(self):
+        return {"CPU": self.cpus} if self.cpus is not None else {}
+
+    def remote(self, **options):
+        self.calls.append(("remote", options))
+
+        def wrap(fn):
+            def submit(cell):
+                ref = object()
+                self.pending[ref] = (fn, cell)
+                return ref
+            return types.SimpleNamespace(remote=submit)
+        return wrap
+
+    def wait(self, refs, num_returns):
+        self.calls.append(("wait", len(refs), num_returns))
+        last = [r for r in self.pending if r in refs][-num_returns:]
+        return last, [r for r in refs if r not in last]
+
+    def get(self, ref):
+        fn, cell = self.pending.pop(ref)
+        if cell["run-name"] in self.failing:
+            raise RuntimeError(f"the node of {cell['run-name']} died")
+        return {"ran": fn.__name__, "cell": cell["run-name"]}
+
+    def shutdown(self):
+        self.calls.append(("shutdown",))
+
+
+def test_run_on_ray_submits_every_cell_as_a_one_cpu_task_and_yields_each_once_as_it_finishes(monkeypatch):
+    """run_on_ray's logic on a stand-in for Ray's API: it connects to the cluster given, without the tasks' output
+    (log_to_driver False) and with one BLAS thread per task; names the live nodes and the CPUs in a line flushed at
+    once; submits run_cell per cell with num_cpus = 1; waits for one task at a time and yields (cell, reply) as
+    each finishes, a failed task's exception as its reply; disconnects at the end, and when its reader stops
+    early."""
+    from zofl.launch import BLAS_THREADS_ENV
+
+    ray = _StandInRay(failing={"b"})
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    out = _Flushed()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(out), write_through=False))
+    cells = [{"run-name": n} for n in "abc"]
+    got, printed = [], []
+    for cell, reply in ray_cells.run_on_ray(cells, "10.0.0.1:6379"):
+        printed.append(out.data.decode())
+        got.append((cell, reply))
+    assert printed[0] == "Ray cluster: 2 node(s), 3 CPUs\n"
+    assert [c for c, _ in got] == cells[::-1] and all(c is cells[2 - i] for i, (c, _) in enumerate(got))
+    assert got[0][1] == {"ran": "run_cell", "cell": "c"} and got[2][1] == {"ran": "run_cell", "cell": "a"}
+    assert isinstance(got[1][1], RuntimeError) and str(got[1][1]) == "the node of b died"
+    assert ray.calls == [
+        ("init", {"address": "10.0.0.1:6379", "log_to_driver": False,
+                  "runtime_env": {"env_vars": {k: "1" for k in BLAS_THREADS_ENV}}}),
+        ("remote", {"num_cpus": 1}), ("wait", 3, 1), ("wait", 2, 1), ("wait", 1, 1), ("shutdown",)]
+    early = _StandInRay(cpus=None)
+    monkeypatch.setitem(sys.modules, "ray", early)
+    out.data = b""
+    gen = ray_cells.run_on_ray(cells, "x:1")
+    next(gen)
+    gen.close()
+    assert early.calls[-1] == ("shutdown",) and out.data.decode() == "Ray cluster: 2 node(s), 0 CPUs\n"
+
+
+def test_a_cell_run_in_a_ray_task_is_named_by_its_ray_node_and_machine(monkeypatch):
+    """run_cell inside a Ray task names the node by the first 12 characters of its Ray node id and the machine's
+    name; outside Ray, by the machine's name alone."""
+    cell = {"strategy": "fedavg", "num-rounds": 1, "num-clients": 2, "seed": 1, "run-name": "c"}
+    assert ray_cells.run_cell(cell)["node"] == platform.node()
+    monkeypatch.setitem(sys.modules, "ray", _StandInRay())
+    assert ray_cells.run_cell(cell)["node"] == f"0123456789ab ({platform.node()})"
