@@ -187,6 +187,10 @@ def figure(setting: str, long: list[dict], base: list[dict], S: dict, path: Path
         mean, half = band(np.array([[at(r, "acc", t) for t in grid] for r in rs]) * 100)
         ax.plot(grid, mean, color=color, label=f"{name} (n={len(rs)})")
         ax.fill_between(grid, mean - half, mean + half, color=color, alpha=0.15)
+    if "clean" in S["methods"]:  # a level, not a curve: its runs are on the free clock whatever the setting's
+        mean, half, n = S["methods"]["clean"]["level_acc"]
+        ax.axhspan(100 * (mean - half), 100 * (mean + half), color="C2", alpha=0.2)
+        ax.axhline(100 * mean, color="C2", lw=1.0, label=f"clean-label control's level (x fixed, n={n})")
     ax.axvline(S["T_verdict_s"], color="grey", lw=0.8, ls="--")
     ax.axhline(100 * S["target_acc"], color="grey", lw=0.8, ls=":")
     ax.set_xlabel("simulated time (s)")
