@@ -32,7 +32,8 @@ Readings per setting (fixed in experiments/afbo_verdict_ceiling.toml before the 
 - The clean-label control (OUT/clean, where present): the lower level alone on uncorrupted labels, the most
   hyper-cleaning can give this model; its level minus FedNest's long level and minus AFBO's, paired by seed:
   the room each upper level leaves. Read for every setting of its split (``CLEAN_OF``: the clean level is the
-  data's and the model's, not the clock's).
+  data's and the model's, not the clock's); the figures draw it as a level (a band), not as a curve on the
+  setting's clock.
 Numbers are mean +- half-width of the 95% t interval (n - 1 degrees of freedom), n seeds.
 """
 from __future__ import annotations
