@@ -252,11 +252,15 @@ def _pids_with_home_under(prefix: str) -> list[int]:
     return out
 
 
-def test_a_node_s_cell_in_this_process(tmp_path):
+def test_a_node_s_cell_in_this_process(tmp_path, monkeypatch):
     """run_cell (what a Ray task runs; here without Ray): the run folder's files, this machine's environment and
-    name, its seconds; a cell whose run fails reports its error and the files it wrote, nothing left behind."""
+    name, its seconds; a cell whose run fails reports its error and the files it wrote, nothing left behind (in a
+    temporary folder of this test's own: other tests' cells run beside it)."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     cfg = {"strategy": "fedavg", "num-rounds": 2, "num-clients": 3, "seed": 1, "run-name": "c"}
     before = set(Path(tempfile.gettempdir()).glob("zofl-cell-*"))
+    assert before == set()
     reply = ray_cells.run_cell(cfg)
     assert reply["error"] == "" and reply["environment"] == environment() and reply["node"] == platform.node()
     assert {"config.json", "summary.json", "rounds.jsonl", "data.json"} <= set(reply["files"])
