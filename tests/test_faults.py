@@ -343,13 +343,13 @@ def test_every_strategy_survives_faults_and_counts_dropped_clients(tmp_path, str
 @pytest.mark.parametrize("engine, strategy", [("sync", "zohfl"), ("legacy", "zohfl"), ("legacy", "flwr-fedavg")])
 def test_a_missed_deadline_is_a_failure_in_both_apis(tmp_path, engine, strategy):
     # client 1 never answers (a dead SuperNode); with a 2 s deadline its round goes on without it, counted as late
-    # (Flower's own FedAvg on the legacy API too, whose failures come as Flower's exceptions)
+    # (Flower's own FedAvg on the legacy API too, whose failures come as Flower's exceptions, each naming its
+    # client: legacy.ClientOnNode)
     cfg = {"engine": engine, "strategy": strategy, "num-rounds": 2, "num-clients": 3, "beta": 1.0, "tau": 1.0,
            "round-deadline-s": 2.0, "output-dir": str(tmp_path), "run-name": engine}
     d, x = run_inprocess(cfg, workers=0, silent=frozenset({1}))
-    dropped = 0 if strategy == "flwr-fedavg" else 1  # Flower samples: its sample is known as the replies only
     for r in read_rounds(d)[1:]:
-        assert (r["participants"], r["dropped"], r["failures"]) == (2, dropped, 1), r
+        assert (r["participants"], r["dropped"], r["failures"], r["failed_clients"]) == (2, 1, 1, [1]), r
         assert (r["late"], r["errors"], r["rejected"], r["lost"]) == (1, 0, 0, 0), r
 
 
@@ -381,8 +381,8 @@ def test_flowers_fedavg_samples_beta_m_counts_a_failed_client_and_what_it_was_se
     """flwr-fedavg on either API (Flower's own FedAvg, our records): Flower samples int(beta m) clients, at
     least one (beta = 0.25 of 4: one per round); a client that raises is a failure of kind error, named, its model
     counted in the downlink (sent) and its reply in nothing; every client runs the fixed local-steps. Flower
-    samples here: the Message API's error reply comes from the failed client's node, which names it; the legacy
-    API's error names no client, so the record cannot say which one failed."""
+    samples here: the Message API's error reply comes from the failed client's node, which names it; on the legacy
+    API the proxy Flower sampled names it (``legacy.ClientOnNode``, whose exception is a ``ClientFailed``)."""
     import zofl.client_app
 
     base = {"strategy": "flwr-fedavg", "engine": engine, "num-rounds": 2, "local-steps": 2,
@@ -402,8 +402,7 @@ def test_flowers_fedavg_samples_beta_m_counts_a_failed_client_and_what_it_was_se
     folder, x = run_inprocess({**base, "num-clients": 3, "beta": 1.0, "run-name": "fails"}, workers=0)
     assert json.loads((folder / "summary.json").read_text())["status"] == "ok"
     for r in read_rounds(folder)[1:]:
-        named = [1] if engine == "sync" else []  # the Message API's error reply comes from its node
-        assert (r["failures"], r["errors"], r["failed_clients"], r["participants"], r["H"]) == (1, 1, named, 2, 2), r
+        assert (r["failures"], r["errors"], r["failed_clients"], r["participants"], r["H"]) == (1, 1, [1], 2, 2), r
         assert r["downlink_bytes"] == 3 * x.nbytes and r["uplink_bytes"] == 2 * x.nbytes
         assert r["local_steps"] == 2 * (2 * 2)  # two clients' K = 2 H, H = local-steps
     said = {"legacy": "ValueError: Message contains an Error (reason: RuntimeError:<'client 1 fails'>)",

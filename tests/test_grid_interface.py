@@ -53,18 +53,22 @@ def test_the_asynchronous_strategy_s_configure_train_is_one_task_of_the_method(t
     assert all(np.array_equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
 
 
-def test_a_legacy_failure_is_named_by_its_node_and_status_or_by_its_exception():
+def test_a_legacy_failure_is_named_by_its_client_and_status_or_by_its_exception():
     """``legacy.describe``: what Flower's legacy server puts in aggregate_fit's failures, a (proxy, FitRes) of a
-    client that answered with a status other than OK (named by the proxy's cid, its node id) or an exception."""
+    client that answered with a status other than OK (named by the proxy's client, ``ClientOnNode.pid``), a
+    ``ClientFailed`` (the exception of a proxy's client, named by it) or any other exception (named by nobody)."""
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
     from flwr.server.compat.grid_client_proxy import GridClientProxy
 
-    from zofl.strategies.legacy import describe
+    from zofl.strategies.legacy import ClientFailed, ClientOnNode, describe
 
     res = FitRes(Status(Code.FIT_NOT_IMPLEMENTED, "no fit here"), ndarrays_to_parameters([]), 0, {})
     grid = InProcessGrid({}, 1, workers=0)
     try:
-        assert describe((GridClientProxy(1234, grid, 1), res)) == ("1234", "status FIT_NOT_IMPLEMENTED: no fit here")
+        proxy = ClientOnNode(GridClientProxy(1234, grid, 1), 7)
+        assert (proxy.node_id, proxy.cid, proxy.pid) == (1234, "7", 7)
+        assert describe((proxy, res)) == (7, "status FIT_NOT_IMPLEMENTED: no fit here")
     finally:
         grid.close()
     assert describe(TimeoutError("late")) == (None, "TimeoutError: late")
+    assert describe(ClientFailed(3, ValueError("bad"))) == (3, "ValueError: bad")

@@ -47,8 +47,9 @@ def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_s
                                                                                                monkeypatch):
     """The legacy API (flwr.server.strategy.Strategy + start_grid), SCAFFOLD, on natural partitions of a Parquet
     file (a client per site): simulated clients are rebuilt every round, on whichever node's actor is free, so
-    each client's c_i must come back from context.state; the Flower run then matches the in-process run number
-    for number, and the Message-API engine's too.
+    each client's c_i must come back from its state; two simulated SuperNodes serve two clients each
+    (clients-per-node = 2: a ``legacy.ClientOnNode`` per client, its c_i in a file of its own); the Flower run then
+    matches the in-process run of one node per client number for number, and the Message-API engine's too.
     (The legacy engine's one run through Flower: the other engines' are in tests/test_flower_e2e.py.)"""
     from tests.test_partitioning import sites_parquet
 
@@ -61,10 +62,11 @@ def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_s
     # run then fails, and `flwr run` still exits 0). The run goes on as soon as they answer.
     cfg = {"strategy": "scaffold", "engine": "legacy", "num-rounds": 3, "num-clients": 4, "beta": 1.0, "tau": 3.0,
            "step-time-s": 0.05, "output-dir": str(tmp_path), "run-name": "cluster", "client-wait-s": 600.0,
-           "data-path": str(tmp_path / "sites.parquet"), "client-column": "site", "partitioner": "natural"}
+           "data-path": str(tmp_path / "sites.parquet"), "client-column": "site", "partitioner": "natural",
+           "clients-per-node": 2}
     raylets_with_actors: set[int] = set()
     with local_superlink(tmp_path / "sl") as sl:
-        proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config="num-supernodes=4 "
+        proc = subprocess.Popen(flwr_run_command("zofl", cfg, federation_config="num-supernodes=2 "
                                                  "client-resources-num-cpus=1"),
                                 env=sl.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out: list[str] = []
@@ -84,7 +86,7 @@ def test_the_legacy_engine_on_a_two_node_ray_cluster_uses_both_nodes_and_keeps_s
     assert len(raylets_with_actors) == 2, raylets_with_actors  # actors on the head and on the worker node
     monkeypatch.delenv("RAY_ADDRESS")
     ref = {**cfg, "step-time-s": 0.0}  # no real sleeps: the numbers are the same (client-wait-s: not a result key)
-    d, _ = run_inprocess({**ref, "run-name": "one-node"}, workers=0)
+    d, _ = run_inprocess({**ref, "run-name": "one-node"}, workers=0, share_nodes=False)
     keys = ("test_loss", "sampled", "participants")
     rec = read_rounds(tmp_path / "cluster")
     assert [[r[k] for k in keys] for r in rec] == [[r[k] for k in keys] for r in read_rounds(d)]

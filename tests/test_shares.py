@@ -42,8 +42,9 @@ def test_auto_keeps_a_node_per_client_up_to_its_bound_and_few_nodes_beyond():
 
 @pytest.mark.parametrize("keys, k", [
     ({}, 1), ({"clients-per-node": 3}, 3), ({"num-clients": 150}, 2),
-    ({"clients-per-node": 3, "engine": "legacy"}, 1),  # ClientProxy = node: never shared
-    ({"clients-per-node": 3, "strategy": "flwr-fedavg"}, 1),  # Flower's FedAvg samples nodes
+    ({"clients-per-node": 3, "engine": "legacy"}, 3),  # a ClientProxy per client (legacy.ClientOnNode)
+    ({"clients-per-node": 3, "strategy": "flwr-fedavg"}, 3),  # Flower's FedAvg samples clients (ClientsGrid)
+    ({"clients-per-node": 3, "strategy": "flwr-fedavg", "engine": "legacy"}, 3),  # (legacy.ClientsOfNodes)
     ({"clients-per-node": 3, "server-data": "none", "federated-eval": True, "strategy": "fedavg"}, 3),
     ({"clients-per-node": 3, "strategy": "fedbuff", "engine": "async"}, 3),
 ])
@@ -187,6 +188,86 @@ def test_a_client_id_that_is_not_an_integer_is_refused(value):
         named_client(msg)
 
 
+def _legacy(context, pid, evaluate=False):
+    """A legacy-API FitIns or EvaluateIns (as Flower's GridClientProxy sends it) naming ``pid``, through the ClientApp."""
+    from flwr.common import EvaluateIns, FitIns, ndarrays_to_parameters
+    from flwr.compat.common.recorddict_compat import evaluateins_to_recorddict, fitins_to_recorddict
+
+    from zofl.client_app import prepared
+
+    _, task, spec = prepared(context.run_config)
+    test = task.test_data(spec)
+    params = ndarrays_to_parameters([task.init_params(test.x.shape[1], test.num_classes)])
+    config = {"round": 1, "H": 1, **({APP_CLIENT_ID: pid} if pid is not None else {})}
+    content = (evaluateins_to_recorddict(EvaluateIns(params, config), True) if evaluate
+               else fitins_to_recorddict(FitIns(params, config), True))
+    return client_app(Message(content, dst_node_id=5, message_type="evaluate" if evaluate else TRAIN), context)
+
+
+@pytest.mark.parametrize("evaluate", [False, True])
+def test_a_legacy_message_is_served_as_the_client_it_names(evaluate):
+    """The legacy API's FitIns and EvaluateIns name their client in their own config record ("fitins.config",
+    "evaluateins.config"): a share's node runs that client, and refuses one outside its share or none named."""
+    from flwr.compat.common.recorddict_compat import recorddict_to_evaluateres, recorddict_to_fitres
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLWR_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / f"zofl-test-shares-{os.getpid()}"))
+        reply = _legacy(_context(1, 3, strategy="fedavg", **{"federated-eval": True}), 4, evaluate)
+        assert not reply.has_error()
+        if evaluate:
+            res = recorddict_to_evaluateres(reply.content)
+            assert res.num_examples > 0 and 0.0 <= res.metrics["eval_acc"] <= 1.0
+        else:
+            assert recorddict_to_fitres(reply.content, False).metrics["pid"] == 4
+    for pid, words in [(2, "serves clients 3..5, not client 2"), (None, "the message names none")]:
+        with pytest.raises(ConfigError, match=words):
+            _legacy(_context(1, 3), pid, evaluate)
+
+
+def test_flowers_fedavg_samples_the_clients_of_connected_nodes_and_sends_each_to_its_node():
+    """``ClientsGrid``: Flower's Message-API FedAvg sees the held clients whose node is connected as its "nodes";
+    ``to_client_nodes`` sends each of its messages to that client's node, naming the client, the arrays shared."""
+    from zofl.strategies.flwr_fedavg import ClientsGrid, to_client_nodes
+
+    fed = Federation({0: 50, 1: 50, 2: 60, 3: 70})
+
+    class Grid:
+        def get_node_ids(self):
+            return [70, 50, 99]  # node 60 has left; 99 holds nothing
+
+    assert ClientsGrid(Grid(), fed).get_node_ids() == [0, 1, 3]
+    shared = ArrayRecord({"x": _array(np.arange(3.0))})
+    content = RecordDict({"arrays": shared, CONFIG: ConfigRecord({"round": 2, "H": 4})})
+    msgs = to_client_nodes([Message(content, dst_node_id=pid, message_type=TRAIN) for pid in (3, 0)], fed.nodes)
+    assert [(m.metadata.dst_node_id, m.metadata.message_type) for m in msgs] == [(70, TRAIN), (50, TRAIN)]
+    assert [dict(m.content.config_records[CONFIG]) for m in msgs] == [{"round": 2, "H": 4, APP_CLIENT_ID: 3},
+                                                                       {"round": 2, "H": 4, APP_CLIENT_ID: 0}]
+    assert all(m.content.array_records["arrays"] is shared for m in msgs)
+    assert dict(content.config_records[CONFIG]) == {"round": 2, "H": 4}  # Flower's record is left as it was
+
+
+def test_flowers_legacy_fedavg_samples_clients_and_waits_for_the_nodes_that_serve_them():
+    """``legacy.ClientsOfNodes``: a proxy per held client whose node Flower's manager holds (cid = the client id);
+    waiting for n clients is waiting for the ceil(n / k) nodes that serve them."""
+    from flwr.server.client_manager import SimpleClientManager
+    from flwr.server.compat.grid_client_proxy import GridClientProxy
+
+    from zofl.strategies.legacy import ClientsOfNodes
+
+    nodes = SimpleClientManager()
+    for node in (50, 70):
+        nodes.register(GridClientProxy(node, None, 1))
+    fed = Federation({0: 50, 1: 50, 2: 60, 3: 60, 4: 70}, k=2)
+    waited = []
+    nodes.wait_for = lambda n, timeout=86400: waited.append((n, timeout)) or True
+    clients = ClientsOfNodes(fed, nodes)
+    assert {cid: (p.pid, p.node_id) for cid, p in clients.all().items()} == {"0": (0, 50), "1": (1, 50),
+                                                                             "4": (4, 70)}
+    assert clients.wait_for(5, 30) is False and waited == [(3, 30)]  # 5 clients need 3 nodes; 2 and 3 are away
+    nodes.register(GridClientProxy(60, None, 1))
+    assert clients.wait_for(5) is True and len(clients.all()) == 5 and waited[-1] == (3, 86400)
+
+
 def test_the_partition_query_of_a_share_node_says_its_node_config():
     msg = Message(RecordDict(), dst_node_id=5, message_type=QUERY_PARTITION)
     rec = client_app(msg, _context(2, 3)).content.metric_records[METRICS]
@@ -255,6 +336,14 @@ def _records(tmp_path, cfg, name, share_nodes, workers):
     # the asynchronous engine on the simulated clock: stragglers, availability, staleness per client
     {"strategy": "fedbuff", "engine": "async", "num-clients": 6, "clients-per-node": 4, "num-rounds": 6,
      "slow-clients": "1,4", "straggler-factor": 5.0, "availability": "1,0.7", "federated-eval": True},
+    # the legacy API: a ClientProxy per client, its failures and federated evaluation per client
+    {"strategy": "scaffold", "engine": "legacy", "num-clients": 7, "clients-per-node": 3, "num-rounds": 3,
+     "beta": 0.6, "crash-prob": 0.15, "corrupt-prob": 0.1, "federated-eval": True},
+    # Flower's own legacy FedAvg sampling clients of shared nodes (beta 1: its sampling is not seeded)
+    {"strategy": "flwr-fedavg", "engine": "legacy", "num-clients": 5, "clients-per-node": 2, "num-rounds": 3,
+     "beta": 1.0, "crash-prob": 0.2},
+    {"strategy": "flwr-fedavg", "num-clients": 5, "clients-per-node": 2, "num-rounds": 3, "beta": 1.0,
+     "crash-prob": 0.2, "federated-eval": True},
     # a server without data: every N_i (FedAvg's weights) as the clients of a share report them
     {"strategy": "fedavg", "num-clients": 7, "clients-per-node": 3, "num-rounds": 3, "beta": 1.0, "alpha": 0.3,
      "server-data": "none", "x0": "zeros", "federated-eval": True},

@@ -256,8 +256,8 @@ def held_out(task, spec, pid: int, num_clients: int, seed: int) -> ArrayData:
     return ArrayData(data.x[rows], data.y[rows], data.num_classes)
 
 
-def client_fn(context: Context):
-    return ZOFLClient(context).to_client()
+def client_fn(context: Context, pid: int | None = None):
+    return ZOFLClient(context, pid).to_client()
 
 
 def named_client(msg: Message) -> int | None:
@@ -274,7 +274,7 @@ app = ClientApp()
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     if LEGACY_FIT_KEY in msg.content.array_records:  # engine legacy: Flower's FitIns -> NumPyClient.fit
-        return handle_legacy_message_from_msgtype(client_fn, msg, context)
+        return handle_legacy_message_from_msgtype(functools.partial(client_fn, pid=named_client(msg)), msg, context)
     t0 = time.perf_counter()
     client = ZOFLClient(context, named_client(msg))
     reply = client.work(decode_work(msg.content, client.pid))
@@ -301,7 +301,7 @@ def without_paths(reason: str, node_config: Mapping[str, Any]) -> str:
 def evaluate_model(msg: Message, context: Context) -> Message:
     """Federated evaluation: x_r on this client's held-out data (``ZOFLClient.evaluate_x``)."""
     if LEGACY_EVALUATE_KEY in msg.content.array_records:  # engine legacy: EvaluateIns -> NumPyClient.evaluate
-        return handle_legacy_message_from_msgtype(client_fn, msg, context)
+        return handle_legacy_message_from_msgtype(functools.partial(client_fn, pid=named_client(msg)), msg, context)
     client = ZOFLClient(context, named_client(msg))
     x = msg.content.array_records[ARRAYS]["x"].numpy()
     return Message(eval_content(*client.evaluate_x(x)), reply_to=msg)

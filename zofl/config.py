@@ -165,12 +165,11 @@ def config_warnings(cfg: Config) -> list[str]:
 
 
 def clients_per_node(cfg: Config) -> int:
-    """k, the clients each simulated SuperNode serves (run-config clients-per-node; ``zofl.core.shares``): 1 on the
-    legacy engine and for Flower's own FedAvg, which address nodes, not clients."""
+    """k, the clients each simulated SuperNode serves (run-config clients-per-node; ``zofl.core.shares``), on every
+    engine and strategy."""
     from .core.shares import clients_per_node as k
 
-    shareable = cfg.engine in ("sync", "async") and not METHODS[cfg.strategy].server.flower_fedavg
-    return k(cfg.num_clients, cfg.clients_per_node, shareable)
+    return k(cfg.num_clients, cfg.clients_per_node)
 
 
 def parse_config(run_config: Mapping[str, Any]) -> Config:

@@ -200,9 +200,9 @@ class Run(Settings):
         "how long the server waits for num-clients SuperNodes", "run", positive)
     clients_per_node: int = key(0, "an integer >= 0 (0: auto)",
         "simulation: clients each SuperNode serves (every message names its client; numbers as with one node per "
-        "client). 0 = auto: one node per client up to 100 clients, at most 100 nodes beyond. Engines sync and async "
-        "with zofl's ClientApp; the legacy engine, Flower's FedAvg and a user's App keep one "
-        "client per node (zofl.core.shares, docs/engines.md)", "run", nonnegative)
+        "client). 0 = auto: one node per client up to 100 clients, at most 100 nodes beyond. Every engine and "
+        "strategy with zofl's ClientApp; a user's App keeps one client per node (zofl.core.shares, docs/engines.md)",
+        "run", nonnegative)
 
 
 @dataclass(frozen=True)

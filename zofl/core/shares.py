@@ -8,10 +8,11 @@ names its client (``zofl.strategies.wire.CLIENT_ID``); the client's work, speed,
 its own, as with one node per client, so every number is the same.
 
 ``auto`` (``clients-per-node = 0``) keeps one node per client up to ``AUTO_NODES`` clients (every run as before)
-and beyond that at most ``AUTO_NODES`` nodes. Only the simulation's own ClientApp on the engines sync and async
-shares nodes (with server-data = none a node reports the size and fingerprint of each client of its share): the
-legacy API (its ClientProxy is a node and Flower's legacy server reports a failure by proxy,
-not by the work it failed on), Flower's own FedAvg (it samples nodes) and a user's App keep one client per node.
+and beyond that at most ``AUTO_NODES`` nodes. The simulation's own ClientApp shares nodes on every engine and
+strategy: the Message API's messages name their client, the legacy API's ClientProxy is a client of a node
+(``strategies.legacy.ClientOnNode``), Flower's own FedAvg samples clients (``strategies.flwr_fedavg``), and with
+server-data = none a node reports the size and fingerprint of each client of its share. A user's own App keeps one
+client per node: its ClientApp is the user's, and holds one client's data.
 Pure functions of their arguments.
 """
 from __future__ import annotations

@@ -6,25 +6,27 @@ Flower's weighted averaging: ``flwr.serverapp.strategy.FedAvg`` on the Message A
 ``flwr.server.strategy.FedAvg`` on the legacy API (engine legacy). Bad replies (``reply_problem``)
 are dropped before Flower averages, replies are handed to it sorted by client id (the sum's
 order, so every engine gives the same bits), and the records come from the same ``SyncRun`` as
-every other strategy; the record's ``sampled`` are the clients that replied and, on the Message API, those
-whose error reply names their node (Flower does not say whom it sampled; the legacy API's errors name no
-client, and a client that never answers is unknown to the strategy on either).
+every other strategy; the record's ``sampled`` are the clients that replied and those whose error reply names
+them (Flower does not say whom it sampled; a client that never answers is unknown to the strategy on the Message
+API). On either API Flower's FedAvg samples clients, not SuperNodes (``ClientsGrid``, ``legacy.ClientsOfNodes``),
+and every message names its client, so a simulated SuperNode may serve several (clients-per-node).
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
+from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server.strategy import FedAvg as LegacyFedAvg
 from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 
 from ..algorithms.lower_level import local_steps
-from ..core.protocol import Failure
+from ..core.protocol import ARRAYS, CONFIG, Failure
 from ..core.rounds import RoundPlan, SyncRun
-from .legacy import LegacyStrategy, describe
+from .legacy import ClientsOfNodes, LegacyStrategy, failures_of
 from .message import MessageStrategy
-from .wire import array_record, decode_reply, error_kind, reply_from_numpy
+from .wire import APP_CLIENT_ID, array_record, decode_reply, reply_from_numpy
 
 
 def _plan(run: SyncRun, r: int, sampled: Iterable[int], downlink: int) -> RoundPlan:
@@ -32,8 +34,34 @@ def _plan(run: SyncRun, r: int, sampled: Iterable[int], downlink: int) -> RoundP
                      downlink_bytes=downlink)
 
 
+class ClientsGrid:
+    """What Flower's Message-API FedAvg samples from, made the run's clients: ``get_node_ids`` lists the id of each
+    held client whose SuperNode is connected (it is asked again at every call, as Flower asks a Grid). Flower's
+    FedAvg then addresses its messages to client ids, which ``FlowerFedAvg.configure_train`` sends to their nodes,
+    naming the client (``APP_CLIENT_ID``), so a simulated SuperNode may serve several clients (clients-per-node)."""
+
+    def __init__(self, grid, fed):  # fed: nodes.Federation
+        self.grid, self.fed = grid, fed
+
+    def get_node_ids(self) -> list[int]:
+        online = set(self.grid.get_node_ids())
+        return [pid for pid, node in sorted(self.fed.nodes.items()) if node in online]
+
+
+def to_client_nodes(messages: Iterable[Message], nodes: Mapping[int, int]) -> list[Message]:
+    """Flower's messages addressed to client ids (``ClientsGrid``), each sent to its client's node instead, its config
+    naming the client (one config per message; the arrays stay shared)."""
+    out = []
+    for msg in messages:
+        pid, content = msg.metadata.dst_node_id, msg.content
+        config = ConfigRecord({**content.config_records[CONFIG], APP_CLIENT_ID: int(pid)})
+        out.append(Message(RecordDict({ARRAYS: content.array_records[ARRAYS], CONFIG: config}),
+                           dst_node_id=nodes[pid], message_type=msg.metadata.message_type))
+    return out
+
+
 class FlowerFedAvg(MessageFedAvg):
-    """Flower's Message-API FedAvg with our records."""
+    """Flower's Message-API FedAvg with our records, sampling clients (``ClientsGrid``)."""
 
     def __init__(self, run: SyncRun, fed):  # fed: nodes.Federation
         cfg = run.cfg
@@ -45,14 +73,15 @@ class FlowerFedAvg(MessageFedAvg):
         r = self.run.round_of(server_round)
         config["round"], config["H"] = r, local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)
         self.t_r = r
-        msgs = list(super().configure_train(server_round, array_record({"x": self.run.x}), config, grid))
+        msgs = to_client_nodes(super().configure_train(server_round, array_record({"x": self.run.x}), config,
+                                                       ClientsGrid(grid, self.fed)), self.fed.nodes)
         self.downlink = self.run.x.nbytes * len(msgs)
         return msgs
 
     def aggregate_train(self, server_round, replies):
         by_pid, replies_, failures = {}, [], []
         for msg in replies:
-            pid = self.fed.partition_of(msg.metadata.src_node_id)
+            pid = self.client_of(msg)
             out = decode_reply(msg, pid)
             if isinstance(out, Failure):
                 failures.append(out)
@@ -98,21 +127,19 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
         r = self.run.round_of(server_round)
         self.t_r = r
         config = {"round": r, "H": local_steps(r, self.run.cfg.tau, self.run.cfg.local_steps)}
-        ins = super().configure_fit(server_round, parameters, client_manager)
+        ins = super().configure_fit(server_round, parameters, ClientsOfNodes(self.fed, client_manager))
         self.downlink = self.run.x.nbytes * len(ins)
         return [(proxy, FitIns(fit.parameters, config)) for proxy, fit in ins]
 
     def aggregate_fit(self, server_round, results, failures):
         by_pid, replies = {}, []
         for proxy, res in results:
-            pid = self.fed.partition_of(proxy.cid)
+            pid = proxy.pid
             replies.append(reply_from_numpy(pid, parameters_to_ndarrays(res.parameters), res.num_examples, res.metrics))
             by_pid[pid] = (proxy, res)
-        fails = []
-        for f in failures:
-            cid, why = describe(f)
-            fails.append(Failure(None if cid is None else self.fed.partition_of(cid), why, error_kind(None, why)))
-        plan = _plan(self.run, self.t_r, [rep.pid for rep in replies], self.downlink)
+        fails = failures_of(failures)  # each names its client (``legacy.ClientOnNode``), as on the Message API
+        sampled = {rep.pid for rep in replies} | {f.pid for f in fails if f.pid is not None}
+        plan = _plan(self.run, self.t_r, sampled, self.downlink)
 
         def aggregate(state, round_plan, used):
             if not used:

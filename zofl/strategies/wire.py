@@ -49,6 +49,8 @@ from ..core.protocol import (
 
 LEGACY_FIT_KEY = "fitins.parameters"  # what the legacy API's FitIns becomes in a RecordDict
 LEGACY_EVALUATE_KEY = "evaluateins.parameters"  # and its EvaluateIns
+LEGACY_FIT_CONFIG = "fitins.config"  # the FitIns' config in that RecordDict
+LEGACY_EVALUATE_CONFIG = "evaluateins.config"  # and the EvaluateIns'
 APP_QUERY = "zofl.query"  # config entry of a user ClientApp's train message that asks its client id only
 APP_CLIENT_ID = "zofl.client-id"  # config entry: the client id i the server gives a user ClientApp's node
 APP_SETTINGS = "zofl.settings"  # config entry: the run's settings that differ from the defaults, as JSON
@@ -109,10 +111,11 @@ def work_messages(works: list[Work], nodes: Mapping[int, int]) -> list[Message]:
 
 
 def client_of_message(msg: Message, strict: bool = False) -> int | None:
-    """The client a message the server sends names (``APP_CLIENT_ID`` in its config: every train and evaluate
-    message does), None for any other (a partition query). A value that is no integer: None, or with ``strict``
-    (a node reading what it was sent) a ValueError naming it."""
-    config = msg.content.config_records.get(CONFIG)
+    """The client a message the server sends names (``APP_CLIENT_ID`` in its config, or in the legacy API's FitIns or
+    EvaluateIns config: every train and evaluate message does), None for any other (a partition query). A value that
+    is no integer: None, or with ``strict`` (a node reading what it was sent) a ValueError naming it."""
+    records = msg.content.config_records
+    config = records.get(CONFIG) or records.get(LEGACY_FIT_CONFIG) or records.get(LEGACY_EVALUATE_CONFIG)
     pid = None if config is None else config.get(APP_CLIENT_ID)
     if pid is None or isinstance(pid, int) and not isinstance(pid, bool):
         return pid
@@ -205,7 +208,7 @@ def work_from_numpy(pid: int, parameters: list[np.ndarray], config: Mapping[str,
     names = [n for n in str(config.get(ARRAYS, "")).split(",") if n] or (["x"] if len(parameters) == 1 else [])
     if len(names) != len(parameters):
         raise ValueError(f"work for client {pid}: {len(parameters)} arrays but names {names}")
-    extra = {k: v for k, v in config.items() if k not in ("round", "H", ARRAYS)}
+    extra = {k: v for k, v in config.items() if k not in ("round", "H", ARRAYS, APP_CLIENT_ID)}
     if "round" not in config or "H" not in config:
         raise ValueError(f"work for client {pid}: config {dict(config)} lacks 'round' or 'H'")
     return Work(pid, int(config["round"]), int(config["H"]), dict(zip(names, parameters)), extra)
