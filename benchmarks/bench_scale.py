@@ -1,9 +1,9 @@
 """Benchmark: many virtual clients through Flower's Ray simulation and in-process, with the peak memory of each.
 
     python benchmarks/bench_scale.py --data-dir /abs/data [--dataset mnist] [--clients 10000] [--rounds 4]
-        [--clients-per-node 0 1] [--inprocess] [--out FILE.json]
+        [--clients-per-node 0 1] [--inprocess] [--engine sync|legacy] [--strategy zohfl] [--out FILE.json]
 
-Runs ZO-HFL (beta = 100 / clients, at most 1: about a hundred clients per round; tau 20; alpha 1) on
+Runs ZO-HFL (or ``--strategy``, on ``--engine``; beta = 100 / clients, at most 1: about a hundred clients per round; tau 20; alpha 1) on
 ``--dataset`` (or, with ``--generated ROWS``, a generated set of that many rows as data-path) with ``--clients``
 clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
 client: the layout before issue 51) through ``flwr run`` on a private simulation SuperLink, and with
@@ -163,6 +163,8 @@ def main() -> None:
     ap.add_argument("--generated", type=int, metavar="ROWS",
                     help="instead of --dataset: a generated set of ROWS examples (32 features, 10 classes), as "
                          "data-path")
+    ap.add_argument("--engine", choices=("sync", "legacy"), default="sync")
+    ap.add_argument("--strategy", default="zohfl", help="a synchronous method (run-config strategy)")
     ap.add_argument("--out", type=Path, help="write the figures as JSON")
     args = ap.parse_args()
     if args.source:
@@ -172,7 +174,7 @@ def main() -> None:
         ap.error("--data-dir is required")
     cfg = {"dataset": args.dataset, "data-dir": str(args.data_dir.expanduser().resolve()), "num-clients": args.clients,
            "alpha": 1.0, "beta": min(1.0, 100 / args.clients), "tau": 20.0, "num-rounds": args.rounds,
-           "client-wait-s": 900.0}
+           "client-wait-s": 900.0, "engine": args.engine, "strategy": args.strategy}
     rows = []
     with tempfile.TemporaryDirectory(prefix="zofl-scale-") as tmp:
         if args.generated:
@@ -183,7 +185,8 @@ def main() -> None:
             rows.append(run_inprocess({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), "dip")}, Path(tmp),
                                       args.workers))
     data = f"a generated set of {args.generated:,} rows" if args.generated else args.dataset
-    print(f"{args.clients:,} clients, {args.rounds} rounds, ZO-HFL on {data}, beta {cfg['beta']:g}")
+    print(f"{args.clients:,} clients, {args.rounds} rounds, {args.strategy} on {data} (engine {args.engine}), "
+          f"beta {cfg['beta']:g}")
     print(table(rows))
     if args.out:
         args.out.write_text(json.dumps({"command": " ".join(sys.argv[1:]), "config": cfg, "rows": rows}, indent=1)
