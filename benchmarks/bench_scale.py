@@ -1,11 +1,11 @@
 """Benchmark: many virtual clients through Flower's Ray simulation and in-process, with the peak memory of each.
 
     python benchmarks/bench_scale.py --data-dir /abs/data [--dataset mnist] [--clients 10000] [--rounds 4]
-        [--clients-per-node 0 1] [--inprocess] [--engine sync|legacy] [--strategy zohfl] [--out FILE.json]
+        [--clients-per-node 0 1] [--inprocess] [--engine sync [legacy]] [--strategy zohfl] [--out FILE.json]
 
-Runs ZO-HFL (or ``--strategy``, on ``--engine``; beta = 100 / clients, at most 1: about a hundred clients per round; tau 20; alpha 1) on
-``--dataset`` (or, with ``--generated ROWS``, a generated set of that many rows as data-path) with ``--clients``
-clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
+Runs ZO-HFL (or ``--strategy``, on each ``--engine`` in turn; beta = 100 / clients, at most 1: about a hundred
+clients per round; tau 20; alpha 1) on ``--dataset`` (or, with ``--generated ROWS``, a generated set of that many
+rows as data-path) with ``--clients`` clients, once per ``--clients-per-node`` value (0 = auto, 1 = one SuperNode per
 client: the layout before issue 51) through ``flwr run`` on a private simulation SuperLink, and with
 ``--inprocess`` once on the in-process Grid (the same ServerApp code without Ray or a SuperLink: the floor of what
 Flower's machinery adds). Each run is a fresh process tree; every 0.5 s the resident memory (RSS) summed over all
@@ -132,6 +132,11 @@ def run_inprocess(cfg: dict, tmp: Path, workers: int) -> dict:
     return _figures(tmp / "inprocess", wall, s, f"in-process Grid, {workers} worker(s)")
 
 
+def engine_row(row: dict, engine: str) -> dict:
+    """A row of the legacy engine says so in its layout (the Message-API engine's rows are named as before)."""
+    return row if engine == "sync" else {**row, "layout": f"{row['layout']}, legacy engine"}
+
+
 def table(rows: list[dict]) -> str:
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
@@ -163,7 +168,7 @@ def main() -> None:
     ap.add_argument("--generated", type=int, metavar="ROWS",
                     help="instead of --dataset: a generated set of ROWS examples (32 features, 10 classes), as "
                          "data-path")
-    ap.add_argument("--engine", choices=("sync", "legacy"), default="sync")
+    ap.add_argument("--engine", choices=("sync", "legacy"), nargs="+", default=["sync"])
     ap.add_argument("--strategy", default="zohfl", help="a synchronous method (run-config strategy)")
     ap.add_argument("--out", type=Path, help="write the figures as JSON")
     args = ap.parse_args()
@@ -174,19 +179,23 @@ def main() -> None:
         ap.error("--data-dir is required")
     cfg = {"dataset": args.dataset, "data-dir": str(args.data_dir.expanduser().resolve()), "num-clients": args.clients,
            "alpha": 1.0, "beta": min(1.0, 100 / args.clients), "tau": 20.0, "num-rounds": args.rounds,
-           "client-wait-s": 900.0, "engine": args.engine, "strategy": args.strategy}
+           "client-wait-s": 900.0, "strategy": args.strategy}
     rows = []
     with tempfile.TemporaryDirectory(prefix="zofl-scale-") as tmp:
         if args.generated:
             cfg["data-path"] = generate(Path(tmp) / "generated.npz", args.generated)
-        for k in args.clients_per_node:
-            rows.append(run_ray({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), f"d{k}")}, Path(tmp), k))
-        if args.inprocess:
-            rows.append(run_inprocess({**cfg, "data-dir": _fresh_data(cfg, Path(tmp), "dip")}, Path(tmp),
-                                      args.workers))
+        for engine in args.engine:
+            run_cfg, out = {**cfg, "engine": engine}, Path(tmp) / engine
+            out.mkdir()
+            for k in args.clients_per_node:
+                rows.append(engine_row(run_ray({**run_cfg, "data-dir": _fresh_data(cfg, out, f"d{k}")}, out, k),
+                                       engine))
+            if args.inprocess:
+                rows.append(engine_row(run_inprocess({**run_cfg, "data-dir": _fresh_data(cfg, out, "dip")}, out,
+                                                     args.workers), engine))
     data = f"a generated set of {args.generated:,} rows" if args.generated else args.dataset
-    print(f"{args.clients:,} clients, {args.rounds} rounds, {args.strategy} on {data} (engine {args.engine}), "
-          f"beta {cfg['beta']:g}")
+    print(f"{args.clients:,} clients, {args.rounds} rounds, {args.strategy} on {data} (engine "
+          f"{', '.join(args.engine)}), beta {cfg['beta']:g}")
     print(table(rows))
     if args.out:
         args.out.write_text(json.dumps({"command": " ".join(sys.argv[1:]), "config": cfg, "rows": rows}, indent=1)

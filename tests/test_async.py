@@ -221,11 +221,13 @@ def test_a_client_whose_supernode_is_gone_is_retried_after_reply_timeout_not_in_
 
 def test_the_wall_clock_gives_up_a_silent_client_after_reply_timeout(tmp_path, caplog):
     # the wall clock's own timeout branch. Three worker processes for the three healthy clients (each has one
-    # task in flight at a time, so none queues behind another): a task is 4 steps x 60 ms of sleep, 0.24 s
-    # plus milliseconds of compute, against reply-timeout-s = 1.5 s; 12 updates of buffer 2 are 8 tasks in a
-    # row per client, at least 1.92 s (sleeps: a lower bound at any load), so the silent client's only task
-    # passes the timeout before the run ends. It is given up once, as a "late" failure, and never sent work again
-    cfg = {**ASYNC, "clock": "wall", "reply-timeout-s": 1.5, "step-time-s": 0.06, "output-dir": str(tmp_path),
+    # task in flight at a time, so none queues behind another): a task is 4 steps x 0.2 s of sleep, 0.8 s
+    # plus milliseconds of compute, against reply-timeout-s = 5 s (4.2 s for a reply's way and a worker's start:
+    # at load a process gets a seventh of a core; 1.26 s of margin gave every client up there); 12 updates of
+    # buffer 2 are 8 tasks in a row per client, at least 6.4 s (sleeps: a lower bound at any load), so the silent
+    # client's only task passes the timeout before the run ends. It is given up once, as a "late" failure, and
+    # never sent work again
+    cfg = {**ASYNC, "clock": "wall", "reply-timeout-s": 5.0, "step-time-s": 0.2, "output-dir": str(tmp_path),
            "run-name": "wall"}
     d, x = run_inprocess(cfg, workers=3, silent=frozenset({1}))
     summary = json.loads((d / "summary.json").read_text())
@@ -233,8 +235,8 @@ def test_the_wall_clock_gives_up_a_silent_client_after_reply_timeout(tmp_path, c
     assert summary["failures_by_client"] == {"1": 1} and summary["total_late"] == summary["total_failures"] == 1
     rec = read_rounds(d)
     assert [r["round"] for r in rec] == list(range(13)) and all(1 not in r["clients"] for r in rec[1:])
-    assert sum(r["failed_clients"] == [1] for r in rec[1:]) == 1 and rec[-1]["clock_s"] > 1.5
-    assert "client 1 failed: no reply within reply-timeout-s = 1.5 s; client given up" in caplog.text
+    assert sum(r["failed_clients"] == [1] for r in rec[1:]) == 1 and rec[-1]["clock_s"] > 5.0
+    assert "client 1 failed: no reply within reply-timeout-s = 5 s; client given up" in caplog.text
 
 
 def test_the_wall_clock_sends_a_client_that_sat_out_a_task_its_next_one(tmp_path):

@@ -144,8 +144,9 @@ def test_the_scale_pages_show_the_tables_of_their_files():
 
     page = (ROOT / "docs" / "benchmark-scale.md").read_text()
     scale, splits = module("bench_scale"), module("bench_splits")
-    for n in (1000, 10000, 100000):
-        assert scale.table(json.loads((ROOT / "docs" / f"benchmark-scale-{n}.json").read_text())["rows"]) in page, n
+    for name in ("1000", "10000", "100000", "engines-1000", "engines-10000"):
+        rows = json.loads((ROOT / "docs" / f"benchmark-scale-{name}.json").read_text())["rows"]
+        assert scale.table(rows) in page, name
     assert splits.table(json.loads((ROOT / "docs" / "benchmark-splits.json").read_text())["rows"]) in page
     compare = module("bench_compare")
     figures = json.loads((ROOT / "docs" / "benchmark-compare.json").read_text())

@@ -106,6 +106,10 @@ def test_a_robust_rule_over_fewer_than_three_updates_is_warned_about():
                                                                    "beta": 0.2})))
     assert config_warnings(parse_config({"strategy": "fedavg", "aggregation": "median"})) == []
     assert config_warnings(parse_config({"strategy": "fedbuff", "engine": "async", "buffer-size": 2})) == []
+    # AFBO's step combines every client's latest update: num-clients sets how many, not beta (it samples nobody)
+    afbo = " ".join(config_warnings(parse_config({"strategy": "afbo", "engine": "async", "aggregation": "median",
+                                                  "num-clients": 2})))
+    assert "combines 2 client update(s) per server step (num-clients)" in afbo and "raise num-clients so" in afbo
 
 
 @pytest.mark.parametrize("strategy", ["fedmspp", "fedrzo-nn"])

@@ -189,7 +189,7 @@ def test_a_client_id_that_is_not_an_integer_is_refused(value):
 
 
 def _legacy(context, pid, evaluate=False):
-    """A legacy-API FitIns or EvaluateIns (as Flower's GridClientProxy sends it) naming ``pid``, through the ClientApp."""
+    """A legacy-API FitIns or EvaluateIns (as Flower's GridClientProxy sends it) naming ``pid``, to the ClientApp."""
     from flwr.common import EvaluateIns, FitIns, ndarrays_to_parameters
     from flwr.compat.common.recorddict_compat import evaluateins_to_recorddict, fitins_to_recorddict
 

@@ -815,6 +815,17 @@ def test_parquet_reads_only_the_needed_columns_strings_dictionary_encoded(tmp_pa
     assert t.column("name").to_pylist()[:2] == ["row0", "row1"]
 
 
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()])
+def test_every_string_and_bytes_id_column_is_read_dictionary_encoded(tmp_path, kind):
+    """Each of arrow's four text and bytes types (``_text_leaf``) is read through a dictionary: an id column of large
+    strings or bytes costs its distinct values once, not once per row."""
+    ids = pa.array([b"s1", b"s2", b"s1"] if pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+                   else ["s1", "s2", "s1"], type=kind)
+    pq.write_table(pa.table({"site": ids, "f": [1.0, 2.0, 3.0], "label": [0, 1, 0]}), tmp_path / "k.parquet")
+    t = sources._parquet_table(tmp_path / "k.parquet", 1 << 20, "label", ["f"], "site")
+    assert pa.types.is_dictionary(t.schema.field("site").type)  # (pyarrow gives large values back as plain ones)
+
+
 def test_parquet_decoded_exactly_at_the_cap_is_taken(tmp_path):
     pq.write_table(pa.table({"f": np.zeros(50_000), "label": np.zeros(50_000, dtype=np.int64)}),
                    tmp_path / "z.parquet", compression="zstd")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 HIDE = textwrap.dedent("""
     import importlib.abc, importlib.machinery, sys
     class Absent(importlib.abc.Loader):  # found (other libraries only probe for it), but never importable
@@ -78,3 +80,32 @@ def test_a_users_clientapp_without_torch_names_the_extra(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == ("zofl.client.train needs torch, which is not installed: pip install -e '.[torch]' "
                                   "in the project's folder (or pip install 'zofl[torch]')")
+
+
+def test_require_names_what_needs_the_module_and_the_extra_in_one_line(monkeypatch):
+    """``extras.require`` in this process: a module that is not installed, and one installed but broken (its error's
+    first 200 characters, whitespace folded into one line)."""
+    import importlib
+
+    from zofl.extras import MissingExtra, require
+
+    def missing(name):
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(MissingExtra) as exc:
+        require("torchvision", "downloading 'mnist'")
+    assert str(exc.value) == ("downloading 'mnist' needs torchvision, which is not installed: pip install -e "
+                              "'.[torch,download]' in the project's folder (or pip install 'zofl[torch,download]')")
+
+    def broken(name):
+        raise RuntimeError("operator torchvision::nms\n does not exist " + "x" * 300)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(MissingExtra) as exc:
+        require("torchvision", "zofl data get")
+    said = str(exc.value)
+    first = ("operator torchvision::nms does not exist " + "x" * 300)[:200]
+    assert said == (f"zofl data get needs torchvision, which is installed but does not import (RuntimeError: {first}): "
+                    f"install the release pyproject.toml pins for this torch (pip install -e '.[torch,download]' in "
+                    f"the project's folder (or pip install 'zofl[torch,download]'))")

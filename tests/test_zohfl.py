@@ -247,6 +247,30 @@ def test_zohfl_solves_a_hierarchical_problem_given_by_task_hooks(tmp_path):
     np.testing.assert_array_equal(xs, xv)
 
 
+def test_the_hierarchical_quadratic_is_the_problem_docs_zohfl_md_describes():
+    """The toy problem's own figures on seed 0, m = 4, pinned (the run above compares ZO-HFL with ``solution``, which
+    reads the same instances, so a change of the instances or of the solution's derivative would move both): each
+    client's (e_i, b_i) drawn with scale 2, x* (bisection per coordinate, to float precision), the share of
+    (client, coordinate) pairs whose constraint binds at x*, N_train, and a client's rows (4 copies of [e_i, b_i],
+    float32, label 0 of 2 classes)."""
+    from zofl.tasks import DataSpec
+    from zofl.tasks.toy import HierarchicalQuadratic
+
+    task, spec = HierarchicalQuadratic(), DataSpec(num_clients=4, seed=0)
+    e, b = task._instances(spec)
+    np.testing.assert_allclose(e[0], [-1.2218918126252627, -3.1789189047030155, -1.9605921231577987], rtol=1e-15)
+    np.testing.assert_allclose(b[3], [-0.3306861010448927, -1.225375954981819, -2.216326951320538], rtol=1e-15)
+    np.testing.assert_allclose(task.solution(spec), [-0.5902779683186854, -0.7447746327619444, -0.7165102286504959],
+                               rtol=1e-12)
+    np.testing.assert_allclose(task.solution(spec, kappa=[0, 0, 0]),
+                               [0.8578297456183295, -1.4159915321447003, -0.04068241843562487], rtol=1e-12)
+    assert task.active_share(spec) == 0.75 and task.num_train(spec) == 4 * (4 + 1)
+    rows = task.client_data(spec, 2)
+    assert rows.x.dtype == np.float32 and rows.x.shape == (4, 6) and rows.num_classes == 2
+    assert rows.y.dtype == np.int64 and not rows.y.any()
+    np.testing.assert_array_equal(rows.x, np.tile(np.concatenate([e[2], b[2]]).astype(np.float32), (4, 1)))
+
+
 def test_a_straggler_adds_nothing_with_task_hooks(tmp_path):
     """H = 0 adds exactly 0 for any task: on HierarchicalQuadratic (own f2 and Y_i(x), where
     f2(x +- eta v, Proj(x +- eta v)) is not 0) straggler-prob = 1 is the f1-only control, number for

@@ -32,9 +32,9 @@ from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
 from .core.shares import num_nodes
 from .launch import die_with_parent
 from .server_app import make_run, serve
+from .strategies.wire import LEGACY_FIT_CONFIG
 
 CLIENT_APP = "zofl.client_app:app"  # the ClientApp a grid runs unless told another (a user's App: tests)
-LEGACY_FIT_CONFIG = "fitins.config"  # the legacy API's FitIns config, as Flower puts it in a RecordDict
 
 
 def _handle(message: Message, context: Context, client_app: str = CLIENT_APP) -> tuple[Message, Context]:

@@ -131,7 +131,7 @@ class Method:
         """How many client updates a server step combines, and the key that sets it (the robust rules'
         warning): a synchronous round's sampled clients (beta), an asynchronous window's num-clients."""
         if cls.kind == ASYNC:
-            return "beta", cfg.num_clients
+            return "num-clients", cfg.num_clients
         return "beta", round_size(cfg.beta, cfg.num_clients)
 
     @classmethod
