@@ -265,6 +265,7 @@ def test_the_hierarchical_quadratic_is_the_problem_docs_zohfl_md_describes():
     np.testing.assert_allclose(task.solution(spec, kappa=[0, 0, 0]),
                                [0.8578297456183295, -1.4159915321447003, -0.04068241843562487], rtol=1e-12)
     assert task.active_share(spec) == 0.75 and task.num_train(spec) == 4 * (4 + 1)
+    assert task.active_share(DataSpec(num_clients=8, seed=0)) == 0.5  # 12 of 24 (client, coordinate) pairs bind
     rows = task.client_data(spec, 2)
     assert rows.x.dtype == np.float32 and rows.x.shape == (4, 6) and rows.num_classes == 2
     assert rows.y.dtype == np.int64 and not rows.y.any()
