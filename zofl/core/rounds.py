@@ -88,11 +88,12 @@ class SyncRun(Run):
             if f.pid is not None and f.pid not in plan.sampled:
                 f.pid = None
         # a sampled client with neither reply nor failure missed the deadline (the Message API returns
-        # nothing for it; the legacy API raises an error without saying which client it was)
+        # nothing for it); a failure that names no client (an exception of a legacy ClientProxy other than
+        # zofl's ``ClientOnNode``, which names its client) is one of those
         accounted = {rep.pid for rep in replies} | {f.pid for f in failures if f.pid is not None}
         missing = [p for p in plan.sampled if p not in accounted]
         anonymous = [f for f in failures if f.pid is None]
-        if len(anonymous) == len(missing):  # the legacy API's errors name no client; these are the ones
+        if len(anonymous) == len(missing):  # the failures that name no client are these clients
             for f, p in zip(anonymous, missing):  # (which error was whose is unknown; who failed is exact)
                 f.pid = p
         failures += [Failure(p, "no reply before the round deadline", "late") for p in missing[len(anonymous):]]
