@@ -27,6 +27,21 @@ def test_rules():
         robust_combine(V, "mode")
 
 
+def test_the_rules_defaults_and_their_precision():
+    """robust_combine's defaults: trim 0.2 (2 of 10 dropped per end) and Krum's f = 1 (each vector scored on its
+    n - f - 2 = 2 nearest others: 5 is chosen of [4, 5, 7, 9, 0], where f = 2 would choose 4); every rule but the
+    plain mean works in float64 whatever the replies' dtype; no vectors is an error naming the function."""
+    ten = [np.array([float(v)]) for v in (-1e6, -50.0, 1, 2, 3, 4, 5, 6, 70.0, 1e6)]
+    np.testing.assert_array_equal(robust_combine(ten, "trimmed-mean"), [3.5])  # mean of 1..6
+    np.testing.assert_array_equal(robust_combine([np.array([v]) for v in (4.0, 5.0, 7.0, 9.0, 0.0)], "krum"), [5.0])
+    f32 = [np.array([0.1], dtype=np.float32), np.array([0.2], dtype=np.float32), np.array([0.7], dtype=np.float32)]
+    out = robust_combine(f32, "median")
+    assert out.dtype == np.float64 and out[0] == float(np.float32(0.2))
+    assert robust_combine(f32, "trimmed-mean", trim=0.0).dtype == np.float64
+    with pytest.raises(ValueError, match="^robust_combine: no vectors$"):
+        robust_combine([], "median")
+
+
 def test_coefficients_are_clipped_at_a_multiple_of_the_median_magnitude():
     coefs = {0: np.array([1.0, -2.0]), 1: np.array([3.0]), 2: np.array([-1e6])}
     out = clip_coefficients(coefs, 2.0)  # median |c| = 2.5, bound 5

@@ -122,6 +122,11 @@ def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():
     assert strategy.fed.nodes == dict(enumerate(sorted(grid.contexts)))
     assert strategy.run.cfg.num_clients == 3 and len(strategy.records) == 3  # round 0 and two rounds
     assert all(rec["participants"] == 3 for rec in strategy.records[1:])
+    # no results_dir: the summary zofl run would write is kept with the records (results.MemoryWriter)
+    summary, config = strategy.writer.summary, strategy.writer.config
+    assert (summary["status"], summary["rounds"], summary["total_participants"]) == ("ok", 2, 6)
+    assert summary["final_test_acc"] is None and summary["results_dir"] is None  # the server holds no data
+    assert (config["strategy"], config["local-steps"], config["num-clients"]) == ("zohfl", 1, 3)
     assert result.arrays["w"].numpy().shape == (2, 3) and np.any(result.arrays["w"].numpy() != 0)
 
 
@@ -643,3 +648,55 @@ def test_start_hands_train_config_evaluate_config_and_evaluate_fn_to_flowers_rou
     with pytest.raises(ValueError, match=r"^the arrays Flower handed configure_train are not the model start\(\) "
                                          r"was given$"):
         strategy.configure_train(3, ArrayRecord({"v": Array(np.zeros(6))}), ConfigRecord(), grid)
+
+
+def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses_an_error_alone(monkeypatch,
+                                                                                                as_the_serverapp):
+    """``nodes.learn_app_nodes`` on a stand-in Grid: it polls every 0.2 s until min_available_nodes have connected
+    (here at the third look), asks each node once (all remembered as asked), waits for the answers at most what is
+    left of wait_s (at least 1 s), and a node whose reply is an error is refused alone with the first 200 characters
+    of its reason; too few nodes by the deadline is a one-line error naming both numbers."""
+    from types import SimpleNamespace
+
+    from flwr.app import MetricRecord
+
+    import zofl.strategies.nodes as nodes_mod
+    from zofl.core.protocol import CONFIG, DATA_FINGERPRINT, METRICS, NUM_EXAMPLES, NUM_PARTITIONS, PARTITION_ID
+    from zofl.strategies.nodes import NO_DATA, NO_PARTITION, learn_app_nodes
+
+    def answer(node, pid):
+        content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: 2}),
+                              CONFIG: ConfigRecord({NUM_EXAMPLES: 5, DATA_FINGERPRINT: "f" * 16})})
+        return SimpleNamespace(metadata=SimpleNamespace(src_node_id=node), has_error=lambda: False, content=content)
+
+    def error(node, reason):
+        return SimpleNamespace(metadata=SimpleNamespace(src_node_id=node), has_error=lambda: True,
+                               error=SimpleNamespace(reason=reason))
+
+    class Grid:
+        def __init__(self, looks_until_all):
+            self.looks, self.until, self.sent, self.timeouts = 0, looks_until_all, [], []
+
+        def get_node_ids(self):
+            self.looks += 1
+            return [10, 20, 30] if self.looks >= self.until else [10]
+
+        def send_and_receive(self, messages, timeout=None):
+            self.sent.append([m.metadata.dst_node_id for m in messages])
+            self.timeouts.append(timeout)
+            return [answer(10, 0), answer(20, 1), error(30, "E" * 300)]
+
+    slept = []
+    monkeypatch.setattr(nodes_mod.time, "sleep", slept.append)
+    grid = Grid(looks_until_all=3)
+    fed, m = learn_app_nodes(grid, 3, 60.0, ArrayRecord())
+    assert slept == [0.2, 0.2] and grid.sent == [[10, 20, 30]] and fed.asked == {10, 20, 30}
+    assert 59.0 < grid.timeouts[0] <= 60.0
+    assert (m, fed.nodes) == (2, {0: 10, 1: 20})
+    assert fed.refused == [(30, NO_PARTITION, NO_DATA)] and fed.data_errors == {30: "E" * 200}
+    grid = Grid(looks_until_all=1)
+    learn_app_nodes(grid, 3, 0.01, ArrayRecord())
+    assert grid.timeouts == [1.0]  # at least a second for the answers
+    with pytest.raises(ConfigError, match=r"^min_available_nodes=3, but 1 SuperNode\(s\) connected within 0s: start "
+                                          r"more SuperNodes"):
+        learn_app_nodes(Grid(looks_until_all=10**9), 3, 0.0, ArrayRecord())

@@ -270,6 +270,9 @@ def test_the_hierarchical_quadratic_is_the_problem_docs_zohfl_md_describes():
     assert rows.x.dtype == np.float32 and rows.x.shape == (4, 6) and rows.num_classes == 2
     assert rows.y.dtype == np.int64 and not rows.y.any()
     np.testing.assert_array_equal(rows.x, np.tile(np.concatenate([e[2], b[2]]).astype(np.float32), (4, 1)))
+    # f1 = (1/2)||x - a||^2 (the "loss" the server's evaluation reports), and a prediction of no class
+    assert task.loss(np.zeros(3), None, None) == 1.125 and task.loss(np.array([1.0, 2.0, 3.0]), None, None) == 7.625
+    assert task.predict(np.zeros(3), rows.x).dtype == np.int64 and not task.predict(np.zeros(3), rows.x).any()
 
 
 def test_a_straggler_adds_nothing_with_task_hooks(tmp_path):

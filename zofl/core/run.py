@@ -257,7 +257,8 @@ class Run:
                                        (self.fed.rejoined if self.fed else [])],
                        **({"reported_sizes": {str(p): n for p, n in sorted(self.fed.sizes.items())},
                            "n_train": self.method.n_train} if self.fed and self.fed.sizes else {}),
-                       total_wall_s=self.wall_s(), startup=self.startup.fields(), results_dir=str(self.writer.dir),
+                       total_wall_s=self.wall_s(), startup=self.startup.fields(),
+                       results_dir=None if self.writer.dir is None else str(self.writer.dir),  # None: in memory
                        **outlier_fields(recs, cfg, self.method.clips_coefficients), **self.method.summary_extra(recs))
         self.writer.write_summary(summary)
         lines = summary_lines(self.method.title, summary, self.setting())

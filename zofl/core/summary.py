@@ -200,4 +200,4 @@ def summary_lines(title: str, s: dict[str, Any], setting: str) -> list[str]:
               if s.get("rejoined_nodes") else []),
             *_outliers(s),
             *([f"  FAILED: {s['failure']}"] if s.get("status") == "failed" else []),
-            f"  results: {s['results_dir']}"]
+            f"  results: {s['results_dir'] or 'in memory only (a strategy given no results_dir)'}"]
