@@ -650,7 +650,7 @@ def test_start_hands_train_config_evaluate_config_and_evaluate_fn_to_flowers_rou
         strategy.configure_train(3, ArrayRecord({"v": Array(np.zeros(6))}), ConfigRecord(), grid)
 
 
-def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses_an_error_alone(monkeypatch,
+def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses_an_error_alone(monkeypatch, caplog,
                                                                                                 as_the_serverapp):
     """``nodes.learn_app_nodes`` on a stand-in Grid: it polls every 0.2 s until min_available_nodes have connected
     (here at the third look), asks each node once (all remembered as asked), waits for the answers at most what is
@@ -664,8 +664,8 @@ def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses
     from zofl.core.protocol import CONFIG, DATA_FINGERPRINT, METRICS, NUM_EXAMPLES, NUM_PARTITIONS, PARTITION_ID
     from zofl.strategies.nodes import NO_DATA, NO_PARTITION, learn_app_nodes
 
-    def answer(node, pid):
-        content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: 2}),
+    def answer(node, pid, parts=2):
+        content = RecordDict({METRICS: MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: parts}),
                               CONFIG: ConfigRecord({NUM_EXAMPLES: 5, DATA_FINGERPRINT: "f" * 16})})
         return SimpleNamespace(metadata=SimpleNamespace(src_node_id=node), has_error=lambda: False, content=content)
 
@@ -692,8 +692,17 @@ def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses
     fed, m = learn_app_nodes(grid, 3, 60.0, ArrayRecord())
     assert slept == [0.2, 0.2] and grid.sent == [[10, 20, 30]] and fed.asked == {10, 20, 30}
     assert 59.0 < grid.timeouts[0] <= 60.0
-    assert (m, fed.nodes) == (2, {0: 10, 1: 20})
+    assert (m, fed.nodes) == (2, {0: 10, 1: 20}) and fed.sizes == {0: 5, 1: 5}
+    assert fed.fingerprints == {0: "f" * 16, 1: "f" * 16} and 0 <= fed.learned_s < 60
     assert fed.refused == [(30, NO_PARTITION, NO_DATA)] and fed.data_errors == {30: "E" * 200}
+    # deployed SuperNodes without a partition-id (-1 of 0): client ids in node-id order, each keeping its N_i
+    grid = Grid(looks_until_all=1)
+    grid.send_and_receive = lambda messages, timeout=None: [answer(30, -1, 0), answer(10, -1, 0)]
+    with caplog.at_level("INFO", logger="zofl"):
+        fed, m = learn_app_nodes(grid, 2, 60.0, ArrayRecord())
+    assert (m, fed.nodes, fed.sizes) == (2, {0: 10, 1: 30}, {0: 5, 1: 5}) and fed.fingerprints[1] == "f" * 16
+    assert ("the SuperNodes name no partitions of one federation: client ids 0..1 in the order of their node ids"
+            in caplog.messages)
     grid = Grid(looks_until_all=1)
     learn_app_nodes(grid, 3, 0.01, ArrayRecord())
     assert grid.timeouts == [1.0]  # at least a second for the answers
