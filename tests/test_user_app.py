@@ -111,14 +111,18 @@ def test_scaffnew_keeps_each_h_i_in_its_nodes_context_and_the_server_sends_x_alo
     np.testing.assert_allclose(server["h"].sum(axis=0), 0.0, atol=1e-12)
 
 
-def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():
+def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition(caplog):
     """Deployed SuperNodes without partition-id: the client ids are 0..m-1 in node-id order, m = the nodes."""
     grid = InProcessGrid({}, 3, workers=0, client_app="plain_client:app", node_config={i: {} for i in range(3)})
     try:
         strategy = ZOHFLStrategy(run_config={"local-steps": 1})
-        result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}), num_rounds=2)
+        with caplog.at_level("INFO", logger="zofl"):
+            result = strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}),
+                                    num_rounds=2)
     finally:
         grid.close()
+    # Flower's Strategy.start logs the strategy's summary(): the class, the method and its parameters
+    assert f"ZOHFLStrategy: ZO-HFL (zofl), {strategy.params}" in caplog.messages
     assert strategy.fed.nodes == dict(enumerate(sorted(grid.contexts)))
     assert strategy.run.cfg.num_clients == 3 and len(strategy.records) == 3  # round 0 and two rounds
     assert all(rec["participants"] == 3 for rec in strategy.records[1:])
@@ -126,6 +130,8 @@ def test_client_ids_follow_the_node_ids_when_no_node_names_a_partition():
     summary, config = strategy.writer.summary, strategy.writer.config
     assert (summary["status"], summary["rounds"], summary["total_participants"]) == ("ok", 2, 6)
     assert summary["final_test_acc"] is None and summary["results_dir"] is None  # the server holds no data
+    assert summary["dataset"] == "the clients' own data" and summary["n_train"] == sum(
+        summary["reported_sizes"].values()) > 0  # N_train: the sizes the nodes reported (method.reported_sizes)
     assert (config["strategy"], config["local-steps"], config["num-clients"]) == ("zohfl", 1, 3)
     assert result.arrays["w"].numpy().shape == (2, 3) and np.any(result.arrays["w"].numpy() != 0)
 
@@ -187,6 +193,15 @@ def test_a_bilevel_method_on_a_users_task_gives_the_harness_numbers_bit_for_bit(
         grid.close()
     _, x = run_inprocess({**rc, "num-rounds": 3, "output-dir": str(tmp_path), "run-name": name}, workers=0)
     assert np.array_equal(result.arrays["x"].numpy().ravel(), x)
+    if cls is TASK_STRATEGIES[0]:  # initial_arrays of another size than the task's x: refused before round 1
+        grid = InProcessGrid({"task": TASKS[kind]}, 4, workers=0, client_app="task_client:app")
+        try:
+            with pytest.raises(ValueError, match=rf"^initial_arrays hold {x0.size + 1} numbers, the task's upper "
+                                                 rf"variable x {x0.size}$"):
+                cls(task=task, fraction_train=1.0, run_config=shared, **fields, **clock, **no_eval).start(
+                    grid=grid, initial_arrays=ArrayRecord({"x": Array(np.zeros(x0.size + 1))}), num_rounds=1)
+        finally:
+            grid.close()
 
 
 def test_the_flat_model_is_the_records_arrays_in_order_and_comes_back_in_their_names():
@@ -438,6 +453,8 @@ def test_an_asynchronous_strategy_gives_flowers_result_and_evaluates_the_final_m
         grid.close()
     assert len(strategy.records) == 4 and sorted(result.train_metrics_clientapp) == [1, 2, 3]
     assert [r for r, _ in seen] == [3] and np.array_equal(seen[0][1], result.arrays["w"].numpy())
+    for r in (1, 2, 3):  # each update's record, the numbers Flower shows (strategies.app.round_metrics)
+        assert dict(result.train_metrics_clientapp[r]) == round_metrics_of(strategy.records[r])
     assert dict(result.evaluate_metrics_serverapp) == {3: MetricRecord({"score": 0.5})}
 
 
@@ -709,3 +726,72 @@ def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses
     with pytest.raises(ConfigError, match=r"^min_available_nodes=3, but 1 SuperNode\(s\) connected within 0s: start "
                                           r"more SuperNodes"):
         learn_app_nodes(Grid(looks_until_all=10**9), 3, 0.0, ArrayRecord())
+
+
+ROUND_METRICS = ("participants", "dropped", "failed", "rejected", "late", "steps", "f2_est", "gamma_r", "uplink_bytes")
+
+
+def round_metrics_of(record):
+    return {k: float(record[k]) for k in ROUND_METRICS
+            if isinstance(record.get(k), (int, float)) and not isinstance(record.get(k), bool)}
+
+
+def test_round_metrics_are_the_records_numbers_flower_shows():
+    """``round_metrics``: a round record's numbers among ROUND_METRICS as Flower's train MetricRecord, as floats;
+    booleans, None and other fields left out."""
+    from zofl.strategies.app import round_metrics
+
+    record = {k: i + 1 for i, k in enumerate(ROUND_METRICS)}
+    record.update({"round_failed": True, "test_acc": 0.5, "sampled": [1, 2]})
+    assert dict(round_metrics(record)) == {k: float(i + 1) for i, k in enumerate(ROUND_METRICS)}
+    assert dict(round_metrics({"participants": 2, "dropped": None, "late": True})) == {"participants": 2.0}
+
+
+def test_the_settings_a_train_message_carries_are_the_non_defaults_as_sorted_json():
+    """``settings_text``: what differs from the defaults, keys sorted (the text is the same for the same settings
+    whatever order they were given in), nothing for a run of defaults."""
+    from zofl.config import parse_config
+    from zofl.strategies.app import settings_text
+
+    assert settings_text(parse_config({})) == "{}"
+    assert settings_text(parse_config({"strategy": "scaffold", "beta": 0.25})) == \
+        '{"beta": 0.25, "strategy": "scaffold"}'
+
+
+def test_each_distinct_model_is_sent_in_the_users_names_and_settings_too_long_are_refused_at_once():
+    """``AppRun._address``: a message per client, the model in the user's names (one record per distinct x, each
+    client's own), the client id and the settings; settings longer than a train message carries are refused by the
+    server before round 1, naming both lengths; initial_arrays of a size the bilevel task's x does not have too."""
+    from zofl.core.protocol import ARRAYS, CONFIG
+    from zofl.strategies.wire import APP_CLIENT_ID, APP_SETTINGS
+
+    strategy = ZOHFLStrategy(run_config={"local-steps": 1})
+    strategy.layout, strategy.settings_json = (("w", (2,), "float64"),), '{"local-steps": 1}'
+    xs = [Array(np.array([1.0, 2.0])), Array(np.array([3.0, 4.0]))]  # the first sent to two clients, as x_r is
+    msgs = [Message(RecordDict({ARRAYS: ArrayRecord({"x": x}), CONFIG: ConfigRecord({"round": 0})}),
+                    dst_node_id=5, message_type="train") for x in xs + [xs[0]]]
+    out = strategy._address(msgs, [7, 8, 9])
+    assert [m.content.array_records[ARRAYS]["w"].numpy().tolist() for m in out] == [[1.0, 2.0], [3.0, 4.0],
+                                                                                      [1.0, 2.0]]
+    assert [m.content.config_records[CONFIG][APP_CLIENT_ID] for m in out] == [7, 8, 9]
+    assert all(m.content.config_records[CONFIG][APP_SETTINGS] == '{"local-steps": 1}' for m in out)
+
+    def start(strategy):
+        grid = InProcessGrid({}, 2, workers=0, client_app="plain_client:app")
+        try:
+            strategy.start(grid=grid, initial_arrays=ArrayRecord({"w": Array(np.zeros((2, 3)))}), num_rounds=1)
+        finally:
+            grid.close()
+        return strategy
+
+    # (every key a user's App takes is short: the bound is met with many clients' lists, here with a lower bound)
+    n = len(start(ZOHFLStrategy(run_config={"local-steps": 1})).settings_json)
+    import zofl.strategies.app as app_mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(app_mod, "MAX_APP_SETTINGS", n)
+        start(ZOHFLStrategy(run_config={"local-steps": 1}))  # exactly what a message carries: taken
+        mp.setattr(app_mod, "MAX_APP_SETTINGS", n - 1)
+        with pytest.raises(ConfigError, match=rf"^the run's settings take {n} characters, more than the {n - 1} a "
+                                              rf"train message carries"):
+            start(ZOHFLStrategy(run_config={"local-steps": 1}))
