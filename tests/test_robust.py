@@ -2,6 +2,7 @@
 rules as pure functions, the attacks, and in-process runs where one hostile client of ten wrecks the
 papers' mean and not a robust rule."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -47,6 +48,30 @@ def test_coefficients_are_clipped_at_a_multiple_of_the_median_magnitude():
     out = clip_coefficients(coefs, 2.0)  # median |c| = 2.5, bound 5
     assert [list(v) for v in out.values()] == [[1.0, -2.0], [3.0], [-5.0]]
     assert clip_coefficients(coefs, 0.0) is coefs
+
+
+def test_hostile_replies_in_float64_seeded_per_round_and_client_and_by_name_and_shape():
+    """hostile_reply works in float64 whatever the reply's dtype; "large"'s signs come from the attack's own stream of
+    (seed, round, client); an update is taken against what was sent under the same name and shape only (another
+    shape: the values themselves); "scale" multiplies the update; an unknown attack names the choices."""
+    from zofl.algorithms.smoothing import seed_sequence
+    from zofl.faults import ATTACKS, STREAM_ATTACK
+
+    sent = {"x": np.array([1.0, 1.0], dtype=np.float32), "f": np.zeros(3)}
+    honest = {"x": np.array([3.0, -2.0], dtype=np.float32), "f": np.array([[0.5], [0.25]], dtype=np.float32)}
+    scaled = hostile_reply(sent, honest, "scale", 10.0, 1e6, 0, 3, 1)
+    np.testing.assert_array_equal(scaled["x"], [21.0, -29.0])  # 1 + 10 (3 - 1), 1 + 10 (-2 - 1)
+    np.testing.assert_array_equal(scaled["f"], [[5.0], [2.5]])  # a sent "f" of another shape is no counterpart
+    assert all(v.dtype == np.float64 for v in scaled.values())
+    flip = hostile_reply({}, honest, "sign-flip", 1.0, 1e6, 0, 3, 1)
+    assert flip["f"].dtype == np.float64 and flip["f"].tolist() == [[-0.5], [-0.25]]
+    big = {"x": np.zeros(64)}
+    signs = np.random.default_rng(seed_sequence(7, 3, 1, STREAM_ATTACK)).choice([-1.0, 1.0], size=64)
+    np.testing.assert_array_equal(hostile_reply({}, big, "large", 1.0, 2.0, 7, 3, 1)["x"], 0.99 * 2.0 * signs)
+    others = [hostile_reply({}, big, "large", 1.0, 2.0, *args)["x"] for args in ((8, 3, 1), (7, 4, 1), (7, 3, 2))]
+    assert all(not np.array_equal(o, 0.99 * 2.0 * signs) for o in others)  # seed, round and client each count
+    with pytest.raises(ValueError, match=rf"^attack must be one of {re.escape(str(ATTACKS))}, got 'noise'$"):
+        hostile_reply({}, big, "noise", 1.0, 2.0, 7, 3, 1)
 
 
 def test_hostile_replies():

@@ -23,6 +23,7 @@ from zofl.strategies import (  # noqa: E402
     APP_STRATEGIES,
     TASK_STRATEGIES,
     FedBuffStrategy,
+    FedNestStrategy,
     ScaffnewStrategy,
     ScaffoldStrategy,
     ZOHFLStrategy,
@@ -216,6 +217,21 @@ def test_the_flat_model_is_the_records_arrays_in_order_and_comes_back_in_their_n
         flat_model(ArrayRecord({"s": Array(np.array(["x"]))}))
     with pytest.raises(ValueError, match="x has 3 entries, the model 8"):
         model_record(np.zeros(3), layout)
+    assert layout == (("a.weight", (2, 3), "float32"), ("a.bias", (2,), "float64"))  # each array's own dtype kept
+    empty, none = flat_model(ArrayRecord())  # no arrays: an empty x (a model with no parameters is refused later)
+    assert empty.dtype == np.float64 and empty.shape == (0,) and none == ()
+
+
+def test_a_users_work_message_holds_the_model_in_its_names_and_the_methods_other_arrays_apart():
+    """``wire.app_work_content``: "arrays" becomes the model (the user's names), the method's other arrays go to
+    "zofl.arrays", x not among them (it is the model)."""
+    from zofl.strategies.wire import APP_ARRAYS, app_work_content
+
+    content = RecordDict({"arrays": ArrayRecord({"x": Array(np.zeros(8)), "c": Array(np.ones(8))}),
+                          "config": ConfigRecord({"round": 0})})
+    model = ArrayRecord({"w": Array(np.zeros(8))})
+    app_work_content(content, model)
+    assert list(content.array_records["arrays"]) == ["w"] and list(content.array_records[APP_ARRAYS]) == ["c"]
 
 
 def test_a_strategy_is_made_with_its_methods_typed_params_checked_at_once():
@@ -237,6 +253,26 @@ def test_a_strategy_is_made_with_its_methods_typed_params_checked_at_once():
     for cls in APP_STRATEGIES:  # every one is made with its defaults, and names its method's Params
         strategy = cls()
         assert isinstance(strategy.params, cls.method.Params)
+    # several names in one line, each message whole
+    with pytest.raises(TypeError, match=r"^ZO-HFL has no parameter\(s\) mux, nu; its parameters are [a-z0-9_]+(, "
+                                        r"[a-z0-9_]+)+ \(ZOHFLParams\)$"):
+        ZOHFLStrategy(mux=1, nu=2)
+    with pytest.raises(TypeError, match=r"^params must be a ZOHFLParams \(ZO-HFL's parameters\), got FedAvgParams$"):
+        ZOHFLStrategy(params=ScaffoldStrategy().params)
+    with pytest.raises(ConfigError, match=r"^run_config key\(s\) 'crash-prob', 'hang-prob' cannot be set for a "
+                                          r"user's App"):
+        FedBuffStrategy(run_config={"hang-prob": 0.1, "crash-prob": 0.1})
+    with pytest.raises(ConfigError, match=r"^run_config key\(s\) 'server-lr', 'server-optimizer' are FedBuff's "
+                                          r"parameters: give them as keyword arguments \(server_lr=\.\.\., "
+                                          r"server_optimizer=\.\.\.\)$"):
+        FedBuffStrategy(run_config={"server-optimizer": "adam", "server-lr": 0.5})
+    # a bilevel method needs a task of zofl's protocol, a model method takes none
+    with pytest.raises(TypeError, match=r"^FedNest_SGD needs task=, .+; got NoneType$"):
+        FedNestStrategy()
+    with pytest.raises(TypeError, match=r"^FedNest_SGD needs task=, .+; got str$"):
+        FedNestStrategy(task="not a task")
+    with pytest.raises(TypeError, match=r"^ZO-HFL trains the model of the ClientApps: it takes no task$"):
+        ZOHFLStrategy(task=object())
 
 
 def test_every_registered_model_method_has_a_strategy_for_a_users_app():
