@@ -346,6 +346,17 @@ def test_roc_auc_is_the_share_of_clean_corrupted_pairs_ordered_right():
     for x, want in ((np.where(corrupted, -1.0, 1.0), 1.0), (np.where(corrupted, 1.0, -1.0), 0.0),
                     (task.init_x(cfg, spec), 0.5)):
         assert task.evaluate(cfg, spec, x, y)["weight_auc"] == want
+    # the mean weight sigma(x_j) of each kind; a kind with no example is nan (corruption 0: nothing corrupted)
+    figures = task.evaluate(cfg, spec, np.where(corrupted, 0.0, np.log(3.0)), y)
+    assert figures["weight_corrupted"] == 0.5 and figures["weight_clean"] == pytest.approx(0.75, abs=1e-15)
+    clean = parse_config({**dict(cfg), "corruption": 0.0})
+    x0 = np.zeros(len(task.corrupted(clean, spec)))
+    figures = task.evaluate(clean, spec, x0, y)
+    assert np.isnan(figures["weight_corrupted"]) and figures["weight_clean"] == 0.5
+    assert np.isnan(figures["weight_auc"])  # one class only
+    # the labels' kinds may come as 0/1 numbers: read as booleans (a bitwise ~ of integers would be -1 and -2)
+    scores = [0.1, 0.9, 0.5, 0.2]
+    assert roc_auc(scores, [0, 1, 1, 0]) == roc_auc(scores, [False, True, True, False]) == 1.0
 
 
 def test_bilevel_methods_need_a_hypergradient_task():

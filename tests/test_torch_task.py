@@ -137,3 +137,38 @@ def test_the_module_and_every_tensor_go_to_the_tasks_device(monkeypatch):
         monkeypatch.setattr(torch, "as_tensor", real)
         assert len(asked) >= 6 and set(asked) == {"cpu"}, asked
         asked.clear()
+
+
+def test_a_torch_task_used_before_its_module_is_built_says_what_builds_it():
+    """TorchTask's module is built by init_params or configure; anything that needs it before says so in one line.
+    A new task computes on the CPU, its labels as torch.long (cross-entropy's class indices)."""
+    import torch
+
+    from zofl.tasks.torch_task import TorchTask, softmax_module
+
+    task = TorchTask(softmax_module)
+    assert task.device == "cpu"
+    with pytest.raises(RuntimeError, match=r"^TorchTask: the module is built by init_params\(num_features, "
+                                           r"num_classes\) or configure\(settings, spec\) \(zofl.setup.prepare calls "
+                                           r"it\); neither has run$"):
+        task.loss(np.zeros(12), np.ones((2, 4)), np.zeros(2, dtype=np.int64))
+    task.init_params(4, 3)
+    _, labels = task._batch(np.ones((2, 4)), np.array([0, 2], dtype=np.int32))
+    assert labels.dtype == torch.long and labels.tolist() == [0, 2]
+
+
+def test_a_torch_task_runs_on_one_thread_unless_told_otherwise(monkeypatch):
+    """configure sets torch's threads to the task's num_threads (1 by default: a simulated client has one CPU);
+    num_threads = None leaves torch's own setting alone."""
+    import torch
+
+    from zofl.settings import TaskSettings
+    from zofl.tasks.torch_task import TorchTask, softmax_module
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    cfg, _, spec = prepare({"task": "torch-softmax", "num-clients": 4})
+    assert calls == [1]
+    TorchTask(softmax_module, num_threads=3).configure(TaskSettings.of(cfg), spec)
+    TorchTask(softmax_module, num_threads=None).configure(TaskSettings.of(cfg), spec)
+    assert calls == [1, 3]

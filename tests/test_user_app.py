@@ -794,7 +794,7 @@ def test_the_settings_a_train_message_carries_are_the_non_defaults_as_sorted_jso
         '{"beta": 0.25, "strategy": "scaffold"}'
 
 
-def test_each_distinct_model_is_sent_in_the_users_names_and_settings_too_long_are_refused_at_once():
+def test_each_distinct_model_is_sent_in_the_users_names_and_settings_too_long_are_refused_at_once(as_the_serverapp):
     """``AppRun._address``: a message per client, the model in the user's names (one record per distinct x, each
     client's own), the client id and the settings; settings longer than a train message carries are refused by the
     server before round 1, naming both lengths; initial_arrays of a size the bilevel task's x does not have too."""
