@@ -756,6 +756,17 @@ def test_the_apps_node_map_waits_polls_asks_once_within_the_deadline_and_refuses
     assert (m, fed.nodes, fed.sizes) == (2, {0: 10, 1: 30}, {0: 5, 1: 5}) and fed.fingerprints[1] == "f" * 16
     assert ("the SuperNodes name no partitions of one federation: client ids 0..1 in the order of their node ids"
             in caplog.messages)
+    # partitions that are not those of one federation: two nodes naming one partition, a partition-id >= its
+    # num-partitions, two num-partitions: numbered in node-id order instead (no client lost, none held twice)
+    for replies in ([answer(30, 0), answer(10, 0)], [answer(30, 1), answer(10, 2)], [answer(30, 0, 3),
+                                                                                    answer(10, 1)]):
+        grid.send_and_receive = lambda messages, timeout=None, replies=replies: replies
+        fed, m = learn_app_nodes(grid, 2, 60.0, ArrayRecord())
+        assert (m, fed.nodes) == (2, {0: 10, 1: 30}), replies
+    grid.send_and_receive = lambda messages, timeout=None: [error(10, "no"), error(30, "no")]
+    with pytest.raises(ConfigError, match=r"^none of the 3 SuperNode\(s\) gave a usable answer: is "
+                                          r"zofl.client.train their ClientApp's @app.train\(\)\?$"):
+        learn_app_nodes(grid, 2, 60.0, ArrayRecord())
     grid = Grid(looks_until_all=1)
     learn_app_nodes(grid, 3, 0.01, ArrayRecord())
     assert grid.timeouts == [1.0]  # at least a second for the answers
