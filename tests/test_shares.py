@@ -37,7 +37,7 @@ def test_the_shares_cover_every_client_once(m, key):
 def test_auto_keeps_a_node_per_client_up_to_its_bound_and_few_nodes_beyond():
     assert k_of(AUTO_NODES, 0) == 1 and k_of(AUTO_NODES + 1, 0) == 2
     assert num_nodes(10_000, k_of(10_000, 0)) == AUTO_NODES and num_nodes(1_000, k_of(1_000, 0)) == AUTO_NODES
-    assert k_of(5, 9) == 5 and k_of(500, 7) == 7 and k_of(500, 7, shareable=False) == 1
+    assert k_of(5, 9) == 5 and k_of(500, 7) == 7
 
 
 @pytest.mark.parametrize("keys, k", [

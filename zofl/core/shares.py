@@ -20,11 +20,9 @@ from __future__ import annotations
 AUTO_NODES = 100  # auto: one node per client up to this many clients, at most this many nodes beyond
 
 
-def clients_per_node(m: int, key: int, shareable: bool = True) -> int:
+def clients_per_node(m: int, key: int) -> int:
     """k, the clients each simulated SuperNode serves: ``key`` when it is >= 1, else (auto) 1 up to AUTO_NODES
-    clients and ceil(m / AUTO_NODES) beyond; always 1 where nodes cannot be shared (``shareable`` False)."""
-    if not shareable:
-        return 1
+    clients and ceil(m / AUTO_NODES) beyond."""
     if key >= 1:
         return min(key, m)
     return 1 if m <= AUTO_NODES else -(-m // AUTO_NODES)
