@@ -205,3 +205,23 @@ def test_a_checkpoint_s_state_is_checked_and_shares_no_array_with_the_running_st
     gone = next(iter(saved))
     with pytest.raises(ValueError, match=f"afbo-global checkpoint lacks \\['{gone}'\\]"):
         method.load_state_dict({k: v for k, v in saved.items() if k != gone})
+
+
+def test_a_clients_inner_task_draws_its_own_batches_and_each_task_costs_its_steps():
+    """A client's inner task (E_i lower steps) draws its minibatches from the stream of (seed, task, client): the
+    same work gives the same G_i, another seed or client another; on the simulated clock an inner task costs its
+    E_i steps, a Neumann or outer task two oracle calls."""
+    from zofl.core.protocol import Work
+    from zofl.methods.afbo_global import INNER, NEUMANN, OUTER, client_work
+
+    cfg, task, spec = prepare({**GLOBAL, "task": "hyper-cleaning", "num-clients": 3, "batch-size": 4})
+    method = AFBOGlobal(cfg, task, spec)
+    work = method.plan_task(method.init(), 0, 0, 1)
+    assert work.config["phase"] == INNER and method.task_steps(work) == work.H
+    g = [client_work(c, task, spec, Work(pid, 0, 5, dict(work.arrays), dict(work.config)), {}).arrays["G"]
+         for c, pid in ((cfg, 1), (cfg, 1), (prepare({**GLOBAL, "task": "hyper-cleaning", "num-clients": 3,
+                                                         "batch-size": 4, "seed": 1})[0], 1), (cfg, 2))]
+    assert np.array_equal(g[0], g[1]) and not np.array_equal(g[0], g[2]) and not np.array_equal(g[0], g[3])
+    for phase in (NEUMANN, OUTER):
+        assert method.task_steps(Work(1, 0, 7, {}, {"phase": phase})) == 2
+    assert method.task_steps(Work(1, 0, 7, {}, {"phase": INNER})) == 7
