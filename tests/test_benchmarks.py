@@ -112,6 +112,51 @@ def test_bench_scale_at_its_smallest_setting(data, tmp_path):
     assert "| in-process Grid, 0 worker(s) |" in text and rows[2]["node_map_s"] is not None
 
 
+# runs bench_first_answer.py with local_superlink replaced by a stand-in that runs the script's tiny App on the
+# in-process Grid (zofl.inprocess, no worker processes): its ServerApp's main, each query to the App's ClientApp
+FIRST_ANSWER_WITHOUT_RAY = """
+import contextlib, importlib, os, runpy, sys, tomllib
+import zofl.launch
+from flwr.app import Context, RecordDict
+from zofl.inprocess import InProcessGrid
+
+
+class StandIn:
+    def run(self, run_config, num_supernodes, app_dir, timeout):
+        components = tomllib.loads((app_dir / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["components"]
+        sys.path.insert(0, str(app_dir))
+        sys.modules.pop("firstanswer", None)
+        grid = InProcessGrid(run_config, num_supernodes, workers=0, client_app=components["clientapp"])
+        context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+        importlib.import_module("firstanswer").server(grid, context)
+        grid.close()
+        sys.path.remove(str(app_dir))
+        return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
+
+
+@contextlib.contextmanager
+def local_superlink(workdir=None, startup_timeout=60.0, extra_env=None):
+    os.environ.update(extra_env or {})
+    yield StandIn()
+
+
+zofl.launch.local_superlink = local_superlink
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_bench_first_answer_at_its_smallest_setting(tmp_path):
+    """Both tiny Apps (the bare ClientApp and zofl's) answer every node's partition query, each figure written."""
+    out = tmp_path / "first.json"
+    text = _script("-c", FIRST_ANSWER_WITHOUT_RAY, "benchmarks/bench_first_answer.py", "--nodes", 3, "--repeats", 1,
+                   "--out", out)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["app"] for r in rows] == ["bare", "zofl"] and all(r["answers"] == 3 and not r["errors"] for r in rows)
+    assert all(0 <= r["server_s"] <= r["first_answer_s"] <= r["last_answer_s"] for r in rows), rows
+    assert "| bare | 3 | 1 |" in text and "| zofl | 3 | 1 |" in text
+
+
 def test_bench_splits_at_its_smallest_setting(data, tmp_path):
     out = tmp_path / "splits.json"
     text = _script("benchmarks/bench_splits.py", "--data-dir", data, "--clients", 3, 200, "--out", out)
