@@ -28,11 +28,11 @@ from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 from .config import clients_per_node
-from .core.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID
+from .core.protocol import NUM_PARTITIONS, PARTITION_ID
 from .core.shares import num_nodes
 from .launch import die_with_parent
 from .server_app import make_run, serve
-from .strategies.wire import LEGACY_FIT_CONFIG
+from .strategies.wire import message_config
 
 CLIENT_APP = "zofl.client_app:app"  # the ClientApp a grid runs unless told another (a user's App: tests)
 
@@ -116,10 +116,8 @@ class InProcessGrid(Grid):
         """The round a train message is for: its config record, Message API or legacy API (FitIns)."""
         if not msg.metadata.message_type.startswith("train"):
             return None
-        for key in (CONFIG, LEGACY_FIT_CONFIG):
-            if key in msg.content.config_records and "round" in msg.content.config_records[key]:
-                return int(msg.content.config_records[key]["round"])
-        return None
+        config = message_config(msg)
+        return int(config["round"]) if config is not None and "round" in config else None
 
     def _dead(self, node: int, msg: Message) -> bool:
         if not msg.metadata.message_type.startswith("train"):

@@ -4,7 +4,7 @@ Flower's simulation costs grow with its SuperNodes: every 0.1 s it asks each nod
 walks every stored message (issue 51: 146 s to learn the node map of 10,000 nodes). With k clients per node,
 a simulation of m clients runs K = ceil(m / k) SuperNodes; node j (its node config's partition-id = j,
 num-partitions = K, as Flower's simulation sets them) serves clients j k .. min(m, (j + 1) k) - 1. Every message
-names its client (``zofl.strategies.wire.CLIENT_ID``); the client's work, speed, faults, failures and state are
+names its client (``zofl.strategies.wire.APP_CLIENT_ID``); the client's work, speed, faults, failures and state are
 its own, as with one node per client, so every number is the same.
 
 ``auto`` (``clients-per-node = 0``) keeps one node per client up to ``AUTO_NODES`` clients (every run as before)

@@ -22,14 +22,17 @@ from flwr.server.strategy import FedAvg as LegacyFedAvg
 from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 
 from ..algorithms.lower_level import local_steps
-from ..core.protocol import ARRAYS, CONFIG, Failure
+from ..core.protocol import ARRAYS, CONFIG, Failure, Reply
 from ..core.rounds import RoundPlan, SyncRun
 from .legacy import ClientsOfNodes, LegacyStrategy, failures_of
 from .message import MessageStrategy
 from .wire import APP_CLIENT_ID, array_record, decode_reply, reply_from_numpy
 
 
-def _plan(run: SyncRun, r: int, sampled: Iterable[int], downlink: int) -> RoundPlan:
+def _plan(run: SyncRun, r: int, replies: Iterable[Reply], failures: Iterable[Failure], downlink: int) -> RoundPlan:
+    """Round r's plan as Flower's FedAvg made it: its sample is what the strategy knows of it, the clients that
+    replied and those whose failure names them (a client that never answers is unknown to the strategy)."""
+    sampled = {rep.pid for rep in replies} | {f.pid for f in failures if f.pid is not None}
     return RoundPlan(r, sorted(sampled), [], [], local_steps(r, run.cfg.tau, run.cfg.local_steps),
                      downlink_bytes=downlink)
 
@@ -88,10 +91,7 @@ class FlowerFedAvg(MessageFedAvg):
             else:
                 replies_.append(out)
                 by_pid[pid] = msg
-        # Flower sampled: the clients that replied, and those whose error reply names their node (the others that
-        # never answered are unknown to the strategy)
-        sampled = {rep.pid for rep in replies_} | {f.pid for f in failures if f.pid is not None}
-        plan = _plan(self.run, self.t_r, sampled, self.downlink)
+        plan = _plan(self.run, self.t_r, replies_, failures, self.downlink)
 
         def aggregate(state, round_plan, used):
             if not used:
@@ -138,8 +138,7 @@ class LegacyFlowerFedAvg(LegacyFedAvg):
             replies.append(reply_from_numpy(pid, parameters_to_ndarrays(res.parameters), res.num_examples, res.metrics))
             by_pid[pid] = (proxy, res)
         fails = failures_of(failures)  # each names its client (``legacy.ClientOnNode``), as on the Message API
-        sampled = {rep.pid for rep in replies} | {f.pid for f in fails if f.pid is not None}
-        plan = _plan(self.run, self.t_r, sampled, self.downlink)
+        plan = _plan(self.run, self.t_r, replies, fails, self.downlink)
 
         def aggregate(state, round_plan, used):
             if not used:

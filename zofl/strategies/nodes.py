@@ -299,9 +299,8 @@ class Federation:
         for j, c in enumerate(clients):
             self.hold(c, node, answer.of_client(j))
 
-    def partition_of(self, node: int | str) -> int:
-        """The partition (client id) of a node that holds or held one (a legacy ClientProxy's cid is its node id
-        as a string), -1 for any other node."""
+    def partition_of(self, node: int) -> int:
+        """The partition (client id) of a node that holds or held one, -1 for any other node."""
         return self.held.get(int(node), -1)
 
     def refresh(self, grid: Grid, m: int, timeout: float = 10.0) -> bool:

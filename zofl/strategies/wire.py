@@ -110,12 +110,18 @@ def work_messages(works: list[Work], nodes: Mapping[int, int]) -> list[Message]:
                     dst_node_id=nodes[w.pid], message_type=TRAIN) for w in works]
 
 
+def message_config(msg: Message) -> ConfigRecord | None:
+    """The config record of a message the server sends: "config" (the Message API's, zofl's and Flower's), or the
+    legacy API's FitIns or EvaluateIns config; None for a message with none (a partition query)."""
+    records = msg.content.config_records
+    return next((records[k] for k in (CONFIG, LEGACY_FIT_CONFIG, LEGACY_EVALUATE_CONFIG) if k in records), None)
+
+
 def client_of_message(msg: Message, strict: bool = False) -> int | None:
     """The client a message the server sends names (``APP_CLIENT_ID`` in its config, or in the legacy API's FitIns or
     EvaluateIns config: every train and evaluate message does), None for any other (a partition query). A value that
     is no integer: None, or with ``strict`` (a node reading what it was sent) a ValueError naming it."""
-    records = msg.content.config_records
-    config = records.get(CONFIG) or records.get(LEGACY_FIT_CONFIG) or records.get(LEGACY_EVALUATE_CONFIG)
+    config = message_config(msg)
     pid = None if config is None else config.get(APP_CLIENT_ID)
     if pid is None or isinstance(pid, int) and not isinstance(pid, bool):
         return pid
