@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from zofl.launch import local_superlink
+from zofl.stats import fmt_interval, paired
 
 T0_ENV = "ZOFL_BENCH_T0"  # time.time() when the SuperLink was started, inherited by the simulation process
 
@@ -102,7 +103,7 @@ def run_once(tmp: Path, which: str, nodes: int, i: int) -> dict:
         res = sl.run({"nodes": nodes, "out": str(out)}, num_supernodes=nodes, app_dir=app, timeout=900)
     if res.returncode != 0 or not out.exists():
         sys.exit(f"{which} run {i} failed:\n" + (res.stdout + res.stderr)[-4000:])
-    return {"app": which, "nodes": nodes, **json.loads(out.read_text()), "whole_s": time.time() - t0}
+    return {"app": which, "repeat": i, "nodes": nodes, **json.loads(out.read_text()), "whole_s": time.time() - t0}
 
 
 def table(rows: list[dict]) -> str:
@@ -120,6 +121,12 @@ def table(rows: list[dict]) -> str:
         waits = [{"w": r["first_answer_s"] - r["server_s"]} for r in rs]
         out.append(f"| {which} | {rs[0]['nodes']} | {len(rs)} | {med(rs, 'server_s')} | {med(rs, 'first_answer_s')} | "
                    f"{med(rs, 'last_answer_s')} | {med(waits, 'w')} |")
+    wait = {which: {r["repeat"]: r["first_answer_s"] - r["server_s"] for r in rows if r["app"] == which}
+            for which in CLIENTAPPS}
+    first = {which: {r["repeat"]: r["first_answer_s"] for r in rows if r["app"] == which} for which in CLIENTAPPS}
+    out += ["", "zofl's ClientApp minus the bare one, paired by repeat (mean +- 95% t interval): first answer "
+            f"{fmt_interval(paired(first['zofl'], first['bare']))} s; first answer after the ServerApp's start "
+            f"{fmt_interval(paired(wait['zofl'], wait['bare']))} s"]
     return "\n".join(out)
 
 

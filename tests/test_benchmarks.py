@@ -6,6 +6,7 @@ one whose ``run`` has SuperLink.run's signature and runs the run-config with the
 in-process Grid (the same records and summary; tests/test_flower_e2e.py ties the two engines together)."""
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +194,14 @@ def test_the_scale_pages_show_the_tables_of_their_files():
         rows = json.loads((ROOT / "docs" / f"benchmark-scale-{name}.json").read_text())["rows"]
         assert scale.table(rows) in page, name
     assert splits.table(json.loads((ROOT / "docs" / "benchmark-splits.json").read_text())["rows"]) in page
+    first = json.loads((ROOT / "docs" / "benchmark-first-answer.json").read_text())["rows"]
+    first_answer = module("bench_first_answer")
+    assert first_answer.table(first) in page
+    bare = [r["first_answer_s"] - r["server_s"] for r in first if r["app"] == "bare"]
+    paired = first_answer.table(first).rsplit("after the ServerApp's start ", 1)[1].removesuffix(" s")
+    flat = " ".join(page.split())  # the figures the prose quotes, from the file
+    assert f"(bare: {statistics.median(bare):.2f} s median, {min(bare):.2f}-{max(bare):.2f})" in flat
+    assert f"within the noise: {paired} s after" in flat, paired
     compare = module("bench_compare")
     figures = json.loads((ROOT / "docs" / "benchmark-compare.json").read_text())
     assert compare.table(figures) in (ROOT / "docs" / "benchmark-compare.md").read_text()
