@@ -152,6 +152,8 @@ def test_state_dict_round_trip_and_the_stored_bookkeeping():
     s, f = method.update_async(s, 1, [], [])
     np.testing.assert_allclose(s["v"], -2.0 / cfg["lipschitz-g"] * np.ones(3))
     assert f["inner_age_mean"] == 1.0 and f["neumann_age_mean"] == 1.0 and method.phase(s) == "outer"
+    assert f["residual_norm"] == np.linalg.norm(np.full(3, 2.0))  # of the mean residual the step used
+    assert s["counters"].tolist() == [0, 0, 2, 2]  # [t, k, phase, step]: k starts again for the outer step
     back = method.load_state_dict(method.state_dict(s))
     assert back.keys() == s.keys() and all(np.array_equal(back[k], s[k]) and back[k].dtype == s[k].dtype for k in s)
     # client 0 has sent nothing: once its values are more than one outer round (3 steps) old it refreshes them

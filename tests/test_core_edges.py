@@ -1094,3 +1094,17 @@ def test_a_supernode_whose_answer_is_late_is_asked_once_and_takes_its_partition_
     assert fed.nodes == {0: 11, 1: 22} and grid.pushed == [11, 22, 33]  # 5 pulls: not in yet
     assert fed.refresh(grid, 3, timeout=0.0) and fed.nodes == {0: 11, 1: 22, 2: 33} and grid.pushed == [11, 22, 33]
     assert fed.rejoined == [(33, 2, -1)]
+
+
+def test_the_magnitude_rule_judges_float_arrays_only_and_overflows_silently():
+    """A non-float array has no magnitude (its dtype is judged by array_problem); the squared norm's overflow is
+    the rule's own finding, said once in its message, not a numpy RuntimeWarning besides."""
+    import warnings
+
+    from zofl.core.checkpoint import magnitude_problem
+
+    assert magnitude_problem(np.array(["a", "b"])) is None and magnitude_problem(np.zeros(0)) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "overflows float64" in magnitude_problem(np.full(4, 1e300))
+        assert magnitude_problem(np.full(4, 1e150)) is None

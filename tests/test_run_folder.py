@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from zofl.core.protocol import MAX_FINGERPRINT
 from zofl.inprocess import run_inprocess
 from zofl.results import ResultsWriter, RunFolderError, read_rounds
 
@@ -417,3 +418,17 @@ def test_the_processes_still_holding_a_lock_file_are_found_by_pid(tmp_path):
         for p in holders:
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("clients", [["1"], {"1": 5}, {"1": ["ab"]}, {"a": "fp"}, {"1": ""},
+                                     {"1": "x" * (MAX_FINGERPRINT + 1)}])
+def test_a_resumes_stored_clients_must_be_partition_ids_and_fingerprints(tmp_path, clients):
+    """data.json's "clients" ({partition: fingerprint}): anything else is refused by name, not used or raised."""
+    from types import SimpleNamespace
+
+    check = ResultsWriter._stored_clients
+    path, folder = tmp_path / "data.json", SimpleNamespace(dir=tmp_path)
+    good = {"0": "f", "12": "x" * MAX_FINGERPRINT}
+    assert check(folder, {"clients": good}, path) == good and check(folder, {}, path) == {}
+    with pytest.raises(RunFolderError, match=r"data\.json's \"clients\" is not an object of partition ids"):
+        check(folder, {"clients": clients}, path)

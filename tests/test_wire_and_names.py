@@ -39,6 +39,7 @@ from zofl.strategies.wire import (
     decode_replies,
     decode_reply,
     decode_work,
+    error_kind,
     eval_messages,
     flat_model,
     model_record,
@@ -349,3 +350,17 @@ def test_an_evaluate_message_names_its_round_and_client_and_goes_to_that_clients
                                                          {"round": 4, "zofl.client-id": 1}]
     assert [client_of_message(m) for m in sent] == [0, 1]
     assert all(np.array_equal(m.content["arrays"]["x"].numpy(), FINE) for m in sent)
+
+
+def test_a_flower_error_reply_s_kind_is_read_from_its_code_or_from_flower_s_reason_alone():
+    """Flower's own reasons (the legacy API passes only the reason on, code None): a message that expired is
+    "late", a node without heartbeats "lost", a ClientApp's exception "error"; the code alone decides as well."""
+    from flwr.common.constant import ErrorCode
+    from flwr.server.superlink.linkstate.utils import MESSAGE_UNAVAILABLE_ERROR_REASON, NODE_UNAVAILABLE_ERROR_REASON
+
+    assert error_kind(None, MESSAGE_UNAVAILABLE_ERROR_REASON) == "late"
+    assert error_kind(None, "Message TTL has expired") == "late"
+    assert error_kind(None, NODE_UNAVAILABLE_ERROR_REASON) == "lost"
+    assert error_kind(ErrorCode.MESSAGE_UNAVAILABLE, "") == "late"
+    assert error_kind(ErrorCode.NODE_UNAVAILABLE, "") == "lost"
+    assert error_kind(ErrorCode.CLIENT_APP_RAISED_EXCEPTION, "ValueError:<'bad'>") == "error"
