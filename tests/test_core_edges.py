@@ -189,6 +189,19 @@ def test_a_queue_just_past_the_edge_is_refused_naming_the_array(queue, name):
     assert refusal is not None and re.search(message, refusal), refusal
 
 
+def test_a_queue_is_compared_with_a_task_planned_on_version_0_whatever_the_local_steps(queue):
+    """The fresh task a queue's arrays are compared with is FedBuff's on version 0: with local-steps 0 its steps
+    follow tau's schedule from that version, and the run's queue (the same shapes) is accepted."""
+    from zofl.core.checkpoint import check_async_extra
+    from zofl.methods import METHODS
+    from zofl.setup import prepare
+
+    path, extra, _, _, k = queue
+    cfg, task, spec = prepare({**ASYNC, "local-steps": 0})
+    method = METHODS[cfg.strategy].server(cfg, task, spec)
+    check_async_extra(path, {n: np.array(a) for n, a in extra.items()}, method, method.init(), k)
+
+
 def test_under_the_wall_clock_a_task_is_never_due():
     """A task's ``due`` is NaN under clock = wall (replies come when they come), finite under the
     simulated clock; either is refused under the other clock."""

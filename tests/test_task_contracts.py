@@ -97,6 +97,27 @@ def test_regularization_counts_a_clients_examples_and_names_its_coefficients_fig
     assert got["mean_log_coef"] == pytest.approx(np.mean(x)) and got["spread_log_coef"] == pytest.approx(np.std(x))
 
 
+def test_hyper_cleaning_counts_a_clients_examples_and_reports_each_weight_kind_alone(monkeypatch):
+    """HyperCleaningTask: a client's num_examples is its training plus its held-out examples; evaluate's mean weight
+    of a kind no training example has (all corrupted, or none) is NaN, the other kind's a number."""
+    from zofl.config import parse_config
+    from zofl.setup import prepare
+    from zofl.tasks.base import SplitTask
+    from zofl.tasks.hypergrad import HyperCleaningTask
+
+    cfg = parse_config({"strategy": "fednest", "task": "hyper-cleaning", "num-clients": 3, "server-fraction": 0.0,
+                        "split-cache": False})
+    task, spec = HyperCleaningTask(), prepare(dict(cfg))[2]
+    for pid in range(3):
+        o = task.client_oracles(cfg, spec, pid)
+        assert o.num_examples == o.n_lower + o.n_upper == len(SplitTask().client_data(spec, pid))
+    x, y, n = task.init_x(cfg, spec), task.init_y(cfg, spec), len(task.corrupted(cfg, spec))
+    for every in (True, False):
+        monkeypatch.setattr(task, "corrupted", lambda settings, spec: np.full(n, every))
+        got = task.evaluate(cfg, spec, x, y)
+        assert np.isnan(got["weight_clean"]) == every and np.isnan(got["weight_corrupted"]) == (not every), got
+
+
 def test_a_server_without_data_has_empty_data_of_the_declared_shape_and_no_examples():
     """ServerWithoutData (server-data = none): server and test data empty, of the declared features and classes and
     of ArrayData's dtypes (float32 features, int64 labels); no examples of its own; no fingerprint; every model
