@@ -227,3 +227,48 @@ def test_a_clients_inner_task_draws_its_own_batches_and_each_task_costs_its_step
     for phase in (NEUMANN, OUTER):
         assert method.task_steps(Work(1, 0, 7, {}, {"phase": phase})) == 2
     assert method.task_steps(Work(1, 0, 7, {}, {"phase": INNER})) == 7
+
+
+def test_each_kind_of_client_task_uses_its_documented_streams_and_every_argument(monkeypatch):
+    """client_work with probe oracles (each a function of every argument it gets, the batch included): an inner
+    task's E_i batches come from the stream (seed, task, client, BATCHES), a Neumann or outer task's one upper
+    batch from (..., BATCHES, 0) and one lower batch from (..., BATCHES, 1); each oracle gets x, y, v and its batch
+    (a user's f may depend on x and on its data); the reply names its client and costs its steps."""
+    from zofl import streams
+    from zofl.algorithms.afbo import aligned_local_sgd
+    from zofl.algorithms.lower_level import minibatch_indices
+    from zofl.algorithms.smoothing import seed_sequence
+    from zofl.core.protocol import Work
+    from zofl.methods.afbo_global import INNER, NEUMANN, OUTER, client_work
+    from zofl.tasks.hypergrad import Oracles
+
+    cfg, task, spec = prepare({**GLOBAL, "num-clients": 3, "batch-size": 3, "seed": 7})
+    p, q = len(task.init_x(cfg, spec)), len(task.init_y(cfg, spec))
+    tag = lambda x, y, idx: 1e-3 * (x.sum() + 2 * y.sum()) + 1e-4 * idx.sum()  # noqa: E731
+    o = Oracles(grad_y_g=lambda x, y, idx: 0.5 * y + tag(x, y, idx),
+                hvp_yy_g=lambda x, y, v, idx: v * (1 + tag(x, y, idx)),
+                jvp_xy_g=lambda x, y, v, idx: np.full(p, v.sum() + tag(x, y, idx)),
+                grad_x_f=lambda x, y, idx: x + tag(x, y, idx),
+                grad_y_f=lambda x, y, idx: y - tag(x, y, idx), n_lower=50, n_upper=40, num_examples=90)
+    monkeypatch.setattr(type(task), "client_oracles", lambda self, settings, spec, pid: o)
+    rng = np.random.default_rng(0)
+    arrays = {"x": rng.normal(size=p), "y": rng.normal(size=q), "v": rng.normal(size=q)}
+    x, y, v = arrays["x"], arrays["y"], arrays["v"]
+    pid, task_no, E = 2, 5, 4
+
+    def batches(n, count, *tail):
+        return minibatch_indices(seed_sequence(7, task_no, pid, streams.BATCHES, *tail), n, count, 3)
+
+    def run(phase):
+        return client_work(cfg, task, spec, Work(pid, task_no, E, dict(arrays), {"phase": phase, "t": 0}), {})
+
+    inner = run(INNER)
+    G, _ = aligned_local_sgd(lambda yy, idx: o.grad_y_g(x, yy, idx), y, batches(50, E),
+                             AFBOGlobal(cfg, task, spec).hp.lower_lr)
+    assert inner.pid == pid and inner.metrics["steps"] == E and np.array_equal(inner.arrays["G"], G)
+    up, lo = batches(40, 1, 0)[0], batches(50, 1, 1)[0]
+    neumann, outer = run(NEUMANN), run(OUTER)
+    r = client_residual(lambda vv: o.hvp_yy_g(x, y, vv, lo), o.grad_y_f(x, y, up), v)
+    qq = client_hyper_piece(o.grad_x_f(x, y, up), lambda vv: o.jvp_xy_g(x, y, vv, lo), v)
+    assert np.array_equal(neumann.arrays["r"], r) and np.array_equal(outer.arrays["q"], qq)
+    assert neumann.pid == outer.pid == pid and neumann.metrics["steps"] == outer.metrics["steps"] == 2
