@@ -272,3 +272,33 @@ def test_each_kind_of_client_task_uses_its_documented_streams_and_every_argument
     qq = client_hyper_piece(o.grad_x_f(x, y, up), lambda vv: o.jvp_xy_g(x, y, vv, lo), v)
     assert np.array_equal(neumann.arrays["r"], r) and np.array_equal(outer.arrays["q"], qq)
     assert neumann.pid == outer.pid == pid and neumann.metrics["steps"] == outer.metrics["steps"] == 2
+    # the client's compute time (the records' client_compute_s), and a Neumann or outer reply's outer round
+    assert set(inner.metrics) == {"steps", "compute_s"} and neumann.metrics.keys() == outer.metrics.keys() == {
+        "steps", "t", "compute_s"} and neumann.metrics["t"] == outer.metrics["t"] == 0
+
+
+def test_the_schedule_period_task_configs_and_the_oldest_kind_refreshed_first(monkeypatch):
+    """An outer round is K + N + 1 server steps (N: neumann-steps' first entry); the state is float64 whatever
+    the task's x_0 and y_0, versions int64; an inner task's E_i follows tau's schedule in the outer round t, and
+    every task names its phase, t and k; a client's kind more than one period old is refreshed, the oldest first,
+    one exactly a period old is not."""
+    cfg, task, spec = prepare({**GLOBAL, "num-clients": 3, "neumann-steps": "3,5", "local-steps": 0, "tau": 1.5})
+    p, q = len(task.init_x(cfg, spec)), len(task.init_y(cfg, spec))
+    monkeypatch.setattr(type(task), "init_x", lambda self, c, sp: [0] * p)  # a user's task may give ints
+    monkeypatch.setattr(type(task), "init_y", lambda self, c, sp: [1] * q)
+    method = AFBOGlobal(cfg, task, spec)
+    assert method.N == 3 and method.period() == cfg["inner-rounds"] + 3 + 1 == 9
+    s = method.init()
+    assert s["x"].dtype == s["y"].dtype == np.float64 and s["y"][0] == 1.0
+    assert all(s[f"{key}_ver"].dtype == np.int64 and s[f"{key}_have"].dtype == bool for key in ("G", "r", "q"))
+    s["counters"] = np.array([3, 2, 0, 30], np.int64)  # outer round t = 3, inner step k = 2, step 30
+    for key in ("G", "r", "q"):
+        s[f"{key}_ver"][:] = 30
+    work = method.plan_task(s, 30, 0, 1)
+    assert work.H == 3 and work.config == {"phase": "inner", "t": 3, "k": 2}  # ceil(1.5 * sqrt(3 + 1))
+    s["counters"][2] = 2  # the outer phase
+    assert method.plan_task(s, 30, 0, 1).config == {"phase": "outer", "t": 3, "k": 2}
+    s["G_ver"][1], s["r_ver"][1] = 30 - 9, 30 - 9  # exactly one period old: not late
+    assert method.task_kind(s, 1) == "outer"
+    s["G_ver"][1], s["r_ver"][1] = 30 - 12, 30 - 10  # both late: the older (inner) first
+    assert method.task_kind(s, 1) == "inner"
