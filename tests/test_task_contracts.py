@@ -118,6 +118,22 @@ def test_hyper_cleaning_counts_a_clients_examples_and_reports_each_weight_kind_a
         assert np.isnan(got["weight_clean"]) == every and np.isnan(got["weight_corrupted"]) == (not every), got
 
 
+def test_the_quadratic_task_s_lipschitz_is_the_largest_eigenvalue_of_its_lower_hessian():
+    """QuadraticHypergrad.lipschitz (l_{g,1}, the Neumann series' scale): the largest eigenvalue of grad^2_yy g,
+    read here from the clients' own Hessian-vector products."""
+    from zofl.setup import prepare
+    from zofl.tasks.hypergrad import HeterogeneousQuadratic
+
+    cfg, _, spec = prepare({"task": "zofl.tasks.hypergrad:HeterogeneousQuadratic", "strategy": "fednest",
+                            "num-clients": 3})
+    task = HeterogeneousQuadratic()
+    x, y = task.init_x(cfg, spec), task.init_y(cfg, spec)
+    for pid in range(3):
+        o = task.client_oracles(cfg, spec, pid)
+        H = np.column_stack([o.hvp_yy_g(x, y, e, np.arange(o.n_lower)) for e in np.eye(len(y))])
+        assert task.lipschitz(spec) == pytest.approx(np.linalg.eigvalsh((H + H.T) / 2).max(), rel=1e-12)
+
+
 def test_a_server_without_data_has_empty_data_of_the_declared_shape_and_no_examples():
     """ServerWithoutData (server-data = none): server and test data empty, of the declared features and classes and
     of ArrayData's dtypes (float32 features, int64 labels); no examples of its own; no fingerprint; every model

@@ -364,3 +364,56 @@ def test_a_flower_error_reply_s_kind_is_read_from_its_code_or_from_flower_s_reas
     assert error_kind(ErrorCode.MESSAGE_UNAVAILABLE, "") == "late"
     assert error_kind(ErrorCode.NODE_UNAVAILABLE, "") == "lost"
     assert error_kind(ErrorCode.CLIENT_APP_RAISED_EXCEPTION, "ValueError:<'bad'>") == "error"
+
+
+def test_numpy_replies_and_work_decode_by_name_positionally_or_refuse_by_name():
+    """NumPyClient replies: the arrays by the names they carry, positionally ("#0", ...) when those are missing or
+    do not match, the client id the reply carries left out of its metrics (the server knows whom it asked); work
+    without names is one array ``x`` (Flower's own strategies), no array with no names is empty work, and anything
+    else is refused naming the client."""
+    reply = Reply(4, {"G": np.ones(2), "c": np.zeros(3)}, 7, {"steps": 3})
+    arrays, n, metrics = reply_to_numpy(reply)
+    assert metrics["pid"] == 4 and reply_from_numpy(4, arrays, n, metrics) == reply
+    unnamed = reply_from_numpy(4, [np.ones(2)], 7, {"steps": 3, "pid": 4})
+    assert list(unnamed.arrays) == ["#0"] and unnamed.metrics == {"steps": 3}
+    assert list(reply_from_numpy(4, arrays, n, {**metrics, "arrays": "G"}).arrays) == ["#0", "#1"]
+    assert work_from_numpy(3, [], {"round": 1, "H": 2}).arrays == {}
+    assert list(work_from_numpy(3, [np.ones(2)], {"round": 1, "H": 2}).arrays) == ["x"]
+    with pytest.raises(ValueError, match=r"^work for client 3: 2 arrays but names \[\]$"):
+        work_from_numpy(3, [np.ones(2), np.ones(2)], {"round": 1, "H": 2})
+    for config in ({"round": 1}, {"H": 2}):
+        with pytest.raises(ValueError, match=r"^work for client 3: config \{.*\} lacks 'round' or 'H'$"):
+            work_from_numpy(3, [np.ones(2)], config)
+
+
+def test_the_legacy_strategy_gives_flower_the_round_s_recorded_test_loss_and_other_figures():
+    """LegacyStrategy.evaluate (Flower's centralised evaluation): the record's test loss, and its other figures as
+    metrics; nothing when the record has no test loss."""
+    from types import SimpleNamespace
+
+    from zofl.strategies.legacy import LegacyStrategy
+
+    def evaluate(latest):
+        run = SimpleNamespace(latest_metrics=lambda: latest)
+        return LegacyStrategy(run, SimpleNamespace(nodes={})).evaluate(3, None)
+
+    assert evaluate({"test_loss": 1.25, "test_acc": 0.5, "round": 3}) == (1.25, {"test_acc": 0.5})
+    assert evaluate({"test_acc": 0.5}) is None and evaluate({"test_loss": None}) is None
+
+
+def test_the_legacy_strategy_s_federated_evaluation_sends_x_and_its_round_to_each_connected_client():
+    """LegacyStrategy.configure_evaluate: x_r in Flower's EvaluateIns with the round it evaluates (the config every
+    evaluate message carries, as the Message API's), to each held client whose SuperNode is connected; none in a
+    round without federated evaluation."""
+    from types import SimpleNamespace
+
+    from zofl.strategies.legacy import LegacyStrategy
+
+    run = SimpleNamespace(deferred=(4, None), x=np.arange(3.0))
+    node = SimpleNamespace(node_id=11, grid=None, run_id=1)  # what Flower's client manager holds (GridClientProxy)
+    strategy, manager = LegacyStrategy(run, SimpleNamespace(nodes={0: 11, 1: 12})), SimpleNamespace(all=lambda: {
+        "11": node})
+    [(_, ins)] = strategy.configure_evaluate(4, None, manager)
+    assert ins.config == {"round": 4} and np.array_equal(parameters_to_ndarrays(ins.parameters)[0], run.x)
+    run.deferred = None
+    assert strategy.configure_evaluate(5, None, manager) == []
