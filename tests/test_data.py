@@ -756,3 +756,15 @@ def test_a_minimum_beyond_int64_is_a_split_error_not_an_overflow():
 
     with pytest.raises(SplitError, match=r"^9 examples cannot give 3 clients 9223372036854775808 each$"):
         top_up(_parts_of(4, 1, 4), 2**63, 0)
+
+
+def test_make_splits_reads_the_working_folder_and_never_downloads_unless_asked(monkeypatch):
+    """make_splits' defaults (a caller of its own, e.g. a user's script): data_dir "" and download False."""
+    import zofl.tasks.data as data
+
+    seen = []
+    real = data.load_pooled
+    monkeypatch.setattr(data, "load_pooled", lambda name, data_dir="", download=False: seen.append(
+        (data_dir, download)) or real(name, data_dir, download))
+    make_splits("digits", 5, 0.7, 0.2, 987654)  # arguments of its own: not in the per-process cache
+    assert seen == [("", False)]
