@@ -758,13 +758,24 @@ def test_a_minimum_beyond_int64_is_a_split_error_not_an_overflow():
         top_up(_parts_of(4, 1, 4), 2**63, 0)
 
 
-def test_make_splits_reads_the_working_folder_and_never_downloads_unless_asked(monkeypatch):
-    """make_splits' defaults (a caller of its own, e.g. a user's script): data_dir "" and download False."""
+def test_make_splits_defaults_read_the_working_folder_never_download_and_top_up(monkeypatch, caplog, fake_npz_dir):
+    """make_splits' defaults (a caller of its own, e.g. a user's script): data_dir "", download False, at least 10
+    examples per client, the top-up fallback, the file's stamp in the cache key; a draw that cannot give every
+    client that many is topped up with a warning on the "zofl" logger that says so."""
+    import logging
+
     import zofl.tasks.data as data
 
     seen = []
-    real = data.load_pooled
-    monkeypatch.setattr(data, "load_pooled", lambda name, data_dir="", download=False: seen.append(
-        (data_dir, download)) or real(name, data_dir, download))
-    make_splits("digits", 5, 0.7, 0.2, 987654)  # arguments of its own: not in the per-process cache
-    assert seen == [("", False)]
+    real = data._make_splits
+    monkeypatch.setattr(data, "_make_splits", lambda *args: seen.append(args[5:]) or real(*args))
+    make_splits("digits", 5, 0.7, 0.2, 987654)
+    assert seen == [("", False, 10, data.file_stamp("digits", ""), "top-up")]
+    make_splits("mnist", 3, 1.0, 0.0, 5, data_dir=str(fake_npz_dir))  # a file's stamp: replaced, it is read again
+    assert seen[-1][3] == data.file_stamp("mnist", str(fake_npz_dir)) != ()
+    with caplog.at_level(logging.WARNING, logger="zofl"):
+        split = make_splits("digits", 150, 0.05, 0.0, 3)  # 1,617 client rows: 10 each cannot come from the draw
+    assert min(len(c) for c in split.clients) >= 10
+    [warning] = [r for r in caplog.records if r.name == "zofl"]
+    assert warning.getMessage().startswith("the Dirichlet draw (alpha=0.05) could not give each of 150 clients "
+                                           "min-partition-size=10 examples in 10 tries: "), warning.getMessage()

@@ -166,11 +166,15 @@ def test_a_resume_on_a_swapped_data_file_is_refused_by_name(tmp_path):
     assert stored["source"] == str((data / "mnist.npz").resolve()) and len(stored["fingerprint"]) == 33
     _mnist(data / "mnist.npz", 1)  # another file at the same path
     fp, src = stored["fingerprint"], re.escape(stored["source"])
-    swapped = rf"data\.json has fingerprint {fp} .*the data now read from {src} have (?!{fp})"
+    swapped = rf"data\.json has fingerprint {fp} \({src}\), the data now read from {src} have (?!{fp})"
     with pytest.raises(RunFolderError, match=swapped):
         _run(tmp_path, resume=True, **{**keys, "num-rounds": 4})
     assert (d / "config.json").read_bytes() == config and len(read_rounds(d)) == 4
-    _mnist(data / "mnist.npz", 0)  # the run's data again: the resume goes on
+    _mnist(data / "mnist.npz", 0)  # the run's data again
+    (d / "data.json").write_text(json.dumps({**stored, "clients": ["0"]}))  # its clients' fingerprints unreadable
+    with pytest.raises(RunFolderError, match=rf"{re.escape(str(d / 'data.json'))}'s \"clients\" is not an object"):
+        _run(tmp_path, resume=True, **{**keys, "num-rounds": 4})
+    (d / "data.json").write_text(json.dumps(stored))  # data.json as the run wrote it: the resume goes on
     d, _ = _run(tmp_path, resume=True, **{**keys, "num-rounds": 4})
     assert [r["round"] for r in read_rounds(d)] == list(range(5))
 
@@ -432,3 +436,16 @@ def test_a_resumes_stored_clients_must_be_partition_ids_and_fingerprints(tmp_pat
     assert check(folder, {"clients": good}, path) == good and check(folder, {}, path) == {}
     with pytest.raises(RunFolderError, match=r"data\.json's \"clients\" is not an object of partition ids"):
         check(folder, {"clients": clients}, path)
+
+
+def test_a_record_a_resume_reads_back_names_its_first_field_of_the_wrong_type():
+    """record_problem: every field of ROUND_FIELDS after 'round' and 'sampled' (test_acc the first) and the
+    summary's counts must be numbers or null, 'round_failed' true or false; the refusal names the field."""
+    from zofl.core.record import COUNT_FIELDS, ROUND_FIELDS
+    from zofl.results import record_problem
+
+    good = {**{k: 0 for k in ROUND_FIELDS + COUNT_FIELDS}, "round": 1, "sampled": [0, 2], "round_failed": False}
+    assert record_problem(good) is None and record_problem({**good, "test_acc": None}) is None
+    assert record_problem({**good, "test_acc": "0.5"}) == "'test_acc' is '0.5', not a number"
+    assert record_problem({**good, "late": [1]}) == "'late' is [1], not a number"
+    assert record_problem({**good, "round_failed": "yes"}) == "'round_failed' is 'yes', not true or false"

@@ -367,3 +367,13 @@ def test_a_smaller_whole_federation_is_told_the_supernodes_its_shares_need():
     assert msg.startswith("run-config num-clients=1000 (on 100 SuperNodes, clients-per-node) but the federation has "
                           "40 SuperNodes") and '"num-supernodes=100"' in msg and "num-clients=40" not in msg
     assert str(smaller_federation(10, 2)).endswith("or set num-clients=2")  # one node per client: as before
+
+
+def test_a_node_s_partition_is_the_one_it_holds_or_held_and_no_partition_for_any_other():
+    from zofl.core.protocol import NO_PARTITION
+
+    fed = Federation({})
+    fed.hold(3, 21)
+    fed.hold(3, 22)  # 22 took partition 3 over: 21's late replies are still partition 3's
+    assert fed.partition_of(21) == fed.partition_of(22) == 3 and fed.nodes == {3: 22}
+    assert fed.partition_of(99) == NO_PARTITION == -1

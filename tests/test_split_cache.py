@@ -252,3 +252,11 @@ def test_a_dirichlet_draw_that_never_passes_fails_as_flwr_datasets_does():
     for draw in (_dirichlet_draw, _flwr_datasets_draw):
         with pytest.raises(ValueError, match="max number of attempts"):
             draw(labels, 50, 0.01, 0, 12)
+    # a draw whose 12th try would pass: both give up after the 11th (found by a search over seeds), and both pass
+    # with a minimum their earlier tries meet
+    labels = np.repeat(np.arange(3), 12).astype(np.int64)
+    for draw in (_dirichlet_draw, _flwr_datasets_draw):
+        with pytest.raises(ValueError, match="max number of attempts"):
+            draw(labels, 6, 0.3, 3, 3)
+    assert all(np.array_equal(a, b) for a, b in zip(_dirichlet_draw(labels, 6, 0.3, 3, 1),
+                                                    _flwr_datasets_draw(labels, 6, 0.3, 3, 1)))
