@@ -249,8 +249,9 @@ def test_a_dirichlet_draw_that_never_passes_fails_as_flwr_datasets_does():
     from zofl.tasks.data import _dirichlet_draw
 
     labels = np.repeat(np.arange(10), 60).astype(np.int64)
-    for draw in (_dirichlet_draw, _flwr_datasets_draw):
-        with pytest.raises(ValueError, match="max number of attempts"):
+    given_up = r"^The max number of attempts \(10\) was reached\. Please update the values of alpha and try again\.$"
+    for draw in (_dirichlet_draw, _flwr_datasets_draw):  # the same words
+        with pytest.raises(ValueError, match=given_up):
             draw(labels, 50, 0.01, 0, 12)
     # a draw whose 12th try would pass: both give up after the 11th (found by a search over seeds), and both pass
     # with a minimum their earlier tries meet
@@ -260,3 +261,14 @@ def test_a_dirichlet_draw_that_never_passes_fails_as_flwr_datasets_does():
             draw(labels, 6, 0.3, 3, 3)
     assert all(np.array_equal(a, b) for a, b in zip(_dirichlet_draw(labels, 6, 0.3, 3, 1),
                                                     _flwr_datasets_draw(labels, 6, 0.3, 3, 1)))
+
+
+def test_a_dirichlet_draw_of_no_examples_gives_each_client_an_empty_part_or_gives_up():
+    """No labels at all (a client share of nothing): m empty int64 parts when the minimum is 0, else the draw
+    gives up as any other that cannot meet it."""
+    from zofl.tasks.data import _dirichlet_draw
+
+    parts = _dirichlet_draw(np.zeros(0, np.int64), 3, 1.0, 0, 0)
+    assert len(parts) == 3 and all(p.dtype == np.int64 and p.size == 0 for p in parts)
+    with pytest.raises(ValueError, match="max number of attempts"):
+        _dirichlet_draw(np.zeros(0, np.int64), 3, 1.0, 0, 1)
