@@ -367,3 +367,11 @@ def test_the_key_table_keeps_each_key_on_one_row(monkeypatch):
     monkeypatch.setattr(methods, "keys", lambda: [key])
     row = methods.key_table().splitlines()[-1]
     assert row == r"| `toy-key` | Toy | a\|b | x y | ours | every method | one two \| three |"
+
+
+def test_the_config_module_computes_its_key_tables_on_first_read_and_has_no_other_attribute():
+    import zofl.config
+
+    assert zofl.config.KEY_BY_NAME["num-rounds"] in zofl.config.KEYS
+    with pytest.raises(AttributeError, match=r"^module 'zofl\.config' has no attribute 'NOPE'$"):
+        zofl.config.NOPE  # noqa: B018

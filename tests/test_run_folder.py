@@ -12,7 +12,7 @@ import pytest
 
 from zofl.core.protocol import MAX_FINGERPRINT
 from zofl.inprocess import run_inprocess
-from zofl.results import ResultsWriter, RunFolderError, read_rounds
+from zofl.results import ResultsWriter, RunFolderError, read_rounds, read_text
 
 BASE = {"num-rounds": 3, "num-clients": 3, "tau": 1.0, "checkpoint-every": 1}
 
@@ -449,3 +449,42 @@ def test_a_record_a_resume_reads_back_names_its_first_field_of_the_wrong_type():
     assert record_problem({**good, "test_acc": "0.5"}) == "'test_acc' is '0.5', not a number"
     assert record_problem({**good, "late": [1]}) == "'late' is [1], not a number"
     assert record_problem({**good, "round_failed": "yes"}) == "'round_failed' is 'yes', not true or false"
+
+
+def test_a_resumes_config_json_is_read_without_blocking_and_its_checkpoint_every_and_keys_checked(tmp_path):
+    """config.json of the run to resume: a FIFO is refused at once (opened without O_NONBLOCK it would block for
+    ever); text that is no JSON names the file; 'checkpoint-every' (0 when absent) an integer >= 0; a key only one
+    side has counts as a difference."""
+    import signal
+
+    d, _, config = _finished(tmp_path)
+    stored = json.loads(config)
+
+    def resume(text=None, fifo=False):
+        (d / "config.json").unlink()
+        if fifo:
+            os.mkfifo(d / "config.json")
+        else:
+            (d / "config.json").write_text(text)
+        with pytest.raises(RunFolderError) as refused:
+            _run(tmp_path, resume=True)
+        return str(refused.value)
+
+    def hung(*_):
+        raise TimeoutError("the resume blocked on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        assert "config.json" in resume(fifo=True)
+        with pytest.raises(RunFolderError, match=r"config\.json is not a regular file"):
+            read_text(d / "config.json")  # what reads config.json and data.json
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert re.search(rf"cannot resume {re.escape(str(d))}: {re.escape(str(d / 'config.json'))} is not readable \(",
+                     resume("{not json"))
+    assert "'checkpoint-every' = -1, not an integer >= 0" in resume(json.dumps({**stored, "checkpoint-every": -1}))
+    assert "differs in ['extra-key']" in resume(json.dumps({**stored, "extra-key": 1}))
+    without = {k: v for k, v in stored.items() if k != "checkpoint-every"}  # read as 0, a resumable change
+    assert "differs in ['seed']" in resume(json.dumps(without | {"seed": 9}))

@@ -197,3 +197,17 @@ def test_the_torch_softmax_takes_float32_parameters_as_the_numpy_softmax_does():
     np.testing.assert_array_equal(task.init_params(5, 3), np.zeros(15))
     assert task.loss(params, x, y) == pytest.approx(numpy_task.loss(params.astype(np.float64), x, y), rel=1e-12)
     np.testing.assert_array_equal(task.predict(params, x), numpy_task.predict(params.astype(np.float64), x))
+
+
+def test_a_holdout_split_keeps_at_least_one_example_on_each_side():
+    """holdout_split: round(fraction * n) held out, but at least one and never all n (each side's oracle needs an
+    example), a seeded permutation of the client's rows."""
+    from types import SimpleNamespace
+
+    from zofl.tasks.bilevel import holdout_split
+
+    spec = SimpleNamespace(seed=3)
+    for n, fraction, held in ((10, 0.3, 3), (5, 0.01, 1), (4, 1.0, 3), (2, 0.9, 1), (7, 0.5, 4)):
+        lower, upper = holdout_split(spec, 1, n, fraction)
+        assert len(upper) == held and len(lower) == n - held, (n, fraction)
+        assert np.array_equal(np.sort(np.concatenate([lower, upper])), np.arange(n))
