@@ -401,3 +401,15 @@ def test_at_its_defaults_it_learns_past_the_first_cut(strategy, extra, tmp_path)
                           "output-dir": str(tmp_path), "run-name": "defaults"}, workers=0)
     loss = [r["test_loss"] for r in read_rounds(d)]
     assert np.isfinite(x).all() and max(loss) <= loss[0] + 1e-9 and loss[-1] < loss[0] - 1e-3
+
+
+def test_a_worker_that_just_sent_has_delay_zero_against_the_delay_bound():
+    """ready(): the workers of Q (fresh) count with delay 0, the others with their delay (1 at the start, as the
+    code's taus = 1): with delay-bound 1 the master waits for both workers, even with buffer-size 1."""
+    cfg, task, spec = prepare({"task": TOY, "strategy": "adbo", "engine": "async", "num-clients": 2, "buffer-size": 1,
+                               "delay-bound": 1})
+    method = ADBO(cfg, task, spec)
+    s = method.receive(method.init(), Reply(0, {"x": np.zeros(3), "y": np.zeros(3)}, 1), 0)
+    assert not method.ready(s, [])  # worker 1 has delay 1: not below the bound
+    s = method.receive(s, Reply(1, {"x": np.zeros(3), "y": np.zeros(3)}, 1), 0)
+    assert method.ready(s, [])

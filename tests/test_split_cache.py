@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -272,3 +273,20 @@ def test_a_dirichlet_draw_of_no_examples_gives_each_client_an_empty_part_or_give
     assert len(parts) == 3 and all(p.dtype == np.int64 and p.size == 0 for p in parts)
     with pytest.raises(ValueError, match="max number of attempts"):
         _dirichlet_draw(np.zeros(0, np.int64), 3, 1.0, 0, 1)
+
+
+def test_a_split_is_stored_through_a_temporary_in_its_own_folder_and_served_as_a_memory_map(tmp_path, monkeypatch):
+    """cached() on a folder that does not exist yet: made, written to a temporary file in the index's own folder
+    (the rename is atomic only there) and renamed, then read back as a memory map (every process shares it)."""
+    from zofl.tasks.data import make_splits
+
+    made = make_splits("digits", 4, 1.0, 0.1, 0)
+    rows = len(np.concatenate([made.test, made.server, *made.clients]))  # a partition of every row
+    path = tmp_path / "a" / "b" / "split.npy"
+    renamed, real = [], os.replace
+    monkeypatch.setattr(splitcache.os, "replace", lambda src, dst: renamed.append((Path(src).parent, dst)) or real(
+        src, dst))
+    got = splitcache.cached(path, rows, 4, lambda: made)
+    assert renamed == [(path.parent, path)] and path.is_file() and sorted(p.name for p in path.parent.iterdir()) == [
+        "split.npy"]
+    assert isinstance(got.clients[0], np.memmap) and _same(got, made)
