@@ -375,3 +375,10 @@ def test_the_config_module_computes_its_key_tables_on_first_read_and_has_no_othe
     assert zofl.config.KEY_BY_NAME["num-rounds"] in zofl.config.KEYS
     with pytest.raises(AttributeError, match=r"^module 'zofl\.config' has no attribute 'NOPE'$"):
         zofl.config.NOPE  # noqa: B018
+
+
+def test_a_value_in_an_error_is_shown_whole_up_to_80_characters_then_cut_with_its_length():
+    from zofl.config import _show
+
+    assert _show("a" * 78) == repr("a" * 78)  # 80 characters with the quotes
+    assert _show("a" * 79) == repr("a" * 79)[:80] + "... (81 characters)"

@@ -290,3 +290,22 @@ def test_a_split_is_stored_through_a_temporary_in_its_own_folder_and_served_as_a
     assert renamed == [(path.parent, path)] and path.is_file() and sorted(p.name for p in path.parent.iterdir()) == [
         "split.npy"]
     assert isinstance(got.clients[0], np.memmap) and _same(got, made)
+
+
+def test_a_split_that_cannot_be_stored_is_said_in_the_log_and_reported(tmp_path, caplog):
+    """write_index on a folder that cannot be made (a file is in the way): False, and an info line naming why."""
+    from zofl.tasks.data import make_splits
+
+    (tmp_path / "file").write_text("")
+    with caplog.at_level(logging.INFO, logger="zofl"):
+        assert splitcache.write_index(tmp_path / "file" / "split.npy", make_splits("digits", 4, 1.0, 0.1, 0),
+                                      1797) is False
+    [line] = [r.getMessage() for r in caplog.records if "split is not stored" in r.getMessage()]
+    assert line.startswith("the split is not stored ([Errno") and line.endswith("): each process makes it again")
+
+
+def test_a_tasks_dirichlet_split_passes_the_data_specs_download_and_fallback_on(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(base, "make_splits", lambda *args: seen.append(args) or "made")
+    spec = DataSpec(**{**_spec(tmp_path).__dict__, "download": True, "fallback": "error"})
+    assert base._make(spec) == "made" and seen[0][5:] == (spec.data_dir, True, spec.min_partition_size, "error")

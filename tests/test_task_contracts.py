@@ -211,3 +211,18 @@ def test_a_holdout_split_keeps_at_least_one_example_on_each_side():
         lower, upper = holdout_split(spec, 1, n, fraction)
         assert len(upper) == held and len(lower) == n - held, (n, fraction)
         assert np.array_equal(np.sort(np.concatenate([lower, upper])), np.arange(n))
+
+
+def test_the_toy_problems_have_no_data_of_their_own_in_arraydata_s_form_and_start_at_two():
+    """QuadraticBilevel and SaddlePoint: server and test data empty (0 rows of DIM float32 features, int64 labels,
+    2 classes: what evaluation code may still read), x_0 = (2, 2) as the module's examples start."""
+    from types import SimpleNamespace
+
+    from zofl.tasks.toy import DIM, QuadraticBilevel, SaddlePoint
+
+    spec = SimpleNamespace(num_clients=3, seed=0)
+    for task in (QuadraticBilevel(), SaddlePoint()):
+        for data in (task.server_data(spec), task.test_data(spec)):
+            assert data.x.shape == (0, DIM) and data.x.dtype == np.float32
+            assert data.y.shape == (0,) and data.y.dtype == np.int64 and data.num_classes == 2
+        assert np.array_equal(task.init_x(None, spec), np.full(DIM, 2.0))
